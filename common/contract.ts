@@ -1,0 +1,144 @@
+// The one API contract between the UI and the host, served by both the Electron
+// IPC adapter and the web host (HTTP + WebSocket). Every method takes one object
+// argument, validated with the schema below at the host boundary, and returns a
+// promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
+import { z } from 'zod';
+import type {
+  PullbackReview,
+  SystemStatus,
+  Task,
+  TerminalInfo,
+  ImageStatus,
+} from './domain.js';
+
+const id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore');
+const dims = { cols: z.number().int().min(2).max(1000), rows: z.number().int().min(1).max(500) };
+
+export const apiInputs = {
+  'system.status': z.object({}),
+  'image.ensure': z.object({}),
+
+  'tasks.list': z.object({}),
+  'tasks.get': z.object({ taskId: id }),
+  'tasks.create': z.object({
+    repoPath: z.string().min(1).max(4096),
+    title: z.string().trim().min(1, 'the task text is empty').max(20_000),
+    baseRef: z.string().min(1).max(256).optional(),
+    includeUncommitted: z.boolean().optional(),
+    agent: z.string().max(64).optional(),
+  }),
+  'tasks.cancel': z.object({ taskId: id }),
+  'tasks.destroy': z.object({ taskId: id }),
+  'tasks.review': z.object({ taskId: id }),
+  'tasks.approve': z.object({ taskId: id }),
+  'tasks.reject': z.object({ taskId: id }),
+
+  'terminal.list': z.object({ taskId: id.optional() }),
+  'terminal.openShell': z.object({ taskId: id, ...dims }),
+  /** Returns the session's scrollback (base64) so a reopened tab replays, then continues live. */
+  'terminal.attach': z.object({ sessionId: id }),
+  'terminal.write': z.object({ sessionId: id, data: z.string().max(1 << 20) }),
+  'terminal.resize': z.object({ sessionId: id, ...dims }),
+  /** The renderer acknowledges bytes after xterm.js parsed them (flow control). */
+  'terminal.ack': z.object({ sessionId: id, bytes: z.number().int().min(0).max(1 << 30) }),
+  'terminal.close': z.object({ sessionId: id }),
+} as const;
+
+export type ApiMethod = keyof typeof apiInputs;
+export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
+
+export interface ApiOutputs {
+  'system.status': SystemStatus;
+  'image.ensure': ImageStatus;
+  'tasks.list': Task[];
+  'tasks.get': Task;
+  'tasks.create': Task;
+  'tasks.cancel': Task;
+  'tasks.destroy': Task;
+  'tasks.review': PullbackReview;
+  'tasks.approve': Task;
+  'tasks.reject': Task;
+  'terminal.list': TerminalInfo[];
+  'terminal.openShell': TerminalInfo;
+  'terminal.attach': { info: TerminalInfo; scrollback: string };
+  'terminal.write': void;
+  'terminal.resize': void;
+  'terminal.ack': void;
+  'terminal.close': void;
+}
+
+/** Service-shaped API: what the renderer calls and what the hosts implement. */
+export type FactoryApi = {
+  [M in ApiMethod]: (input: ApiInput<M>) => Promise<ApiOutputs[M]>;
+};
+
+/** Events pushed from the host to every UI. Terminal bytes travel separately (see TerminalDataEvent). */
+export type FactoryEvent =
+  | { type: 'task.updated'; task: Task }
+  | { type: 'task.removed'; taskId: string }
+  | { type: 'image.progress'; status: ImageStatus }
+  | { type: 'terminal.opened'; info: TerminalInfo }
+  | { type: 'terminal.status'; info: TerminalInfo };
+
+/** Terminal output: raw bytes for one session, batched by the host. */
+export interface TerminalDataEvent {
+  sessionId: string;
+  data: Uint8Array;
+}
+
+/** What the preload exposes as window.factory and the web transport implements. */
+export interface FactoryBridge {
+  call<M extends ApiMethod>(method: M, input: ApiInput<M>): Promise<ApiOutputs[M]>;
+  onEvent(listener: (event: FactoryEvent) => void): () => void;
+  onTerminalData(listener: (event: TerminalDataEvent) => void): () => void;
+  /** Electron only: the path of a folder dropped on the window. */
+  pathForFile?(file: File): string;
+}
+
+export interface WireError {
+  error: { name: string; message: string; detail?: string };
+}
+
+/** Errors the host raises on purpose carry a name the UI can show as-is. */
+export class FactoryError extends Error {
+  constructor(
+    name: string,
+    message: string,
+    public readonly detail?: string,
+  ) {
+    super(message);
+    this.name = name;
+  }
+}
+
+export function toWireError(err: unknown): WireError {
+  if (err instanceof z.ZodError) {
+    const first = err.issues[0];
+    const where = first?.path.length ? first.path.join('.') : 'input';
+    return { error: { name: 'InvalidInput', message: `${where}: ${first?.message ?? 'invalid'}` } };
+  }
+  if (err instanceof Error) {
+    const detail = (err as { detail?: unknown }).detail;
+    return {
+      error: {
+        name: err.name || 'Error',
+        message: err.message,
+        ...(typeof detail === 'string' ? { detail } : {}),
+      },
+    };
+  }
+  return { error: { name: 'Error', message: String(err) } };
+}
+
+export function fromWireError(wire: WireError): FactoryError {
+  return new FactoryError(wire.error.name, wire.error.message, wire.error.detail);
+}
+
+/** Validates an untrusted call at a host boundary; throws ZodError or FactoryError. */
+export function parseCall(method: string, input: unknown): { method: ApiMethod; input: unknown } {
+  if (!Object.prototype.hasOwnProperty.call(apiInputs, method)) {
+    throw new FactoryError('UnknownMethod', `no API method named ${JSON.stringify(method).slice(0, 80)}`);
+  }
+  const m = method as ApiMethod;
+  return { method: m, input: apiInputs[m].parse(input ?? {}) };
+}

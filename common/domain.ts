@@ -1,0 +1,147 @@
+// Domain types shared by every process. Pure TypeScript: no Node, no DOM.
+import { z } from 'zod';
+
+export const STAGE_NAMES = ['request', 'plan', 'build', 'test', 'review', 'document'] as const;
+export const StageName = z.enum(STAGE_NAMES);
+export type StageName = z.infer<typeof StageName>;
+
+export const StageStatus = z.enum(['pending', 'running', 'passed', 'failed', 'skipped', 'cancelled']);
+export type StageStatus = z.infer<typeof StageStatus>;
+
+export const StageResult = z.object({
+  name: StageName,
+  status: StageStatus,
+  startedAt: z.string().optional(),
+  endedAt: z.string().optional(),
+  durationMs: z.number().optional(),
+  exitCode: z.number().nullable().optional(),
+  /** One line the board shows on the card (agent summary, test counts, error). */
+  summary: z.string().optional(),
+  /** Terminal session that carried this stage's output (its log survives restarts). */
+  sessionId: z.string().optional(),
+  tokens: z.object({ input: z.number(), output: z.number() }).optional(),
+  costUsd: z.number().optional(),
+});
+export type StageResult = z.infer<typeof StageResult>;
+
+/** Where a task is in its life (DESIGN.md, "Life of a task"). */
+export const TaskPhase = z.enum([
+  'creating',
+  'provisioning',
+  'seeding',
+  'running',
+  'pulling-back',
+  'review',
+  'approved',
+  'rejected',
+  'failed',
+  'cancelled',
+]);
+export type TaskPhase = z.infer<typeof TaskPhase>;
+
+export const SandboxStatus = z.enum(['none', 'booting', 'running', 'stopping', 'destroyed', 'lost']);
+export type SandboxStatus = z.infer<typeof SandboxStatus>;
+
+export const SandboxInfo = z.object({
+  status: SandboxStatus,
+  /** kvm | hvf | tcg, as chosen by the accel probe. */
+  accel: z.string().optional(),
+  sshPort: z.number().optional(),
+  bootMs: z.number().optional(),
+});
+export type SandboxInfo = z.infer<typeof SandboxInfo>;
+
+export const ErrorInfo = z.object({
+  name: z.string(),
+  message: z.string(),
+  /** Extra lines worth showing (e.g. the last serial console lines of a guest that never booted). */
+  detail: z.string().optional(),
+});
+export type ErrorInfo = z.infer<typeof ErrorInfo>;
+
+export const Decision = z.object({
+  kind: z.enum(['approved', 'rejected']),
+  at: z.string(),
+  branch: z.string().optional(),
+  commit: z.string().optional(),
+});
+export type Decision = z.infer<typeof Decision>;
+
+export const Task = z.object({
+  id: z.string(),
+  title: z.string(),
+  repoPath: z.string(),
+  baseRef: z.string(),
+  baseCommit: z.string(),
+  /** Branch name used inside the sandbox and, after approval, in the host repo. */
+  branch: z.string(),
+  createdAt: z.string(),
+  phase: TaskPhase,
+  sandbox: SandboxInfo,
+  stages: z.array(StageResult),
+  error: ErrorInfo.optional(),
+  decision: Decision.optional(),
+  /** Agent chosen for the task (issue 4); 'command' runs the pipeline.json commands. */
+  agent: z.string().optional(),
+});
+export type Task = z.infer<typeof Task>;
+
+export const DiffFile = z.object({
+  path: z.string(),
+  oldPath: z.string().optional(),
+  status: z.enum(['added', 'modified', 'deleted', 'renamed', 'other']),
+  added: z.number(),
+  removed: z.number(),
+  binary: z.boolean(),
+});
+export type DiffFile = z.infer<typeof DiffFile>;
+
+/** What came back from the sandbox, verified and held in quarantine until the user decides. */
+export const PullbackReview = z.object({
+  taskId: z.string(),
+  branch: z.string(),
+  baseCommit: z.string(),
+  headCommit: z.string(),
+  files: z.array(DiffFile),
+  added: z.number(),
+  removed: z.number(),
+  /** The unified patch, capped; `patchTruncated` says when the cap cut it. */
+  patch: z.string(),
+  patchTruncated: z.boolean(),
+  bundleBytes: z.number(),
+  checks: z.array(z.object({ name: z.string(), ok: z.boolean(), message: z.string() })),
+});
+export type PullbackReview = z.infer<typeof PullbackReview>;
+
+export const TerminalKind = z.enum(['stage', 'shell', 'host']);
+export const TerminalStatus = z.enum(['live', 'exited', 'lost']);
+export const TerminalInfo = z.object({
+  id: z.string(),
+  taskId: z.string().optional(),
+  kind: TerminalKind,
+  title: z.string(),
+  status: TerminalStatus,
+  exitCode: z.number().nullable().optional(),
+  cols: z.number(),
+  rows: z.number(),
+});
+export type TerminalInfo = z.infer<typeof TerminalInfo>;
+
+export const ImageStatus = z.object({
+  state: z.enum(['missing', 'building', 'ready', 'failed']),
+  version: z.string(),
+  /** 0..1 while building. */
+  progress: z.number().optional(),
+  step: z.string().optional(),
+  error: z.string().optional(),
+});
+export type ImageStatus = z.infer<typeof ImageStatus>;
+
+export const SystemStatus = z.object({
+  qemu: z.object({ ok: z.boolean(), version: z.string().optional(), installHint: z.string().optional() }),
+  accel: z.string().optional(),
+  image: ImageStatus,
+  dataDir: z.string(),
+  host: z.enum(['electron', 'web']),
+});
+export type SystemStatus = z.infer<typeof SystemStatus>;

@@ -1,0 +1,37 @@
+import { defineConfig } from 'vitest/config';
+
+// Tests mirror the environments (DESIGN.md): node for common/ and main/, jsdom
+// for renderer components, real QEMU / keyring / git for integration, Chromium
+// for end to end. Integration and e2e run one file at a time: each boots VMs on
+// a 2-core machine.
+export default defineConfig({
+  test: {
+    projects: [
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000 } },
+      {
+        test: { name: 'renderer', include: ['test/renderer/**/*.test.{ts,tsx}'], environment: 'jsdom', testTimeout: 30_000 },
+        esbuild: { jsx: 'automatic' },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 600_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 900_000,
+          hookTimeout: 900_000,
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
