@@ -1,0 +1,45 @@
+// User settings (not secrets) kept by `conf` in the data dir, read back through
+// a zod schema so a hand-edited file with a bad value falls back to the default
+// for that field instead of breaking the app.
+import Conf from 'conf';
+import { z } from 'zod';
+
+export const SettingsSchema = z.object({
+  /** How many tasks may provision and run their pipeline at the same time. */
+  maxParallelTasks: z.number().int().min(1).max(32).default(2),
+  /** Agent used when a task does not choose one ('command' runs the pipeline.json commands). */
+  defaultAgent: z.string().min(1).max(64).default('command'),
+  /** Guest memory per sandbox. */
+  vmMemoryMb: z.number().int().min(256).max(65536).default(1024),
+  vmCpus: z.number().int().min(1).max(64).default(2),
+});
+export type Settings = z.infer<typeof SettingsSchema>;
+
+export class SettingsStore {
+  private readonly conf: Conf<Record<string, unknown>>;
+
+  constructor(opts: { dir: string }) {
+    this.conf = new Conf<Record<string, unknown>>({
+      cwd: opts.dir,
+      configName: 'settings',
+      projectName: 'factory-in-a-box',
+      projectSuffix: '',
+    });
+  }
+
+  get(): Settings {
+    const raw = this.conf.store;
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(SettingsSchema.shape) as Array<keyof Settings>) {
+      const field = SettingsSchema.shape[key].safeParse(raw[key]);
+      out[key] = field.success ? field.data : SettingsSchema.shape[key].parse(undefined);
+    }
+    return out as Settings;
+  }
+
+  set(patch: Partial<Settings>): Settings {
+    const next = SettingsSchema.parse({ ...this.get(), ...patch });
+    this.conf.set(next);
+    return next;
+  }
+}

@@ -1,0 +1,143 @@
+// Persistence of tasks, their stage results, decisions and sandbox bookkeeping.
+// One JSON file per task under the state dir, written atomically (temp file,
+// fsync, rename, fsync of the directory), validated with zod on load. A file that
+// fails to parse is renamed aside (`*.corrupt-<time>`) and reported, never
+// silently dropped or overwritten.
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { Task } from '../../common/domain.js';
+
+/** What the host remembers about a task beyond what the UI sees. */
+export const TaskRecord = z.object({
+  version: z.literal(1),
+  task: Task,
+  /** The sandbox folder (overlay, keys, pidfile) while one exists. */
+  sandboxDir: z.string().optional(),
+  /** QEMU's pid while the VM runs; used to clean up after a crash of the app. */
+  qemuPid: z.number().int().positive().optional(),
+  /** Set after a verified pull-back: head commit and bundle digest held in quarantine. */
+  pullback: z
+    .object({
+      headCommit: z.string().regex(/^[0-9a-f]{40,64}$/),
+      bundleSha256: z.string().regex(/^[0-9a-f]{64}$/),
+      bundleBytes: z.number().int().nonnegative(),
+      empty: z.boolean(),
+    })
+    .optional(),
+});
+export type TaskRecord = z.infer<typeof TaskRecord>;
+
+export interface StateProblem {
+  file: string;
+  error: string;
+  /** Where the unreadable file was moved so nothing is lost. */
+  keptAs?: string;
+}
+
+const MAX_STATE_FILE_BYTES = 8 * 1024 * 1024;
+const SAFE_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+export async function writeFileAtomic(file: string, data: string | Buffer): Promise<void> {
+  const dir = path.dirname(file);
+  await fs.mkdir(dir, { recursive: true });
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
+  const handle = await fs.open(tmp, 'w', 0o600);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await fs.rename(tmp, file);
+  } catch (err) {
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
+  // The rename is durable only once the directory entry is on disk.
+  try {
+    const dirHandle = await fs.open(dir, 'r');
+    try {
+      await dirHandle.sync();
+    } finally {
+      await dirHandle.close();
+    }
+  } catch {
+    // Some platforms cannot fsync a directory; the rename is still atomic.
+  }
+}
+
+export class StateStore {
+  private readonly tasksDir: string;
+  /** Writes to one file are chained so an older snapshot never lands after a newer one. */
+  private readonly writeChains = new Map<string, Promise<void>>();
+  readonly problems: StateProblem[] = [];
+
+  constructor(private readonly opts: { dir: string }) {
+    this.tasksDir = path.join(opts.dir, 'tasks');
+  }
+
+  /** Loads every task record; unreadable ones are moved aside and listed in `problems`. */
+  async loadTasks(): Promise<TaskRecord[]> {
+    await fs.mkdir(this.tasksDir, { recursive: true });
+    const names = (await fs.readdir(this.tasksDir)).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
+    const records: TaskRecord[] = [];
+    for (const name of names.sort()) {
+      const file = path.join(this.tasksDir, name);
+      try {
+        const stat = await fs.stat(file);
+        if (stat.size > MAX_STATE_FILE_BYTES) throw new Error(`file is ${stat.size} bytes, over the ${MAX_STATE_FILE_BYTES} byte cap`);
+        const parsed = TaskRecord.safeParse(JSON.parse(await fs.readFile(file, 'utf8')));
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0];
+          throw new Error(`${issue?.path.join('.') || 'record'}: ${issue?.message ?? 'invalid'}`);
+        }
+        if (`${parsed.data.task.id}.json` !== name) throw new Error(`task id ${parsed.data.task.id} does not match the file name`);
+        records.push(parsed.data);
+      } catch (err) {
+        const keptAs = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+        let moved: string | undefined;
+        try {
+          await fs.rename(file, keptAs);
+          moved = keptAs;
+        } catch {
+          moved = undefined;
+        }
+        this.problems.push({ file, error: err instanceof Error ? err.message : String(err), keptAs: moved });
+      }
+    }
+    return records;
+  }
+
+  saveTask(record: TaskRecord): Promise<void> {
+    const id = record.task.id;
+    if (!SAFE_ID.test(id)) return Promise.reject(new Error(`unsafe task id ${JSON.stringify(id)}`));
+    const data = JSON.stringify(TaskRecord.parse(record), null, 2) + '\n';
+    return this.chain(id, () => writeFileAtomic(this.fileFor(id), data));
+  }
+
+  deleteTask(id: string): Promise<void> {
+    if (!SAFE_ID.test(id)) return Promise.reject(new Error(`unsafe task id ${JSON.stringify(id)}`));
+    return this.chain(id, () => fs.rm(this.fileFor(id), { force: true }));
+  }
+
+  /** Resolves once every pending write has landed. */
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.writeChains.values()]);
+  }
+
+  private fileFor(id: string): string {
+    return path.join(this.tasksDir, `${id}.json`);
+  }
+
+  private chain(id: string, op: () => Promise<void>): Promise<void> {
+    const prev = this.writeChains.get(id) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(op);
+    this.writeChains.set(id, next);
+    void next.finally(() => {
+      if (this.writeChains.get(id) === next) this.writeChains.delete(id);
+    }).catch(() => undefined);
+    return next;
+  }
+}
