@@ -1,0 +1,70 @@
+import { useController, useFactory } from '../state/context.js';
+import { ErrorBox } from './ErrorBox.js';
+
+export function Header() {
+  const status = useFactory((s) => s.status);
+  const statusError = useFactory((s) => s.statusError);
+  const connection = useFactory((s) => s.connection);
+  const controller = useController();
+  const image = status?.image;
+  return (
+    <header className="app-header" data-testid="system-status">
+      <h1>Factory in a Box</h1>
+      <div className="status-items">
+        {connection !== 'open' ? (
+          <span className="pill warn" data-testid="connection-status">
+            {connection === 'connecting' ? 'connecting…' : 'disconnected, reconnecting…'}
+          </span>
+        ) : null}
+        {status ? (
+          <>
+            {status.qemu.ok ? (
+              <span className="pill ok" data-testid="qemu-status">
+                QEMU {status.qemu.version ?? ''}
+              </span>
+            ) : (
+              <span className="pill bad" data-testid="qemu-status">
+                QEMU missing
+                {status.qemu.installHint ? (
+                  <span className="hint" data-testid="qemu-install-hint">
+                    {' '}
+                    — {status.qemu.installHint}
+                  </span>
+                ) : null}
+              </span>
+            )}
+            {status.accel ? (
+              <span className="pill" data-testid="accel">
+                accel: {status.accel}
+              </span>
+            ) : null}
+            {image ? (
+              <span className={`pill ${image.state === 'ready' ? 'ok' : image.state === 'failed' ? 'bad' : 'warn'}`} data-testid="image-status" data-state={image.state}>
+                image {image.version}: {image.state}
+                {image.state === 'building' ? (
+                  <>
+                    {' '}
+                    <progress data-testid="image-progress" max={1} value={image.progress ?? 0} />{' '}
+                    <span className="hint">{image.step ?? ''}</span>
+                  </>
+                ) : null}
+                {image.state === 'missing' || image.state === 'failed' ? (
+                  <button type="button" className="small" data-testid="build-image-button" onClick={() => void controller.buildImage()}>
+                    {image.state === 'failed' ? 'Retry build' : 'Build now'}
+                  </button>
+                ) : null}
+              </span>
+            ) : null}
+            <span className="pill muted" title={status.dataDir}>
+              {status.host} host
+            </span>
+          </>
+        ) : null}
+      </div>
+      {image?.state === 'failed' && image.error ? (
+        <ErrorBox testId="image-error" error={{ name: 'ImageBuildFailed', message: image.error }} />
+      ) : null}
+      {statusError ? <ErrorBox testId="status-error" error={statusError} /> : null}
+    </header>
+  );
+}

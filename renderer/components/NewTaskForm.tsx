@@ -1,0 +1,101 @@
+import { useState, type DragEvent, type FormEvent } from 'react';
+import type { ErrorInfo } from '../../common/domain.js';
+import { useController } from '../state/context.js';
+import { toErrorInfo } from '../state/store.js';
+import { ErrorBox } from './ErrorBox.js';
+
+export function NewTaskForm() {
+  const controller = useController();
+  const [repoPath, setRepoPath] = useState('');
+  const [title, setTitle] = useState('');
+  const [error, setError] = useState<ErrorInfo>();
+  const [dropNote, setDropNote] = useState<string>();
+  const [dragging, setDragging] = useState(false);
+  const [starting, setStarting] = useState(false);
+  const canPickPath = typeof controller.bridge.pathForFile === 'function';
+
+  const onDrop = (e: DragEvent) => {
+    e.preventDefault();
+    setDragging(false);
+    const file = e.dataTransfer.files[0];
+    if (!file) return setDropNote('Nothing was dropped: drop a repository folder.');
+    if (!canPickPath) {
+      // A browser never reveals where a dropped folder lives on disk.
+      return setDropNote(`A browser cannot tell the app where "${file.name}" is on disk: type the repository path above.`);
+    }
+    try {
+      const p = controller.bridge.pathForFile!(file);
+      if (!p) return setDropNote(`"${file.name}" has no path on disk: drop a folder from your file manager.`);
+      setRepoPath(p);
+      setDropNote(undefined);
+    } catch (err) {
+      setDropNote(toErrorInfo(err).message);
+    }
+  };
+
+  const onSubmit = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(undefined);
+    setStarting(true);
+    try {
+      await controller.createTask(repoPath.trim(), title);
+      setTitle('');
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      setStarting(false);
+    }
+  };
+
+  return (
+    <form className="new-task" data-testid="new-task-form" onSubmit={onSubmit}>
+      <h2>New task</h2>
+      <div
+        className={`drop-zone${dragging ? ' dragging' : ''}`}
+        data-testid="drop-zone"
+        onDragOver={(e) => {
+          e.preventDefault();
+          setDragging(true);
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={onDrop}
+      >
+        <label>
+          Repository
+          <input
+            type="text"
+            data-testid="repo-path-input"
+            placeholder="/path/to/your/repository"
+            value={repoPath}
+            spellCheck={false}
+            onChange={(e) => setRepoPath(e.target.value)}
+          />
+        </label>
+        <p className="hint">
+          {canPickPath ? 'Drop a repository folder here, or type its path.' : 'Type the repository path (a browser cannot read the path of a dropped folder).'}
+        </p>
+        {dropNote ? (
+          <p className="note" data-testid="drop-note">
+            {dropNote}
+          </p>
+        ) : null}
+      </div>
+      <label>
+        Task
+        <textarea
+          data-testid="task-text-input"
+          placeholder="What should the agent do?"
+          rows={3}
+          value={title}
+          onChange={(e) => setTitle(e.target.value)}
+        />
+      </label>
+      <div className="actions">
+        <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>
+          {starting ? 'Starting…' : 'Start'}
+        </button>
+      </div>
+      {error ? <ErrorBox testId="new-task-error" error={error} /> : null}
+    </form>
+  );
+}

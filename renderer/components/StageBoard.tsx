@@ -1,0 +1,84 @@
+import { STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
+import { useController, useFactory } from '../state/context.js';
+import { taskOrder } from '../state/store.js';
+import { formatDuration } from './format.js';
+
+const STATUS_MARK: Record<string, string> = {
+  pending: '○',
+  running: '◐',
+  passed: '✓',
+  failed: '✗',
+  skipped: '–',
+  cancelled: '⊘',
+};
+
+export function StageBoard() {
+  const tasks = useFactory((s) => s.tasks);
+  const selected = useFactory((s) => s.selectedTaskId);
+  const ordered = taskOrder(tasks);
+  return (
+    <section className="board" data-testid="stage-board">
+      <h2>Tasks</h2>
+      {ordered.length === 0 ? (
+        <p className="hint" data-testid="board-empty">
+          No tasks yet. Start one above.
+        </p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>Task</th>
+              {STAGE_NAMES.map((s) => (
+                <th key={s}>{s}</th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {ordered.map((t) => (
+              <TaskRow key={t.id} task={t} selected={t.id === selected} />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
+  const controller = useController();
+  return (
+    <tr className={selected ? 'selected' : ''} data-testid={`task-row-${task.id}`} data-phase={task.phase}>
+      <td className="task-cell">
+        <button type="button" className="link" data-testid={`task-select-${task.id}`} onClick={() => controller.select(task.id)}>
+          {task.title}
+        </button>
+        <div className="task-meta">
+          <span className={`phase phase-${task.phase}`} data-testid={`task-phase-${task.id}`}>
+            {task.phase}
+          </span>{' '}
+          <span className="muted">sandbox {task.sandbox.status}</span>
+        </div>
+      </td>
+      {STAGE_NAMES.map((name) => {
+        const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
+        return (
+          <td key={name} className={`stage stage-${stage.status}`}>
+            <button
+              type="button"
+              data-testid={`stage-${task.id}-${name}`}
+              data-status={stage.status}
+              title={stage.summary ?? `${name}: ${stage.status}`}
+              onClick={() => controller.select(task.id, stage.sessionId)}
+            >
+              <span className="mark">{STATUS_MARK[stage.status] ?? '?'}</span> {stage.status}
+              <span className="duration">{formatDuration(stage.durationMs)}</span>
+              {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
+                <span className="exit">exit {stage.exitCode}</span>
+              ) : null}
+            </button>
+          </td>
+        );
+      })}
+    </tr>
+  );
+}

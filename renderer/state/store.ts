@@ -1,0 +1,74 @@
+// UI state: metadata only. Terminal bytes never pass through here (they go
+// straight from the bridge to the terminal views).
+import { createStore, type StoreApi } from 'zustand/vanilla';
+import type { FactoryEvent } from '../../common/contract.js';
+import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
+
+export type Connection = 'connecting' | 'open' | 'closed';
+
+export interface FactoryState {
+  connection: Connection;
+  status?: SystemStatus;
+  statusError?: ErrorInfo;
+  tasks: Record<string, Task>;
+  selectedTaskId?: string;
+  terminals: Record<string, TerminalInfo>;
+  /** The terminal tab shown per task (session id). */
+  activeTab: Record<string, string | undefined>;
+  reviews: Record<string, PullbackReview | undefined>;
+  /** Last failed action per task (approve, destroy, ...), shown next to it. */
+  actionErrors: Record<string, ErrorInfo | undefined>;
+  /** Per-task action in flight, so buttons can disable themselves. */
+  busy: Record<string, string | undefined>;
+}
+
+export type FactoryStore = StoreApi<FactoryState>;
+
+export function createFactoryStore(): FactoryStore {
+  return createStore<FactoryState>(() => ({
+    connection: 'connecting',
+    tasks: {},
+    terminals: {},
+    activeTab: {},
+    reviews: {},
+    actionErrors: {},
+    busy: {},
+  }));
+}
+
+/** Newest first. */
+export function taskOrder(tasks: Record<string, Task>): Task[] {
+  return Object.values(tasks).sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+}
+
+export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
+  const s = store.getState();
+  switch (event.type) {
+    case 'task.updated':
+      store.setState({ tasks: { ...s.tasks, [event.task.id]: event.task } });
+      break;
+    case 'task.removed': {
+      const { [event.taskId]: _gone, ...rest } = s.tasks;
+      store.setState({
+        tasks: rest,
+        selectedTaskId: s.selectedTaskId === event.taskId ? undefined : s.selectedTaskId,
+      });
+      break;
+    }
+    case 'image.progress':
+      if (s.status) store.setState({ status: { ...s.status, image: event.status } });
+      break;
+    case 'terminal.opened':
+    case 'terminal.status':
+      store.setState({ terminals: { ...s.terminals, [event.info.id]: event.info } });
+      break;
+  }
+}
+
+export function toErrorInfo(err: unknown): ErrorInfo {
+  if (err instanceof Error) {
+    const detail = (err as { detail?: unknown }).detail;
+    return { name: err.name || 'Error', message: err.message, ...(typeof detail === 'string' ? { detail } : {}) };
+  }
+  return { name: 'Error', message: String(err) };
+}
