@@ -1,0 +1,356 @@
+// The host side of pull-back. A bundle from a sandbox is untrusted: it lands in
+// a quarantine folder per task, is verified there, and its diff is computed in a
+// quarantine bare repository that borrows the host repo's objects read-only
+// (objects/info/alternates). Nothing in the host repository changes until the
+// user approves, and even then only new objects and one new branch ref appear:
+// HEAD, the index and the working tree are never touched, and an existing
+// branch is never overwritten.
+import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { FactoryError } from '../../common/contract.js';
+import type { DiffFile, PullbackReview } from '../../common/domain.js';
+import { GIT_SAFETY_OPTIONS, firstLine, git, runGit } from './host-git.js';
+
+export const DEFAULT_MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
+export const DEFAULT_MAX_PATCH_BYTES = 2 * 1024 * 1024;
+const MAX_BUNDLE_HEADER_BYTES = 1024 * 1024;
+const MAX_DIFF_FILES = 10_000;
+const SHA = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
+
+export interface VerifiedPullback {
+  review: PullbackReview;
+  headCommit: string;
+  bundleSha256: string;
+  empty: boolean;
+}
+
+export interface BundleHeader {
+  version: 2 | 3;
+  prerequisites: string[];
+  refs: Array<{ sha: string; name: string }>;
+  /** Byte offset where the packfile starts. */
+  packOffset: number;
+}
+
+export class PullbackError extends FactoryError {
+  constructor(message: string, detail?: string) {
+    super('PullbackRejected', message, detail);
+  }
+}
+
+/** Parses a git bundle header (v2 or v3) from untrusted bytes, with a cap. */
+export async function readBundleHeader(file: string): Promise<BundleHeader> {
+  const fh = await fsp.open(file, 'r');
+  let buf: Buffer;
+  try {
+    buf = Buffer.alloc(MAX_BUNDLE_HEADER_BYTES);
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    buf = buf.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+  const end = buf.indexOf('\n\n');
+  if (end < 0) throw new PullbackError('not a git bundle (no header end found in the first MiB)');
+  const lines = buf.subarray(0, end).toString('utf8').split('\n');
+  const sig = lines.shift();
+  const version = sig === '# v2 git bundle' ? 2 : sig === '# v3 git bundle' ? 3 : null;
+  if (version === null) throw new PullbackError('not a git bundle (bad signature)');
+  const prerequisites: string[] = [];
+  const refs: Array<{ sha: string; name: string }> = [];
+  for (const line of lines) {
+    if (version === 3 && line.startsWith('@')) {
+      const cap = line.slice(1);
+      if (cap !== 'object-format=sha1' && cap !== 'object-format=sha256') {
+        throw new PullbackError(`bundle uses an unsupported capability: ${cap.slice(0, 80)}`);
+      }
+      continue;
+    }
+    if (line.startsWith('-')) {
+      const sha = line.slice(1).split(' ')[0] ?? '';
+      if (!SHA.test(sha)) throw new PullbackError('bundle has a malformed prerequisite line');
+      prerequisites.push(sha);
+      continue;
+    }
+    const m = /^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)$/.exec(line);
+    if (!m) throw new PullbackError('bundle has a malformed ref line');
+    refs.push({ sha: m[1]!, name: m[2]! });
+  }
+  return { version, prerequisites, refs, packOffset: end + 2 };
+}
+
+async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Streams the bundle's packfile into `git index-pack --strict` (fsck of every object). */
+function indexPackStrict(repoDir: string, bundle: string, offset: number, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', ['--no-pager', ...GIT_SAFETY_OPTIONS, 'index-pack', '--stdin', '--fix-thin', '--strict'], {
+      cwd: repoDir,
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: { ...process.env, GIT_DIR: repoDir, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+    });
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stderr.on('data', (c: Buffer) => {
+      if (stderr.length < 16384) stderr += c.toString('utf8');
+    });
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new PullbackError(`the bundle's objects failed the integrity check: ${firstLine(stderr) || `exit ${code}`}`, stderr.trim() || undefined));
+    });
+    child.stdin.on('error', () => undefined);
+    fs.createReadStream(bundle, { start: offset }).on('error', reject).pipe(child.stdin);
+  });
+}
+
+export interface QuarantineOptions {
+  /** Folder holding one quarantine folder per task (under the data dir). */
+  root: string;
+  maxBundleBytes?: number;
+  maxPatchBytes?: number;
+  gitTimeoutMs?: number;
+}
+
+export class PullbackQuarantine {
+  readonly maxBundleBytes: number;
+  private readonly maxPatchBytes: number;
+  private readonly timeoutMs: number;
+
+  constructor(private readonly opts: QuarantineOptions) {
+    this.maxBundleBytes = opts.maxBundleBytes ?? DEFAULT_MAX_BUNDLE_BYTES;
+    this.maxPatchBytes = opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES;
+    this.timeoutMs = opts.gitTimeoutMs ?? 120_000;
+  }
+
+  dirFor(taskId: string): string {
+    if (!/^[A-Za-z0-9._-]{1,128}$/.test(taskId) || taskId.startsWith('.')) throw new FactoryError('InvalidInput', `unsafe task id ${taskId}`);
+    return path.join(this.opts.root, taskId);
+  }
+
+  /** Where the downloaded bundle must be written before verify(). */
+  async prepare(taskId: string): Promise<{ dir: string; bundlePath: string }> {
+    const dir = this.dirFor(taskId);
+    await fsp.rm(dir, { recursive: true, force: true });
+    await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+    return { dir, bundlePath: path.join(dir, 'result.bundle') };
+  }
+
+  async discard(taskId: string): Promise<void> {
+    await fsp.rm(this.dirFor(taskId), { recursive: true, force: true });
+  }
+
+  /**
+   * Verifies the quarantined bundle for a task and computes its diff against the
+   * base. `bundlePath` absent means the sandbox reported no change (branch == base).
+   */
+  async verify(opts: { taskId: string; repoPath: string; branch: string; baseCommit: string; bundlePresent: boolean }): Promise<VerifiedPullback> {
+    const { taskId, repoPath, branch, baseCommit } = opts;
+    const dir = this.dirFor(taskId);
+    const bundle = path.join(dir, 'result.bundle');
+    const ref = `refs/heads/${branch}`;
+    const checks: PullbackReview['checks'] = [];
+    if (!opts.bundlePresent) {
+      checks.push({ name: 'changes', ok: true, message: 'the task branch is identical to the base commit: nothing came back' });
+      return {
+        review: emptyReview(taskId, branch, baseCommit, checks),
+        headCommit: baseCommit,
+        bundleSha256: createHash('sha256').digest('hex'),
+        empty: true,
+      };
+    }
+
+    // 1. Size cap (the download already enforces it; a bundle put there some other way must obey it too).
+    const stat = await fsp.stat(bundle).catch(() => null);
+    if (!stat?.isFile()) throw new PullbackError('no bundle in quarantine');
+    if (stat.size > this.maxBundleBytes) throw new PullbackError(`bundle is ${stat.size} bytes, over the ${this.maxBundleBytes} byte cap`);
+    checks.push({ name: 'size', ok: true, message: `${stat.size} bytes (cap ${this.maxBundleBytes})` });
+
+    // 2. Header: exactly the expected ref, prerequisites only the base.
+    const header = await readBundleHeader(bundle);
+    if (header.refs.length !== 1 || header.refs[0]!.name !== ref) {
+      const names = header.refs.map((r) => r.name).join(', ').slice(0, 300) || 'none';
+      throw new PullbackError(`bundle must carry exactly ${ref}; it carries: ${names}`);
+    }
+    const headCommit = header.refs[0]!.sha;
+    checks.push({ name: 'refs', ok: true, message: `only ${ref}` });
+
+    // 3. Quarantine repo that sees the host's objects read-only.
+    const qrepo = await this.makeQuarantineRepo(dir, repoPath);
+
+    // 4. git bundle verify: well-formed and every prerequisite present.
+    const verify = await runGit(['bundle', 'verify', bundle], { cwd: qrepo, timeoutMs: this.timeoutMs, env: { GIT_DIR: qrepo } });
+    if (verify.code !== 0) {
+      throw new PullbackError(`git bundle verify failed: ${firstLine(verify.stderr) || `exit ${verify.code}`}`, verify.stderr.trim() || undefined);
+    }
+    checks.push({ name: 'bundle verify', ok: true, message: 'well-formed, prerequisites present' });
+
+    // 5. Objects fsck'ed as they are indexed into the quarantine repo.
+    await indexPackStrict(qrepo, bundle, header.packOffset, this.timeoutMs);
+    await git(['update-ref', ref, headCommit, ''], { cwd: qrepo, env: { GIT_DIR: qrepo }, errorName: 'PullbackRejected' });
+    const type = await runGit(['cat-file', '-t', headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo } });
+    if (type.stdout.trim() !== 'commit') throw new PullbackError(`${ref} does not point at a commit`);
+    // Everything reachable from the head down to the base must be present (no dangling links).
+    const connected = await runGit(['rev-list', '--objects', '--quiet', headCommit, '--not', baseCommit], {
+      cwd: qrepo, env: { GIT_DIR: qrepo }, timeoutMs: this.timeoutMs,
+    });
+    if (connected.code !== 0) throw new PullbackError(`the bundle is incomplete: ${firstLine(connected.stderr)}`);
+    checks.push({ name: 'fsck', ok: true, message: 'every object passed git fsck checks' });
+
+    // 6. The result must build on the base.
+    const ancestor = await runGit(['merge-base', '--is-ancestor', baseCommit, headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo } });
+    if (ancestor.code !== 0) throw new PullbackError(`${ref} does not descend from the base commit ${baseCommit.slice(0, 12)}`);
+    checks.push({ name: 'ancestry', ok: true, message: `descends from ${baseCommit.slice(0, 12)}` });
+
+    const diff = await this.diff(qrepo, baseCommit, headCommit);
+    const bundleSha256 = await sha256File(bundle);
+    return {
+      review: {
+        taskId,
+        branch,
+        baseCommit,
+        headCommit,
+        ...diff,
+        bundleBytes: stat.size,
+        checks,
+      },
+      headCommit,
+      bundleSha256,
+      empty: false,
+    };
+  }
+
+  /**
+   * Approve: copy the verified objects into the host repo and create the branch,
+   * refusing if it exists. Only `git fetch` (objects, no ref updates, no
+   * FETCH_HEAD) and `git update-ref <ref> <sha> ''` touch the host repo.
+   */
+  async approve(opts: { taskId: string; repoPath: string; branch: string; headCommit: string; bundleSha256: string }): Promise<{ branch: string; commit: string }> {
+    const { taskId, repoPath, branch, headCommit } = opts;
+    if (!SHA.test(headCommit)) throw new FactoryError('InvalidInput', 'bad head commit');
+    const ref = `refs/heads/${branch}`;
+    await git(['check-ref-format', ref], { errorName: 'InvalidInput' });
+    const dir = this.dirFor(taskId);
+    const bundle = path.join(dir, 'result.bundle');
+    const qrepo = path.join(dir, 'repo.git');
+    const digest = await sha256File(bundle).catch(() => null);
+    if (digest !== opts.bundleSha256) throw new PullbackError('the quarantined bundle changed or vanished since it was verified; pull back again');
+
+    const exists = await runGit(['rev-parse', '--verify', '--quiet', ref], { cwd: repoPath });
+    if (exists.code === 0) {
+      throw new FactoryError('BranchExists', `branch ${branch} already exists in ${repoPath}; it was left as it is (delete or rename it, then approve again)`);
+    }
+    await git(
+      ['-c', 'transfer.fsckObjects=true', '-c', 'fetch.fsckObjects=true', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
+        '--no-recurse-submodules', '--no-auto-gc', qrepo, ref],
+      { cwd: repoPath, timeoutMs: this.timeoutMs, errorName: 'ApproveFailed' },
+    );
+    // '' as the old value: git refuses if the ref appeared meanwhile.
+    const created = await runGit(['update-ref', '-m', `factory: approve task ${taskId}`, ref, headCommit, ''], { cwd: repoPath });
+    if (created.code !== 0) {
+      throw new FactoryError('BranchExists', `branch ${branch} could not be created without overwriting: ${firstLine(created.stderr)}`);
+    }
+    await this.discard(taskId);
+    return { branch, commit: headCommit };
+  }
+
+  private async makeQuarantineRepo(dir: string, repoPath: string): Promise<string> {
+    const qrepo = path.join(dir, 'repo.git');
+    await fsp.rm(qrepo, { recursive: true, force: true });
+    const hostObjects = await git(['rev-parse', '--path-format=absolute', '--git-path', 'objects'], { cwd: repoPath, errorName: 'NotAGitRepository' });
+    await git(['init', '--quiet', '--bare', qrepo]);
+    // Our own bare repo: its config is ours, the host repo only lends objects.
+    await fsp.writeFile(path.join(qrepo, 'objects', 'info', 'alternates'), hostObjects.stdout.trim() + '\n');
+    return qrepo;
+  }
+
+  private async diff(qrepo: string, base: string, head: string): Promise<Pick<PullbackReview, 'files' | 'added' | 'removed' | 'patch' | 'patchTruncated'>> {
+    const env = { GIT_DIR: qrepo };
+    const common = ['--no-ext-diff', '--no-textconv', '--no-color', '-M'];
+    const numstat = await git(['diff', ...common, '--numstat', '-z', base, head], { cwd: qrepo, env, timeoutMs: this.timeoutMs });
+    const nameStatus = await git(['diff', ...common, '--name-status', '-z', base, head], { cwd: qrepo, env, timeoutMs: this.timeoutMs });
+    const files = mergeDiffLists(parseNameStatus(nameStatus.stdout), parseNumstat(numstat.stdout)).slice(0, MAX_DIFF_FILES);
+    const patch = await runGit(['diff', ...common, '--patch', base, head], {
+      cwd: qrepo, env, timeoutMs: this.timeoutMs, maxStdoutBytes: this.maxPatchBytes,
+    });
+    if (patch.code !== 0 && !patch.truncated) throw new PullbackError(`could not compute the patch: ${firstLine(patch.stderr)}`);
+    return {
+      files,
+      added: files.reduce((n, f) => n + f.added, 0),
+      removed: files.reduce((n, f) => n + f.removed, 0),
+      patch: patch.stdout,
+      patchTruncated: patch.truncated,
+    };
+  }
+}
+
+function emptyReview(taskId: string, branch: string, baseCommit: string, checks: PullbackReview['checks']): PullbackReview {
+  return { taskId, branch, baseCommit, headCommit: baseCommit, files: [], added: 0, removed: 0, patch: '', patchTruncated: false, bundleBytes: 0, checks };
+}
+
+interface NameStatusEntry { status: DiffFile['status']; path: string; oldPath?: string }
+
+/** `--name-status -z`: STATUS NUL path NUL, or for renames/copies STATUS NUL old NUL new NUL. */
+export function parseNameStatus(out: string): NameStatusEntry[] {
+  const parts = out.split('\0');
+  const entries: NameStatusEntry[] = [];
+  for (let i = 0; i < parts.length && parts[i] !== ''; ) {
+    const code = parts[i++]!;
+    const letter = code[0];
+    if (letter === 'R' || letter === 'C') {
+      const oldPath = parts[i++]!;
+      const newPath = parts[i++]!;
+      entries.push(letter === 'R' ? { status: 'renamed', path: newPath, oldPath } : { status: 'added', path: newPath, oldPath });
+    } else {
+      const p = parts[i++]!;
+      entries.push({ status: letter === 'A' ? 'added' : letter === 'M' ? 'modified' : letter === 'D' ? 'deleted' : 'other', path: p });
+    }
+  }
+  return entries;
+}
+
+interface NumstatEntry { path: string; added: number; removed: number; binary: boolean }
+
+/** `--numstat -z`: "A\tR\tpath\0" or for renames "A\tR\t\0old\0new\0"; binary files show "-\t-". */
+export function parseNumstat(out: string): NumstatEntry[] {
+  const parts = out.split('\0');
+  const entries: NumstatEntry[] = [];
+  for (let i = 0; i < parts.length && parts[i] !== ''; ) {
+    const head = parts[i++]!;
+    const m = /^(-|\d+)\t(-|\d+)\t(.*)$/s.exec(head);
+    if (!m) break;
+    let p = m[3]!;
+    if (p === '') {
+      i++; // old path
+      p = parts[i++] ?? '';
+    }
+    const binary = m[1] === '-' && m[2] === '-';
+    entries.push({ path: p, added: binary ? 0 : Number(m[1]), removed: binary ? 0 : Number(m[2]), binary });
+  }
+  return entries;
+}
+
+function mergeDiffLists(names: NameStatusEntry[], stats: NumstatEntry[]): DiffFile[] {
+  const byPath = new Map(stats.map((s) => [s.path, s]));
+  return names.map((n) => {
+    const s = byPath.get(n.path);
+    return {
+      path: n.path,
+      ...(n.oldPath !== undefined ? { oldPath: n.oldPath } : {}),
+      status: n.status,
+      added: s?.added ?? 0,
+      removed: s?.removed ?? 0,
+      binary: s?.binary ?? false,
+    };
+  });
+}
