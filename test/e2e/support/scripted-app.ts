@@ -1,0 +1,174 @@
+// A FactoryApp-shaped app that plays a pipeline on timers, for fast UI checks in
+// Chromium (CSP, token handling, escaping, the flow of the screens). The real
+// app is driven by web-ui.test.ts; this one never boots a VM.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { STAGE_NAMES, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
+import type { HostedApp } from '../../../main/host/hosted-app.js';
+
+export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
+export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
+
+export class ScriptedApp implements HostedApp {
+  readonly api: FactoryApi;
+  private readonly events = new Set<(e: FactoryEvent) => void>();
+  private readonly data = new Set<(e: TerminalDataEvent) => void>();
+  private readonly tasks = new Map<string, Task>();
+  private readonly terminals = new Map<string, TerminalInfo>();
+  private readonly scrollback = new Map<string, string>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private seq = 0;
+
+  constructor(private readonly stageMs = 150) {
+    const handlers: Partial<Record<keyof FactoryApi, (input: any) => Promise<unknown>>> = {
+      'system.status': async () => ({
+        qemu: { ok: true, version: '7.2 (scripted)' },
+        accel: 'tcg',
+        image: { state: 'ready', version: 'scripted-1' },
+        dataDir: '/nonexistent',
+        host: 'web',
+      }),
+      'tasks.list': async () => [...this.tasks.values()],
+      'tasks.get': async ({ taskId }) => this.task(taskId),
+      'tasks.create': async ({ repoPath, title }) => this.create(repoPath, title),
+      'tasks.review': async ({ taskId }) => this.review(taskId),
+      'tasks.approve': async ({ taskId }) =>
+        this.update(taskId, { phase: 'approved', decision: { kind: 'approved', at: new Date().toISOString(), branch: `factory/${taskId}`, commit: 'c0ffee00c0ffee00' } }),
+      'tasks.reject': async ({ taskId }) => this.update(taskId, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } }),
+      'tasks.cancel': async ({ taskId }) => this.update(taskId, { phase: 'cancelled' }),
+      'tasks.destroy': async ({ taskId }) => this.update(taskId, { sandbox: { status: 'destroyed' } }),
+      'terminal.list': async ({ taskId }) => [...this.terminals.values()].filter((t) => !taskId || t.taskId === taskId),
+      'terminal.attach': async ({ sessionId }) => {
+        const info = this.terminals.get(sessionId);
+        if (!info) throw new FactoryError('NotFound', `no terminal session ${sessionId}`);
+        return { info, scrollback: Buffer.from(this.scrollback.get(sessionId) ?? '').toString('base64') };
+      },
+      'terminal.openShell': async ({ taskId, cols, rows }) => {
+        this.task(taskId);
+        const info = this.openTerminal(taskId, 'shell', 'shell', cols, rows);
+        this.output(info.id, 'root@sandbox:/work/repo# ');
+        return info;
+      },
+      'terminal.write': async ({ sessionId, data }) => this.output(sessionId, `${data}\r\nyou typed: ${data.trim()}\r\nroot@sandbox:/work/repo# `),
+      'terminal.resize': async () => undefined,
+      'terminal.ack': async () => undefined,
+      'terminal.close': async () => undefined,
+    };
+    this.api = new Proxy({} as FactoryApi, {
+      get: (_t, method: string) =>
+        handlers[method as keyof FactoryApi] ??
+        (async () => {
+          throw new FactoryError('NotImplemented', `${method} is not scripted`);
+        }),
+    });
+  }
+
+  onEvent(l: (e: FactoryEvent) => void) {
+    this.events.add(l);
+    return () => this.events.delete(l);
+  }
+  onTerminalData(l: (e: TerminalDataEvent) => void) {
+    this.data.add(l);
+    return () => this.data.delete(l);
+  }
+  async dispose() {
+    for (const t of this.timers) clearTimeout(t);
+  }
+
+  private emit(e: FactoryEvent) {
+    for (const l of this.events) l(e);
+  }
+
+  private task(id: string): Task {
+    const t = this.tasks.get(id);
+    if (!t) throw new FactoryError('NotFound', `no task ${id}`);
+    return t;
+  }
+
+  private update(id: string, patch: Partial<Task>): Task {
+    const t = { ...this.task(id), ...patch };
+    this.tasks.set(id, t);
+    this.emit({ type: 'task.updated', task: t });
+    return t;
+  }
+
+  private openTerminal(taskId: string, kind: TerminalInfo['kind'], title: string, cols = 100, rows = 30): TerminalInfo {
+    const info: TerminalInfo = { id: `term-${++this.seq}`, taskId, kind, title, status: 'live', cols, rows };
+    this.terminals.set(info.id, info);
+    this.emit({ type: 'terminal.opened', info });
+    return info;
+  }
+
+  private output(sessionId: string, text: string) {
+    this.scrollback.set(sessionId, (this.scrollback.get(sessionId) ?? '') + text);
+    const bytes = new TextEncoder().encode(text);
+    for (const l of this.data) l({ sessionId, data: bytes });
+  }
+
+  private later(ms: number, fn: () => void) {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private create(repoPath: string, title: string): Task {
+    if (!existsSync(path.join(repoPath, '.git'))) {
+      throw new FactoryError('NotAGitRepository', `${repoPath} is not a git repository`, 'git rev-parse: fatal: not a git repository');
+    }
+    const id = `task-${++this.seq}`;
+    const task: Task = {
+      id, title, repoPath, baseRef: 'HEAD', baseCommit: 'abcdef0123456789', branch: `factory/${id}`,
+      createdAt: new Date().toISOString(), phase: 'provisioning', sandbox: { status: 'booting' },
+      stages: STAGE_NAMES.map((name) => ({ name, status: 'pending' as const })),
+    };
+    this.tasks.set(id, task);
+    this.later(this.stageMs, () => {
+      this.update(id, { phase: 'running', sandbox: { status: 'running', accel: 'tcg', bootMs: 1234 } });
+      this.runStage(id, 0);
+    });
+    return task;
+  }
+
+  private runStage(id: string, i: number) {
+    if (i >= STAGE_NAMES.length) {
+      this.update(id, { phase: 'review' });
+      return;
+    }
+    const name = STAGE_NAMES[i]!;
+    const info = this.openTerminal(id, 'stage', name);
+    const set = (patch: object) =>
+      this.update(id, { stages: this.task(id).stages.map((s) => (s.name === name ? { ...s, ...patch } : s)) });
+    set({ status: 'running', sessionId: info.id, startedAt: new Date().toISOString() });
+    this.output(info.id, `\x1b[1m== ${name}\x1b[0m\r\n`);
+    if (name === 'build') this.output(info.id, `${SCRIPTED_MARKER}\r\n`);
+    this.later(this.stageMs, () => {
+      this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 0 });
+      this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
+      set({ status: 'passed', exitCode: 0, durationMs: this.stageMs, endedAt: new Date().toISOString() });
+      this.runStage(id, i + 1);
+    });
+  }
+
+  private review(id: string): PullbackReview {
+    const t = this.task(id);
+    return {
+      taskId: id, branch: t.branch, baseCommit: t.baseCommit, headCommit: '0123456789abcdef',
+      files: [{ path: 'hello.txt', status: 'modified', added: 2, removed: 1, binary: false }],
+      added: 2, removed: 1,
+      patch: [
+        'diff --git a/hello.txt b/hello.txt',
+        '--- a/hello.txt',
+        '+++ b/hello.txt',
+        '@@ -1 +1,2 @@',
+        '-hello',
+        '+hello, factory',
+        `+${HOSTILE_PATCH_LINE}`,
+      ].join('\n'),
+      patchTruncated: false, bundleBytes: 812,
+      checks: [{ name: 'bundle verify', ok: true, message: 'only refs/heads/' + t.branch }],
+    };
+  }
+}

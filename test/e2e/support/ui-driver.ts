@@ -1,0 +1,39 @@
+// What a user does on the page, in one place for the web and Electron specs.
+import { expect } from 'vitest';
+import type { Page } from 'playwright-core';
+import { STAGE_NAMES } from '../../../common/domain.js';
+
+export async function startTask(page: Page, repoPath: string, text: string): Promise<string> {
+  await page.getByTestId('repo-path-input').fill(repoPath);
+  await page.getByTestId('task-text-input').fill(text);
+  await page.getByTestId('start-button').click();
+  const detail = page.getByTestId('task-detail');
+  await detail.waitFor({ timeout: 60_000 });
+  const taskId = await detail.getAttribute('data-task-id');
+  expect(taskId).toBeTruthy();
+  return taskId!;
+}
+
+/** Waits until every stage passed; fails early, with what the page shows, when one fails. */
+export async function waitForAllStagesPassed(page: Page, taskId: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const statuses = await Promise.all(
+      STAGE_NAMES.map((s) => page.getByTestId(`stage-${taskId}-${s}`).getAttribute('data-status')),
+    );
+    if (statuses.every((s) => s === 'passed')) return;
+    const phase = await page.getByTestId(`task-phase-${taskId}`).textContent();
+    if (statuses.includes('failed') || phase === 'failed' || Date.now() > deadline) {
+      const err = await page.getByTestId('task-error').textContent().catch(() => '');
+      const term = await page.getByTestId('terminal-pane').textContent().catch(() => '');
+      throw new Error(
+        `pipeline did not pass: phase=${phase} stages=${statuses.join(',')}\nerror: ${err}\nterminal:\n${(term ?? '').slice(-3000)}`,
+      );
+    }
+    await page.waitForTimeout(250);
+  }
+}
+
+export async function terminalText(page: Page): Promise<string> {
+  return (await page.getByTestId('terminal-pane').textContent()) ?? '';
+}

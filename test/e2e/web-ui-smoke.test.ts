@@ -1,0 +1,90 @@
+// The UI in Chromium against the real web host, with a scripted app behind it:
+// fast checks of what the real end-to-end test cannot isolate (CSP, the token
+// leaving the address bar, escaping of hostile text, the no-repo error).
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
+import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
+import { HOSTILE_PATCH_LINE, SCRIPTED_MARKER, ScriptedApp } from './support/scripted-app.js';
+import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
+import { ensureRendererBuilt } from './support/build.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const missing = chromiumMissingReason();
+if (missing) console.log(`web-ui-smoke skipped: ${missing}`);
+
+describe.skipIf(!!missing)('web UI with a scripted app', () => {
+  let host: WebHost;
+  let app: ScriptedApp;
+  let browser: OpenBrowser;
+  let repo: string;
+
+  beforeAll(async () => {
+    ensureRendererBuilt(root);
+    app = new ScriptedApp(120);
+    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
+    browser = await openBrowser();
+    repo = mkdtempSync(path.join(os.tmpdir(), 'factory-smoke-repo-'));
+    mkdirSync(path.join(repo, '.git'));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await host?.close();
+    await app?.dispose();
+    if (repo) rmSync(repo, { recursive: true, force: true });
+  });
+
+  it('runs the whole flow: token handling, board, terminal, escaped diff, approve, destroy', async () => {
+    const { page, problems } = browser;
+    await page.goto(host.url);
+    await page.getByTestId('qemu-status').waitFor();
+    // The token left the address bar but stays in the tab's sessionStorage.
+    expect(page.url()).not.toContain('token');
+    expect(await page.evaluate(() => sessionStorage.getItem('factory.token'))).toBe(host.token);
+
+    const taskId = await startTask(page, repo, 'Say hello');
+    await waitForAllStagesPassed(page, taskId, 30_000);
+    await page.getByTestId('terminal-tab-build').click();
+    await expect.poll(() => terminalText(page)).toContain(SCRIPTED_MARKER);
+
+    await page.getByTestId('review-panel').getByTestId('review-file').first().waitFor();
+    expect(await page.getByTestId('review-file').first().getAttribute('data-path')).toBe('hello.txt');
+    const patch = (await page.getByTestId('review-patch').textContent()) ?? '';
+    expect(patch).toContain(HOSTILE_PATCH_LINE); // shown as text...
+    expect(await page.evaluate(() => (window as { __pwned?: number }).__pwned)).toBeUndefined(); // ...never run
+    expect(await page.locator('.patch .diff-add').count()).toBeGreaterThanOrEqual(2);
+
+    await page.getByTestId('approve-button').click();
+    await expect.poll(() => page.getByTestId('decision').getAttribute('data-kind')).toBe('approved');
+
+    await page.getByTestId('shell-button').click();
+    await page.getByTestId('terminal-input').fill('echo hi');
+    await page.getByTestId('terminal-input').press('Enter');
+    await expect.poll(() => terminalText(page)).toContain('you typed: echo hi');
+
+    await page.getByTestId('destroy-button').click();
+    await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status')).toBe('destroyed');
+    mkdirSync(path.join(root, 'test-results'), { recursive: true });
+    await page.screenshot({ path: path.join(root, 'test-results/web-ui-smoke.png'), fullPage: true });
+    expect(problems).toEqual([]);
+  });
+
+  it('shows a clear error for a path that is not a repository', async () => {
+    const { page } = browser;
+    await page.getByTestId('repo-path-input').fill(path.join(repo, 'nope'));
+    await page.getByTestId('task-text-input').fill('anything');
+    await page.getByTestId('start-button').click();
+    await expect.poll(() => page.getByTestId('new-task-error-name').textContent()).toBe('NotAGitRepository');
+    expect(await page.getByTestId('new-task-error-message').textContent()).toContain('is not a git repository');
+  });
+
+  it('shows what to do when the page is opened without its token', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`http://127.0.0.1:${host.port}/`);
+    await page.getByTestId('no-token').waitFor();
+    await page.close();
+  });
+});
