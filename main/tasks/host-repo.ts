@@ -1,0 +1,163 @@
+// The host repository a task starts from: validation (is it a repo, does it
+// have commits, does the base ref exist) and the seed bundle that carries the
+// base into the sandbox. The seed is built in a scratch bare repo that borrows
+// the host's objects, so the host repo gains no refs, objects or index changes.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { FactoryError } from '../../common/contract.js';
+import { firstLine, git, runGit } from '../pullback/host-git.js';
+
+export interface InspectedRepo {
+  /** The work tree's top level (or the git dir of a bare repo). */
+  repoPath: string;
+  baseRef: string;
+  baseCommit: string;
+  bare: boolean;
+}
+
+export async function inspectRepo(repoPathIn: string, baseRefIn?: string): Promise<InspectedRepo> {
+  const abs = path.resolve(repoPathIn);
+  const stat = await fsp.stat(abs).catch(() => null);
+  if (!stat) throw new FactoryError('NotAGitRepository', `${abs} does not exist`);
+  if (!stat.isDirectory()) throw new FactoryError('NotAGitRepository', `${abs} is not a folder`);
+
+  const probe = await runGit(['rev-parse', '--is-bare-repository', '--show-toplevel'], { cwd: abs, timeoutMs: 15_000 });
+  if (probe.code !== 0) {
+    const why = firstLine(probe.stderr);
+    if (/dubious ownership/.test(probe.stderr)) {
+      throw new FactoryError('NotAGitRepository', `${abs} is owned by another user; git refuses it (${why})`);
+    }
+    throw new FactoryError('NotAGitRepository', `${abs} is not a git repository`, why || undefined);
+  }
+  const [isBare, top] = probe.stdout.trim().split('\n');
+  const bare = isBare === 'true';
+  let repoPath: string;
+  if (bare) {
+    repoPath = (await git(['rev-parse', '--path-format=absolute', '--git-dir'], { cwd: abs })).stdout.trim();
+  } else {
+    repoPath = top ?? abs;
+  }
+
+  const baseRef = baseRefIn?.trim() || 'HEAD';
+  if (baseRef.startsWith('-') || /[\s\0]/.test(baseRef) || baseRef.length > 256) {
+    throw new FactoryError('InvalidInput', `base ref ${JSON.stringify(baseRef.slice(0, 80))} is not a valid ref name`);
+  }
+  const resolved = await runGit(['rev-parse', '--verify', '--quiet', `${baseRef}^{commit}`], { cwd: repoPath, timeoutMs: 15_000 });
+  if (resolved.code !== 0) {
+    if (baseRef === 'HEAD') {
+      const any = await runGit(['rev-list', '-n', '1', '--all'], { cwd: repoPath, timeoutMs: 15_000 });
+      if (!any.stdout.trim()) {
+        throw new FactoryError('EmptyRepository', `${repoPath} has no commits yet; make a first commit, then start the task`);
+      }
+      throw new FactoryError('InvalidBaseRef', `HEAD of ${repoPath} does not point at a commit (unborn branch); choose a base ref`);
+    }
+    throw new FactoryError('InvalidBaseRef', `base ref ${baseRef} was not found in ${repoPath}`);
+  }
+  return { repoPath, baseRef, baseCommit: resolved.stdout.trim(), bare };
+}
+
+interface ChangedPath {
+  path: string;
+  deleted: boolean;
+}
+
+/** Uncommitted changes (staged, unstaged, untracked, not ignored), without writing the index. */
+async function listUncommitted(repoPath: string): Promise<ChangedPath[]> {
+  const st = await git(['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames', '--ignore-submodules=all'], {
+    cwd: repoPath,
+    timeoutMs: 60_000,
+  });
+  const out: ChangedPath[] = [];
+  for (const entry of st.stdout.split('\0')) {
+    if (entry.length < 4) continue;
+    const p = entry.slice(3);
+    const exists = fs.existsSync(path.join(repoPath, p)) || isSymlink(path.join(repoPath, p));
+    out.push({ path: p, deleted: !exists });
+  }
+  return out;
+}
+
+function isSymlink(p: string): boolean {
+  try {
+    return fs.lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+const AUTHOR_ENV = {
+  GIT_AUTHOR_NAME: 'Factory in a Box',
+  GIT_AUTHOR_EMAIL: 'factory@localhost',
+  GIT_COMMITTER_NAME: 'Factory in a Box',
+  GIT_COMMITTER_EMAIL: 'factory@localhost',
+};
+
+/**
+ * Writes `<workDir>/seed.bundle` holding refs/heads/<branch> at the base commit,
+ * or at one extra commit on top of it with the working tree's uncommitted
+ * changes (contents taken as they are on disk: no clean filters run).
+ */
+export async function createSeedBundle(opts: {
+  repoPath: string;
+  baseCommit: string;
+  branch: string;
+  workDir: string;
+  includeUncommitted?: boolean;
+}): Promise<{ bundlePath: string; seedCommit: string; uncommittedFiles: number }> {
+  const { repoPath, baseCommit, branch, workDir } = opts;
+  await fsp.mkdir(workDir, { recursive: true });
+  const scratch = path.join(workDir, 'seed.git');
+  await fsp.rm(scratch, { recursive: true, force: true });
+  const hostObjects = (await git(['rev-parse', '--path-format=absolute', '--git-path', 'objects'], { cwd: repoPath })).stdout.trim();
+  await git(['init', '--quiet', '--bare', scratch]);
+  await fsp.writeFile(path.join(scratch, 'objects', 'info', 'alternates'), hostObjects + '\n');
+  const env = { GIT_DIR: scratch };
+
+  let seedCommit = baseCommit;
+  let uncommittedFiles = 0;
+  if (opts.includeUncommitted) {
+    const changes = await listUncommitted(repoPath);
+    uncommittedFiles = changes.length;
+    if (changes.length > 0) {
+      const index = path.join(workDir, 'seed.index');
+      const idxEnv = { ...env, GIT_INDEX_FILE: index };
+      await git(['read-tree', baseCommit], { cwd: scratch, env: idxEnv });
+      const lines: string[] = [];
+      for (const c of changes) {
+        if (c.deleted) {
+          lines.push(`0 ${'0'.repeat(40)}\t${c.path}`);
+          continue;
+        }
+        const full = path.join(repoPath, c.path);
+        const st = fs.lstatSync(full);
+        let sha: string;
+        let mode: string;
+        if (st.isSymbolicLink()) {
+          sha = (await git(['hash-object', '-w', '--stdin'], { cwd: scratch, env, input: fs.readlinkSync(full) })).stdout.trim();
+          mode = '120000';
+        } else if (st.isFile()) {
+          sha = (await git(['hash-object', '-w', '--no-filters', '--stdin'], { cwd: scratch, env, input: fs.readFileSync(full) })).stdout.trim();
+          mode = st.mode & 0o111 ? '100755' : '100644';
+        } else {
+          continue; // directories (nested repos) and special files are not carried
+        }
+        lines.push(`${mode} ${sha}\t${c.path}`);
+      }
+      await git(['update-index', '-z', '--index-info'], { cwd: scratch, env: idxEnv, input: lines.join('\0') + '\0' });
+      const tree = (await git(['write-tree'], { cwd: scratch, env: idxEnv })).stdout.trim();
+      seedCommit = (
+        await git(['commit-tree', tree, '-p', baseCommit, '-m', 'Uncommitted changes from the host working tree'], {
+          cwd: scratch,
+          env: { ...env, ...AUTHOR_ENV },
+        })
+      ).stdout.trim();
+    }
+  }
+  await git(['update-ref', `refs/heads/${branch}`, seedCommit, ''], { cwd: scratch, env });
+  const bundlePath = path.join(workDir, 'seed.bundle');
+  await git(['bundle', 'create', '--quiet', bundlePath, `refs/heads/${branch}`], { cwd: scratch, env, timeoutMs: 10 * 60_000 });
+  await fsp.rm(scratch, { recursive: true, force: true });
+  await fsp.rm(path.join(workDir, 'seed.index'), { force: true });
+  return { bundlePath, seedCommit, uncommittedFiles };
+}
