@@ -93,6 +93,10 @@ export interface FactoryBridge {
   onTerminalData(listener: (event: TerminalDataEvent) => void): () => void;
   /** Electron only: the path of a folder dropped on the window. */
   pathForFile?(file: File): string;
+  /** Electron only: the native folder picker; undefined when the user cancels. */
+  pickRepoFolder?(): Promise<string | undefined>;
+  /** Electron only: the tray's "New task…" asks the UI to start one (with a folder when one was picked). */
+  onNewTaskRequest?(listener: (request: { repoPath?: string }) => void): () => void;
 }
 
 export interface WireError {

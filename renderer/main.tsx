@@ -7,6 +7,9 @@ import { createFactoryStore } from './state/store.js';
 import { chooseBridge } from './transport/choose-bridge.js';
 import './styles.css';
 
+// A file dropped outside the drop zone must not make the page navigate to it.
+for (const type of ['dragover', 'drop'] as const) window.addEventListener(type, (e) => e.preventDefault());
+
 const root = createRoot(document.getElementById('root')!);
 const choice = chooseBridge();
 if (choice.kind === 'no-token') {

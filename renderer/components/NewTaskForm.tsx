@@ -1,4 +1,4 @@
-import { useState, type DragEvent, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useController } from '../state/context.js';
 import { toErrorInfo } from '../state/store.js';
@@ -13,6 +13,27 @@ export function NewTaskForm() {
   const [dragging, setDragging] = useState(false);
   const [starting, setStarting] = useState(false);
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
+  const pickFolder = controller.bridge.pickRepoFolder;
+  const taskInput = useRef<HTMLTextAreaElement>(null);
+
+  // The tray's "New task…" (Electron) arrives here, with the folder it picked.
+  useEffect(
+    () =>
+      controller.bridge.onNewTaskRequest?.((request) => {
+        if (request.repoPath) setRepoPath(request.repoPath);
+        taskInput.current?.focus();
+      }),
+    [controller],
+  );
+
+  const onPick = async () => {
+    try {
+      const p = await pickFolder?.();
+      if (p) setRepoPath(p);
+    } catch (err) {
+      setDropNote(toErrorInfo(err).message);
+    }
+  };
 
   const onDrop = (e: DragEvent) => {
     e.preventDefault();
@@ -71,6 +92,11 @@ export function NewTaskForm() {
             onChange={(e) => setRepoPath(e.target.value)}
           />
         </label>
+        {pickFolder ? (
+          <button type="button" className="secondary small" data-testid="pick-folder-button" onClick={() => void onPick()}>
+            Choose folder…
+          </button>
+        ) : null}
         <p className="hint">
           {canPickPath ? 'Drop a repository folder here, or type its path.' : 'Type the repository path (a browser cannot read the path of a dropped folder).'}
         </p>
@@ -83,6 +109,7 @@ export function NewTaskForm() {
       <label>
         Task
         <textarea
+          ref={taskInput}
           data-testid="task-text-input"
           placeholder="What should the agent do?"
           rows={3}

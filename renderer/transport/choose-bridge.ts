@@ -1,6 +1,7 @@
 // The transport is chosen once at start-up: the preload's window.factory under
 // Electron, else the web host's WebSocket with the token from the launch URL.
 import type { FactoryBridge } from '../../common/contract.js';
+import { electronBridge } from './electron-bridge.js';
 import { WebSocketBridge } from './web-socket-bridge.js';
 
 const TOKEN_KEY = 'factory.token';
@@ -31,7 +32,7 @@ export type BridgeChoice =
   | { kind: 'no-token' };
 
 export function chooseBridge(win: Window = window): BridgeChoice {
-  if (win.factory) return { kind: 'electron', bridge: win.factory };
+  if (win.factory) return { kind: 'electron', bridge: electronBridge(win.factory) };
   const token = takeToken(win);
   if (!token) return { kind: 'no-token' };
   const scheme = win.location.protocol === 'https:' ? 'wss' : 'ws';

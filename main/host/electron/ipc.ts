@@ -1,0 +1,44 @@
+// The Electron side of the API: one invoke channel for calls, two send channels
+// for events and terminal bytes. Only our own page in our own window may call.
+import { ipcMain, type BrowserWindow, type IpcMainInvokeEvent } from 'electron';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { dispatchCall, type CallReply, type HostedApp } from '../hosted-app.js';
+
+export const CALL_CHANNEL = 'factory:call';
+export const EVENT_CHANNEL = 'factory:event';
+export const TERMINAL_DATA_CHANNEL = 'factory:terminal-data';
+
+/** True when the URL is exactly our renderer page on file:// (query and hash ignored). */
+export function isOwnPage(url: string | undefined, pageFile: string): boolean {
+  if (!url) return false;
+  try {
+    const u = new URL(url);
+    return u.protocol === 'file:' && path.resolve(fileURLToPath(u)) === path.resolve(pageFile);
+  } catch {
+    return false;
+  }
+}
+
+export function senderAllowed(event: IpcMainInvokeEvent, win: BrowserWindow, pageFile: string): boolean {
+  return !win.isDestroyed() && event.sender === win.webContents && isOwnPage(event.senderFrame?.url, pageFile);
+}
+
+export function registerIpc(app: HostedApp, win: BrowserWindow, pageFile: string): () => void {
+  ipcMain.handle(CALL_CHANNEL, async (event, method: unknown, input: unknown): Promise<CallReply> => {
+    if (!senderAllowed(event, win, pageFile)) {
+      return { error: { name: 'Forbidden', message: 'calls are accepted only from the app window' } };
+    }
+    return dispatchCall(app.api, method, input);
+  });
+  const send = (channel: string, payload: unknown) => {
+    if (!win.isDestroyed() && !win.webContents.isDestroyed()) win.webContents.send(channel, payload);
+  };
+  const offEvent = app.onEvent((e) => send(EVENT_CHANNEL, e));
+  const offData = app.onTerminalData((e) => send(TERMINAL_DATA_CHANNEL, { sessionId: e.sessionId, data: e.data }));
+  return () => {
+    ipcMain.removeHandler(CALL_CHANNEL);
+    offEvent();
+    offData();
+  };
+}

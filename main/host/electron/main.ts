@@ -1,0 +1,86 @@
+// Electron entry: one hardened window over the same app the web host serves.
+// Thin on purpose: everything else lives in the services behind createFactoryApp.
+import { app, BrowserWindow, type Tray } from 'electron';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createFactoryApp, type FactoryApp } from '../../app.js';
+import { registerDialogs } from './dialogs.js';
+import { registerIpc } from './ipc.js';
+import { hardenSession } from './security.js';
+import { createTray } from './tray.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url)); // dist/main/host/electron
+const distRoot = path.resolve(here, '../../..');
+export const PAGE_FILE = path.join(distRoot, 'renderer/index.html');
+const PRELOAD_FILE = path.join(distRoot, 'preload/preload/preload.js');
+
+let factory: FactoryApp | undefined;
+let tray: Tray | undefined;
+const cleanups: Array<() => void> = [];
+let quitting = false;
+
+function createWindow(): BrowserWindow {
+  const win = new BrowserWindow({
+    width: 1400,
+    height: 950,
+    minWidth: 900,
+    minHeight: 600,
+    title: 'Factory in a Box',
+    show: false,
+    webPreferences: {
+      preload: PRELOAD_FILE,
+      contextIsolation: true,
+      sandbox: true,
+      nodeIntegration: false,
+      nodeIntegrationInWorker: false,
+      webSecurity: true,
+      allowRunningInsecureContent: false,
+      webviewTag: false,
+      spellcheck: false,
+    },
+  });
+  win.once('ready-to-show', () => win.show());
+  void win.loadFile(PAGE_FILE);
+  return win;
+}
+
+async function quit(): Promise<void> {
+  if (quitting) return;
+  quitting = true;
+  for (const c of cleanups.splice(0)) c();
+  tray?.destroy();
+  // Every sandbox is torn down before the process ends: nothing left running.
+  await factory?.dispose().catch((err: unknown) => console.error('dispose failed:', err));
+  app.exit(0);
+}
+
+async function main(): Promise<void> {
+  if (!app.requestSingleInstanceLock()) {
+    app.quit();
+    return;
+  }
+  await app.whenReady();
+  hardenSession();
+  factory = await createFactoryApp({ host: 'electron' });
+  const win = createWindow();
+  cleanups.push(registerIpc(factory, win, PAGE_FILE), registerDialogs(win, PAGE_FILE));
+  tray = createTray(win, () => void quit());
+  app.on('second-instance', () => {
+    if (win.isDestroyed()) return;
+    if (win.isMinimized()) win.restore();
+    win.focus();
+  });
+  app.on('window-all-closed', () => void quit());
+  app.on('before-quit', (event) => {
+    if (!quitting) {
+      event.preventDefault();
+      void quit();
+    }
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void quit());
+}
+
+main().catch((err: unknown) => {
+  console.error('Factory in a Box failed to start:', err);
+  app.exit(1);
+});
