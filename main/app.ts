@@ -1,0 +1,184 @@
+// Composition root: builds the services once and exposes them as the typed
+// FactoryApi (common/contract.ts) that both hosts serve. Nothing here knows
+// about Electron or HTTP.
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  FactoryError,
+  apiInputs,
+  type ApiInput,
+  type ApiMethod,
+  type ApiOutputs,
+  type FactoryApi,
+  type FactoryEvent,
+  type TerminalDataEvent,
+} from '../common/contract.js';
+import type { SystemStatus } from '../common/domain.js';
+import { CommandStageExecutor, type StageExecutor } from './pipeline/stage-executor.js';
+import { PipelineRunner } from './pipeline/stage-runner.js';
+import { PullbackQuarantine } from './pullback/quarantine.js';
+import { appPaths, type AppPaths } from './state/paths.js';
+import { SettingsStore, type Settings } from './state/settings.js';
+import { StateStore } from './state/state-store.js';
+import type { ImageStorePort, QemuDriverPort } from './tasks/sandbox-ports.js';
+import { TaskService } from './tasks/task-service.js';
+import { sshChannelSource } from './terminal/ssh-channel-source.js';
+import { TerminalService } from './terminal/terminal-service.js';
+import { ImageStore } from './vm/image-store.js';
+
+export interface FactoryApp {
+  api: FactoryApi;
+  onEvent(listener: (e: FactoryEvent) => void): () => void;
+  onTerminalData(listener: (e: TerminalDataEvent) => void): () => void;
+  /** Tears down every sandbox: nothing is left running. */
+  dispose(): Promise<void>;
+}
+
+export interface FactoryAppOptions {
+  host: 'electron' | 'web';
+  paths?: AppPaths;
+  /** Replace the VM layer (tests that need no VM); the real ImageStore and QemuDriver by default. */
+  vm?: { images?: ImageStorePort<unknown>; qemu?: QemuDriverPort<unknown> };
+  /** Agent adapters (issue 4) next to the built-in 'command' executor. */
+  executors?: StageExecutor[];
+  /** Settings to apply at start (persisted), e.g. from tests. */
+  settings?: Partial<Settings>;
+  bootTimeoutMs?: number;
+}
+
+async function defaultQemuDriver(): Promise<QemuDriverPort<unknown>> {
+  // Loaded by name until the driver's module is part of every build.
+  const spec = './vm/qemu-driver.js';
+  const mod = (await import(spec)) as { QemuDriver: new () => QemuDriverPort<unknown> };
+  return new mod.QemuDriver();
+}
+
+export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
+  const paths = opts.paths ?? appPaths();
+  for (const dir of [paths.data, paths.state, paths.logs, paths.sandboxes]) fs.mkdirSync(dir, { recursive: true });
+
+  const eventListeners = new Set<(e: FactoryEvent) => void>();
+  const dataListeners = new Set<(e: TerminalDataEvent) => void>();
+  const emit = (e: FactoryEvent) => {
+    for (const l of eventListeners) {
+      try {
+        l(e);
+      } catch {
+        /* one listener's failure must not starve the others */
+      }
+    }
+  };
+  const emitData = (e: TerminalDataEvent) => {
+    for (const l of dataListeners) {
+      try {
+        l(e);
+      } catch {
+        /* as above */
+      }
+    }
+  };
+
+  const settings = new SettingsStore({ dir: paths.data });
+  if (opts.settings) settings.set(opts.settings);
+  const store = new StateStore({ dir: paths.state });
+  const terminals = new TerminalService({ logDir: path.join(paths.logs, 'terminals'), emit, emitData });
+  const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images });
+  const qemu = opts.vm?.qemu ?? (await defaultQemuDriver());
+  const executors = new Map<string, StageExecutor>([['command', new CommandStageExecutor()]]);
+  for (const e of opts.executors ?? []) executors.set(e.name, e);
+  const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
+  const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
+  const tasks = new TaskService({
+    paths,
+    store,
+    settings: () => settings.get(),
+    images,
+    qemu,
+    runner,
+    quarantine,
+    emit,
+    ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
+  });
+  await tasks.init();
+  for (const p of store.problems) {
+    console.warn(`state: ${p.file} could not be read (${p.error}); kept as ${p.keptAs ?? '(could not move it)'}`);
+  }
+
+  let disposed = false;
+  const impl: FactoryApi = {
+    'system.status': async () => {
+      const q = await qemu.checkInstalled();
+      const accel = tasks.lastAccel();
+      const status: SystemStatus = {
+        qemu: { ok: q.ok, ...(q.version ? { version: q.version } : {}), ...(q.installHint ? { installHint: q.installHint } : {}) },
+        ...(accel ? { accel } : {}),
+        image: images.status(),
+        dataDir: paths.data,
+        host: opts.host,
+      };
+      return status;
+    },
+    'image.ensure': async () => {
+      await images.ensure((status) => emit({ type: 'image.progress', status }));
+      const status = images.status();
+      emit({ type: 'image.progress', status });
+      return status;
+    },
+    'tasks.list': async () => tasks.list(),
+    'tasks.get': async ({ taskId }) => tasks.get(taskId),
+    'tasks.create': async (input) =>
+      tasks.create({
+        repoPath: input.repoPath,
+        title: input.title,
+        ...(input.baseRef !== undefined ? { baseRef: input.baseRef } : {}),
+        ...(input.includeUncommitted !== undefined ? { includeUncommitted: input.includeUncommitted } : {}),
+        ...(input.agent !== undefined ? { agent: input.agent } : {}),
+      }),
+    'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
+    'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
+    'tasks.review': async ({ taskId }) => tasks.review(taskId),
+    'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
+    'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
+    'terminal.list': async ({ taskId }) => terminals.list(taskId),
+    'terminal.openShell': async ({ taskId, cols, rows }) => {
+      const ssh = tasks.sandboxSsh(taskId);
+      const channel = await ssh.shell({ cols, rows });
+      return terminals.register({ taskId, kind: 'shell', title: 'shell', cols, rows, source: sshChannelSource(channel) });
+    },
+    'terminal.attach': async ({ sessionId }) => terminals.attach(sessionId),
+    'terminal.write': async ({ sessionId, data }) => terminals.write(sessionId, data),
+    'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
+    'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),
+    'terminal.close': async ({ sessionId }) => terminals.close(sessionId),
+  };
+
+  // Inputs are validated again here: the API is also called in-process (tests, CLI).
+  const api = {} as Record<ApiMethod, (input: unknown) => Promise<unknown>>;
+  for (const method of Object.keys(impl) as ApiMethod[]) {
+    api[method] = async (input: unknown) => {
+      if (disposed) throw new FactoryError('ShuttingDown', 'the app is shutting down');
+      const parsed = apiInputs[method].parse(input ?? {}) as ApiInput<typeof method>;
+      return (impl[method] as (i: ApiInput<typeof method>) => Promise<ApiOutputs[typeof method]>)(parsed);
+    };
+  }
+
+  return {
+    api: api as unknown as FactoryApi,
+    onEvent(listener) {
+      eventListeners.add(listener);
+      return () => eventListeners.delete(listener);
+    },
+    onTerminalData(listener) {
+      dataListeners.add(listener);
+      return () => dataListeners.delete(listener);
+    },
+    async dispose() {
+      if (disposed) return;
+      disposed = true;
+      await tasks.dispose();
+      terminals.dispose();
+      eventListeners.clear();
+      dataListeners.clear();
+    },
+  };
+}

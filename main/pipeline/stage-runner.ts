@@ -1,0 +1,318 @@
+// Runs the six stages of a task in its sandbox, in order. Each stage's work is
+// done by a StageExecutor (the configured command, or an agent adapter); every
+// guest process runs as the agent user with a pty in /work/repo and its output
+// is a persisted terminal session. A failing stage stops the pipeline (later
+// stages become skipped); after the last stage any changes left in the work
+// tree are committed on the task branch so the pull-back sees them.
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { ClientChannel } from 'ssh2';
+import { FactoryError } from '../../common/contract.js';
+import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Task, type TerminalInfo } from '../../common/domain.js';
+import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
+import type { PipelineConfig } from './config.js';
+import {
+  GUEST_ENV_FILE,
+  GUEST_FACTORY_DIR,
+  GUEST_REPO_DIR,
+  GUEST_TASK_FILE,
+  KILL_AGENT_PROCESSES,
+  asAgent,
+  asAgentArgv,
+  exportLines,
+  plainText,
+  shellQuote,
+} from './guest-shell.js';
+import type { GuestRunOptions, GuestRunResult, GuestSsh, StageExecutor, StageOutcome } from './stage-executor.js';
+
+/** The parts of TerminalService the runner uses. */
+export interface StageTerminals {
+  register(opts: RegisterSessionOptions): TerminalInfo;
+  waitForExit(sessionId: string): Promise<{ code: number | null; lost: boolean }>;
+  tail(sessionId: string, maxBytes: number): string;
+  close(sessionId: string): void;
+}
+
+export interface PipelineRunnerDeps {
+  terminals: StageTerminals;
+  sourceForChannel: (channel: ClientChannel) => TerminalSource;
+  /** Executors by agent name; 'command' must be present. */
+  executors: ReadonlyMap<string, StageExecutor>;
+  ptySize?: { cols: number; rows: number };
+}
+
+export interface PipelineRunInput {
+  task: Task;
+  config: PipelineConfig;
+  ssh: GuestSsh;
+  signal: AbortSignal;
+  /** A host folder for files on their way into the guest. */
+  scratchDir: string;
+  /** Called with the full stage list after every change. */
+  onStages(stages: StageResult[]): void;
+}
+
+export interface PipelineRunOutcome {
+  status: 'passed' | 'failed' | 'cancelled';
+  stages: StageResult[];
+  failedStage?: StageName;
+  error?: ErrorInfo;
+  /** The task branch's head in the guest after the final commit (passed runs only). */
+  headCommit?: string;
+}
+
+const MAX_TASK_TEXT_BYTES = 64 * 1024;
+
+export function pendingStages(): StageResult[] {
+  return STAGE_NAMES.map((name) => ({ name, status: 'pending' as const }));
+}
+
+export class PipelineRunner {
+  private readonly pty: { cols: number; rows: number };
+
+  constructor(private readonly deps: PipelineRunnerDeps) {
+    if (!deps.executors.has('command')) throw new Error('the command executor is required');
+    this.pty = deps.ptySize ?? { cols: 120, rows: 32 };
+  }
+
+  /** Picks the executor: the task's agent, else the repo config's, else 'command'. */
+  executorFor(task: Task, config: PipelineConfig): StageExecutor {
+    const name = task.agent ?? config.agent ?? 'command';
+    const executor = this.deps.executors.get(name);
+    if (!executor) {
+      throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(name)}; available: ${[...this.deps.executors.keys()].join(', ')}`);
+    }
+    return executor;
+  }
+
+  async run(input: PipelineRunInput): Promise<PipelineRunOutcome> {
+    const { task, config, ssh, signal } = input;
+    const stages = pendingStages();
+    const publish = () => input.onStages(stages.map((s) => ({ ...s })));
+    const executor = this.executorFor(task, config);
+    await this.prepareGuest(input);
+    let runCounter = 0;
+
+    for (let i = 0; i < stages.length; i++) {
+      const stage = stages[i]!;
+      if (signal.aborted) {
+        this.skipFrom(stages, i, 'cancelled');
+        publish();
+        return { status: 'cancelled', stages };
+      }
+      const started = Date.now();
+      stage.status = 'running';
+      stage.startedAt = new Date(started).toISOString();
+      publish();
+
+      const runInSandbox = (script: string, opts: GuestRunOptions = {}) =>
+        this.runInSandbox(input, stage.name, ++runCounter, script, opts, (sessionId) => {
+          stage.sessionId = sessionId;
+          publish();
+        });
+      let outcome: StageOutcome;
+      try {
+        outcome = await executor.runStage({
+          task,
+          stage: stage.name,
+          config,
+          stageConfig: config.stages[stage.name],
+          signal,
+          ssh,
+          runInSandbox,
+        });
+      } catch (err) {
+        outcome = signal.aborted
+          ? { status: 'cancelled', exitCode: null, summary: 'cancelled' }
+          : { status: 'failed', exitCode: null, summary: `error: ${err instanceof Error ? err.message : String(err)}`.slice(0, 240) };
+      }
+      const ended = Date.now();
+      Object.assign(stage, {
+        status: outcome.status,
+        endedAt: new Date(ended).toISOString(),
+        durationMs: ended - started,
+        exitCode: outcome.exitCode,
+        summary: outcome.summary,
+        ...(outcome.sessionId ? { sessionId: outcome.sessionId } : {}),
+        ...(outcome.tokens ? { tokens: outcome.tokens } : {}),
+        ...(outcome.costUsd !== undefined ? { costUsd: outcome.costUsd } : {}),
+      });
+      if (outcome.status !== 'passed') {
+        this.skipFrom(stages, i + 1, 'skipped');
+        publish();
+        if (outcome.status === 'cancelled') return { status: 'cancelled', stages };
+        return {
+          status: 'failed',
+          stages,
+          failedStage: stage.name,
+          error: {
+            name: 'StageFailed',
+            message: `stage ${stage.name} failed${outcome.exitCode !== null && outcome.exitCode !== undefined ? ` with exit status ${outcome.exitCode}` : ''}: ${outcome.summary}`,
+            ...(outcome.detail ? { detail: outcome.detail } : {}),
+          },
+        };
+      }
+      publish();
+    }
+
+    const headCommit = await this.commitWork(input);
+    return { status: 'passed', stages, headCommit };
+  }
+
+  private skipFrom(stages: StageResult[], from: number, firstStatus: 'cancelled' | 'skipped') {
+    for (let j = from; j < stages.length; j++) {
+      stages[j]!.status = j === from && firstStatus === 'cancelled' ? 'cancelled' : 'skipped';
+    }
+  }
+
+  /** TASK.md and the shared environment file every stage sources. */
+  private async prepareGuest(input: PipelineRunInput): Promise<void> {
+    const { task, config } = input;
+    let text = task.title;
+    if (Buffer.byteLength(text) > MAX_TASK_TEXT_BYTES) text = Buffer.from(text).subarray(0, MAX_TASK_TEXT_BYTES).toString('utf8');
+    await this.putText(input, GUEST_TASK_FILE, text.endsWith('\n') ? text : text + '\n');
+    const env = [
+      '# Written by Factory in a Box for every stage.',
+      exportLines({
+        FACTORY_TASK_ID: task.id,
+        FACTORY_TASK_FILE: GUEST_TASK_FILE,
+        FACTORY_BRANCH: task.branch,
+        FACTORY_BASE_COMMIT: task.baseCommit,
+        FACTORY_BASE_REF: task.baseRef,
+      }),
+      `FACTORY_TASK="$(cat ${GUEST_TASK_FILE})"; export FACTORY_TASK`,
+      exportLines(config.env),
+      '',
+    ].join('\n');
+    await this.putText(input, GUEST_ENV_FILE, env);
+  }
+
+  private async putText(input: PipelineRunInput, remotePath: string, content: string): Promise<void> {
+    await fsp.mkdir(input.scratchDir, { recursive: true });
+    const local = path.join(input.scratchDir, `upload-${path.basename(remotePath)}-${Date.now()}`);
+    await fsp.writeFile(local, content, { mode: 0o600 });
+    try {
+      const dir = path.posix.dirname(remotePath);
+      const mk = await input.ssh.run(`mkdir -p ${shellQuote(dir)} && chmod 755 ${shellQuote(dir)}`, { timeoutMs: 30_000 });
+      if (mk.code !== 0) throw new FactoryError('SandboxError', `could not create ${dir} in the sandbox: ${mk.stderr.trim()}`);
+      await input.ssh.putFile(local, remotePath);
+      await input.ssh.run(`chmod 644 ${shellQuote(remotePath)}`, { timeoutMs: 30_000 });
+    } finally {
+      await fsp.rm(local, { force: true });
+    }
+  }
+
+  private async runInSandbox(
+    input: PipelineRunInput,
+    stage: StageName,
+    n: number,
+    script: string,
+    opts: GuestRunOptions,
+    onSession: (sessionId: string) => void,
+  ): Promise<GuestRunResult> {
+    const { ssh, signal, task } = input;
+    if (signal.aborted) throw new FactoryError('Cancelled', 'the task was cancelled');
+    const remote = `${GUEST_FACTORY_DIR}/run/${stage}-${n}.sh`;
+    await this.putText(
+      input,
+      remote,
+      [`. ${GUEST_ENV_FILE}`, exportLines({ FACTORY_STAGE: stage, ...(opts.env ?? {}) }), `cd ${GUEST_REPO_DIR} || exit 97`, script, ''].join('\n'),
+    );
+    const started = Date.now();
+    const channel = await ssh.exec(asAgentArgv(['bash', remote]), { pty: this.pty });
+    const source = tee(this.deps.sourceForChannel(channel), opts.onOutput);
+    const info = this.deps.terminals.register({
+      taskId: task.id,
+      kind: 'stage',
+      title: opts.title ?? stage,
+      cols: this.pty.cols,
+      rows: this.pty.rows,
+      source,
+      persistLog: true,
+    });
+    onSession(info.id);
+
+    let timedOut = false;
+    let cancelled = false;
+    const kill = async () => {
+      this.deps.terminals.close(info.id);
+      await ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch(() => undefined);
+    };
+    const timer = opts.timeoutSeconds
+      ? setTimeout(() => {
+          timedOut = true;
+          void kill();
+        }, opts.timeoutSeconds * 1000)
+      : undefined;
+    const onAbort = () => {
+      cancelled = true;
+      void kill();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const exit = await this.deps.terminals.waitForExit(info.id);
+      return {
+        code: exit.code,
+        sessionId: info.id,
+        timedOut,
+        cancelled,
+        lost: exit.lost,
+        durationMs: Date.now() - started,
+        tail: (maxBytes: number) => plainText(this.deps.terminals.tail(info.id, maxBytes)),
+      };
+    } finally {
+      if (timer) clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Commits whatever the stages left in the work tree on the task branch; returns its head. */
+  private async commitWork(input: PipelineRunInput): Promise<string> {
+    const { task, ssh } = input;
+    const subject = `factory: ${task.title.split('\n')[0]!.slice(0, 72)}`;
+    const body = `${subject}\n\nTask ${task.id}, made in a Factory in a Box sandbox.\n`;
+    await this.putText(input, `${GUEST_FACTORY_DIR}/commit-message`, body);
+    const script = [
+      'set -e',
+      `cd ${GUEST_REPO_DIR}`,
+      `if [ "$(git symbolic-ref -q HEAD)" != ${shellQuote(`refs/heads/${task.branch}`)} ]; then echo "FACTORY_WRONG_BRANCH $(git symbolic-ref -q --short HEAD || echo detached)"; exit 3; fi`,
+      'git -c core.hooksPath=/dev/null add -A',
+      'if ! git diff --cached --quiet; then',
+      `  git -c core.hooksPath=/dev/null -c user.name='Factory in a Box' -c user.email=factory@localhost commit -q --no-verify -F ${GUEST_FACTORY_DIR}/commit-message`,
+      'fi',
+      'echo "FACTORY_HEAD $(git rev-parse HEAD)"',
+    ].join('\n');
+    const r = await ssh.run(asAgent(script), { timeoutMs: 5 * 60_000, maxBytes: 64 * 1024 });
+    const wrong = /FACTORY_WRONG_BRANCH (\S+)/.exec(r.stdout);
+    if (wrong) {
+      throw new FactoryError('PipelineError', `the pipeline left /work/repo on ${wrong[1]!.slice(0, 100)} instead of ${task.branch}; nothing was committed`);
+    }
+    const head = /FACTORY_HEAD ([0-9a-f]{40,64})/.exec(r.stdout);
+    if (r.code !== 0 || !head) {
+      throw new FactoryError('PipelineError', `committing the work in the sandbox failed: ${plainText(r.stderr).trim().slice(0, 500) || `exit ${r.code}`}`);
+    }
+    return head[1]!;
+  }
+}
+
+/** Wraps a source so an observer sees the raw output too. */
+function tee(source: TerminalSource, observer?: (chunk: Buffer) => void): TerminalSource {
+  if (!observer) return source;
+  return {
+    onData: (listener) =>
+      source.onData((chunk) => {
+        try {
+          observer(chunk);
+        } catch {
+          /* an observer's bug must not break the terminal */
+        }
+        listener(chunk);
+      }),
+    onExit: (l) => source.onExit(l),
+    write: (d) => source.write(d),
+    resize: (c, r) => source.resize(c, r),
+    pause: () => source.pause(),
+    resume: () => source.resume(),
+    kill: () => source.kill(),
+  };
+}
