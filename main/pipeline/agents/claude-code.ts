@@ -1,0 +1,242 @@
+// Claude Code, headless: `claude -p --output-format stream-json --verbose`
+// with the prompt on stdin. Permission prompts are skipped: the sandbox VM is
+// the boundary, and the CLI refuses that flag as root, so the stage runs as the
+// unprivileged guest user. The broker supplies ANTHROPIC_BASE_URL (the proxy)
+// and ANTHROPIC_API_KEY (a per-sandbox placeholder).
+import { z } from 'zod';
+import { capText, firstLine, JsonLinesParser } from './json-lines.js';
+import { requireBrokerEnv } from './shell.js';
+import type {
+  AgentAdapter,
+  AgentCommandSpec,
+  AgentEvent,
+  AgentInvocation,
+  AgentResult,
+  AgentStreamParser,
+  AgentTokens,
+  ParserLimits,
+} from './types.js';
+
+export const CLAUDE_CODE_GUEST_BINARY = '/usr/local/bin/claude';
+
+/** Keeps the CLI to the model API only: no telemetry, updates, error reports or other traffic. */
+export const CLAUDE_CODE_QUIET_ENV: Readonly<Record<string, string>> = {
+  DISABLE_TELEMETRY: '1',
+  DISABLE_AUTOUPDATER: '1',
+  DISABLE_ERROR_REPORTING: '1',
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+};
+
+const count = z.number().finite().nonnegative();
+const shortText = z.string().max(4 * 1024 * 1024);
+
+const Usage = z.looseObject({
+  input_tokens: count.optional(),
+  output_tokens: count.optional(),
+  cache_creation_input_tokens: count.nullable().optional(),
+  cache_read_input_tokens: count.nullable().optional(),
+});
+
+const ContentBlock = z.union([
+  z.looseObject({ type: z.literal('text'), text: shortText }),
+  z.looseObject({ type: z.literal('tool_use'), name: z.string().max(256), input: z.unknown().optional() }),
+  z.looseObject({ type: z.string().max(64) }),
+]);
+
+const SystemLine = z.looseObject({
+  type: z.literal('system'),
+  subtype: z.string().max(64).optional(),
+  model: z.string().max(256).optional(),
+  session_id: z.string().max(256).optional(),
+  claude_code_version: z.string().max(64).optional(),
+});
+
+const ApiRetry = z.looseObject({
+  attempt: count,
+  error_status: z.number().nullable().optional(),
+  error: z.string().max(256).optional(),
+});
+
+const AssistantLine = z.looseObject({
+  type: z.literal('assistant'),
+  message: z.looseObject({
+    content: z.array(ContentBlock).max(10_000),
+    usage: Usage.nullable().optional(),
+  }),
+});
+
+const UserLine = z.looseObject({
+  type: z.literal('user'),
+  message: z.looseObject({
+    content: z.union([shortText, z.array(z.looseObject({ type: z.string().max(64), is_error: z.boolean().nullable().optional() })).max(10_000)]),
+  }),
+});
+
+const ResultLine = z.looseObject({
+  type: z.literal('result'),
+  subtype: z.string().max(64),
+  is_error: z.boolean().optional(),
+  result: shortText.optional(),
+  num_turns: count.optional(),
+  total_cost_usd: count.optional(),
+  duration_ms: count.optional(),
+  usage: Usage.optional(),
+  errors: z.array(z.unknown()).max(1000).optional(),
+  api_error_status: z.number().nullable().optional(),
+});
+
+const AnyLine = z.looseObject({ type: z.string().max(64) });
+
+export interface ClaudeCodeAdapterOptions {
+  /** Guest path of the CLI (default /usr/local/bin/claude). */
+  binary?: string;
+  /** Extra CLI flags, e.g. ['--append-system-prompt', '...']. */
+  extraArgs?: string[];
+}
+
+export class ClaudeCodeAdapter implements AgentAdapter {
+  readonly id = 'claude-code';
+  readonly displayName = 'Claude Code';
+  readonly brokerEnv = ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY'] as const;
+
+  constructor(private readonly opts: ClaudeCodeAdapterOptions = {}) {}
+
+  command(inv: AgentInvocation): AgentCommandSpec {
+    const env = requireBrokerEnv(this.displayName, this.brokerEnv, inv.env);
+    const argv = [
+      this.opts.binary ?? CLAUDE_CODE_GUEST_BINARY,
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--dangerously-skip-permissions',
+    ];
+    if (inv.model) argv.push('--model', inv.model);
+    if (inv.maxTurns !== undefined) argv.push('--max-turns', String(Math.max(1, Math.floor(inv.maxTurns))));
+    argv.push(...(this.opts.extraArgs ?? []));
+    return { cwd: inv.cwd, env: { ...CLAUDE_CODE_QUIET_ENV, ...env }, argv, stdinFile: inv.promptFile };
+  }
+
+  createParser(limits?: ParserLimits): AgentStreamParser {
+    return new ClaudeStreamJsonParser(limits);
+  }
+}
+
+/** Reads `--output-format stream-json --verbose` lines. */
+export class ClaudeStreamJsonParser extends JsonLinesParser {
+  private result: AgentResult | undefined;
+  private lastText = '';
+  private assistantMessages = 0;
+  private tokens: AgentTokens = { input: 0, output: 0 };
+  private sawInit = false;
+
+  protected handleValue(value: unknown): AgentEvent[] | null {
+    const head = AnyLine.safeParse(value);
+    if (!head.success) return null;
+    switch (head.data.type) {
+      case 'system': {
+        const line = SystemLine.safeParse(value);
+        if (!line.success) return null;
+        if (line.data.subtype === 'api_retry') {
+          const retry = ApiRetry.safeParse(value);
+          if (!retry.success) return null;
+          return [{ kind: 'api-retry', attempt: retry.data.attempt, status: retry.data.error_status ?? undefined, error: retry.data.error }];
+        }
+        if (line.data.subtype !== 'init') return [];
+        this.sawInit = true;
+        return [{ kind: 'init', model: line.data.model, sessionId: line.data.session_id, version: line.data.claude_code_version }];
+      }
+      case 'assistant': {
+        const line = AssistantLine.safeParse(value);
+        if (!line.success) return null;
+        this.assistantMessages++;
+        const events: AgentEvent[] = [];
+        for (const block of line.data.message.content) {
+          if (block.type === 'text' && typeof block.text === 'string') {
+            if (block.text.trim() !== '') {
+              this.lastText = capText(block.text, this.maxSummaryChars);
+              events.push({ kind: 'text', text: capText(block.text, this.maxSummaryChars) });
+            }
+          } else if (block.type === 'tool_use' && typeof block.name === 'string') {
+            events.push({ kind: 'tool-use', name: block.name, detail: toolDetail(block.input) });
+          }
+        }
+        return events;
+      }
+      case 'user': {
+        const line = UserLine.safeParse(value);
+        if (!line.success) return null;
+        const content = line.data.message.content;
+        if (typeof content === 'string') return [];
+        return content.filter((c) => c.type === 'tool_result').map((c) => ({ kind: 'tool-result', isError: c.is_error === true }));
+      }
+      case 'result': {
+        const line = ResultLine.safeParse(value);
+        if (!line.success) return null;
+        const r = line.data;
+        const tokens = r.usage ? usageTokens(r.usage) : undefined;
+        if (tokens) this.tokens = tokens;
+        const isError = r.is_error === true || r.subtype !== 'success';
+        const text = r.result ?? this.lastText;
+        this.result = {
+          ok: !isError,
+          summary: capText(text, this.maxSummaryChars),
+          turns: r.num_turns,
+          tokens,
+          costUsd: r.total_cost_usd,
+          durationMs: r.duration_ms,
+          ...(isError ? { error: describeError(r.subtype, text, r.num_turns, r.api_error_status) } : {}),
+        };
+        return [{ kind: 'result', result: this.result }];
+      }
+      default:
+        // Newer CLI versions add line types (stream_event, rate limits, ...): not an error.
+        this.stats.other++;
+        return [];
+    }
+  }
+
+  protected finalResult(): AgentResult {
+    if (this.result) return this.result;
+    return {
+      ...this.partialResult(),
+      error: this.sawInit
+        ? `Claude Code output ended without a result line (${this.describeStats()}): the stream was truncated or the agent was stopped`
+        : `Claude Code printed no stream-json output (${this.describeStats()}): is the CLI installed and was the prompt delivered?`,
+    };
+  }
+
+  protected partialResult(): AgentResult {
+    return {
+      ok: false,
+      summary: this.lastText,
+      turns: this.assistantMessages || undefined,
+      tokens: this.tokens.input || this.tokens.output ? this.tokens : undefined,
+    };
+  }
+}
+
+function usageTokens(u: z.infer<typeof Usage>): AgentTokens {
+  return {
+    input: (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0),
+    output: u.output_tokens ?? 0,
+  };
+}
+
+function describeError(subtype: string, text: string, turns?: number, apiStatus?: number | null): string {
+  if (subtype === 'error_max_turns') return `Claude Code stopped at its turn limit${turns !== undefined ? ` (${turns} turns)` : ''}`;
+  if (subtype === 'error_during_execution') return `Claude Code failed during execution${text ? `: ${firstLine(text)}` : ''}`;
+  const status = apiStatus ? ` (model API status ${apiStatus})` : '';
+  return `Claude Code reported an error${status}${text ? `: ${firstLine(text)}` : ''}`;
+}
+
+/** A short, display-only hint of what a tool call touches (command or path). */
+export function toolDetail(input: unknown): string | undefined {
+  if (!input || typeof input !== 'object') return undefined;
+  const o = input as Record<string, unknown>;
+  for (const key of ['command', 'file_path', 'path', 'pattern', 'url', 'description']) {
+    const v = o[key];
+    if (typeof v === 'string' && v !== '') return capText(v.replace(/\s+/g, ' '), 200);
+  }
+  return undefined;
+}
