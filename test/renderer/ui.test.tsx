@@ -1,0 +1,178 @@
+// Renderer components in jsdom, with a recording bridge in place of a host.
+import { act, cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FactoryError, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { STAGE_NAMES, type PullbackReview, type Task } from '../../common/domain.js';
+import { App } from '../../renderer/App.js';
+import { FactoryController } from '../../renderer/state/controller.js';
+import { ControllerContext } from '../../renderer/state/context.js';
+import { createFactoryStore } from '../../renderer/state/store.js';
+
+function task(over: Partial<Task> = {}): Task {
+  return {
+    id: 't1', title: 'Add a greeting', repoPath: '/home/me/repo', baseRef: 'main', baseCommit: 'a'.repeat(40),
+    branch: 'factory/t1', createdAt: '2026-01-01T00:00:00.000Z', phase: 'running', sandbox: { status: 'running', accel: 'tcg' },
+    stages: STAGE_NAMES.map((name, i) => ({
+      name,
+      status: i < 2 ? 'passed' : i === 2 ? 'running' : 'pending',
+      ...(i < 2 ? { durationMs: 1500 + i, sessionId: `s-${name}` } : i === 2 ? { sessionId: 's-build' } : {}),
+    })),
+    ...over,
+  } as Task;
+}
+
+class RecordingBridge implements FactoryBridge {
+  calls: Array<{ method: string; input: unknown }> = [];
+  events = new Set<(e: FactoryEvent) => void>();
+  data = new Set<(e: TerminalDataEvent) => void>();
+  constructor(public handlers: Record<string, (input: any) => unknown>) {}
+  async call(method: any, input: any): Promise<any> {
+    this.calls.push({ method, input });
+    const h = this.handlers[method];
+    if (!h) throw new FactoryError('NotImplemented', method);
+    return h(input);
+  }
+  onEvent(l: (e: FactoryEvent) => void) {
+    this.events.add(l);
+    return () => this.events.delete(l);
+  }
+  onTerminalData(l: (e: TerminalDataEvent) => void) {
+    this.data.add(l);
+    return () => this.data.delete(l);
+  }
+  emit(e: FactoryEvent) {
+    for (const l of this.events) l(e);
+  }
+  emitData(sessionId: string, text: string) {
+    for (const l of this.data) l({ sessionId, data: new TextEncoder().encode(text) });
+  }
+}
+
+const baseHandlers = {
+  'system.status': () => ({
+    qemu: { ok: false, installHint: 'sudo apt-get install qemu-system-x86 qemu-utils' },
+    image: { state: 'building', version: 'v1', progress: 0.4, step: 'mmdebstrap' },
+    dataDir: '/data',
+    host: 'web',
+  }),
+  'tasks.list': () => [],
+  'terminal.list': () => [],
+  'terminal.attach': ({ sessionId }: { sessionId: string }) => ({
+    info: { id: sessionId, kind: 'stage', title: 'x', status: 'live', cols: 80, rows: 24 },
+    scrollback: btoa(`scrollback of ${sessionId}\r\n`),
+  }),
+  'terminal.ack': () => undefined,
+};
+
+function mount(handlers: Record<string, (input: any) => unknown> = {}) {
+  const bridge = new RecordingBridge({ ...baseHandlers, ...handlers });
+  const controller = new FactoryController(bridge, createFactoryStore());
+  controller.start();
+  render(
+    <ControllerContext.Provider value={controller}>
+      <App />
+    </ControllerContext.Provider>,
+  );
+  return { bridge, controller };
+}
+
+afterEach(cleanup);
+
+describe('renderer', () => {
+  it('shows the QEMU install hint and the image build progress', async () => {
+    mount();
+    expect((await screen.findByTestId('qemu-install-hint')).textContent).toContain('sudo apt-get install qemu-system-x86');
+    expect(screen.getByTestId('image-status').dataset.state).toBe('building');
+    expect((screen.getByTestId('image-progress') as HTMLProgressElement).value).toBeCloseTo(0.4);
+    expect(screen.getByTestId('image-status').textContent).toContain('mmdebstrap');
+  });
+
+  it('draws a row per task with every stage, its status and duration, and follows events', async () => {
+    const { bridge } = mount({ 'tasks.list': () => [task()] });
+    const cell = await screen.findByTestId('stage-t1-plan');
+    expect(cell.dataset.status).toBe('passed');
+    expect(cell.textContent).toContain('1.5 s');
+    expect(screen.getByTestId('stage-t1-build').dataset.status).toBe('running');
+    expect(screen.getByTestId('stage-t1-document').dataset.status).toBe('pending');
+    act(() => bridge.emit({ type: 'task.updated', task: task({ phase: 'failed', stages: task().stages.map((s) => (s.name === 'build' ? { ...s, status: 'failed', exitCode: 3 } : s)) }) }));
+    expect(screen.getByTestId('stage-t1-build').dataset.status).toBe('failed');
+    expect(screen.getByTestId('stage-t1-build').textContent).toContain('exit 3');
+  });
+
+  it('opens the running stage terminal, replays scrollback and appends live bytes as text', async () => {
+    const { bridge } = mount({ 'tasks.list': () => [task()] });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    const out = await screen.findByTestId('terminal-output');
+    await waitFor(() => expect(out.textContent).toContain('scrollback of s-build'));
+    act(() => bridge.emitData('s-build', '\x1b[32m<b>MARKER</b>\x1b[0m\r\n'));
+    expect(out.textContent).toContain('<b>MARKER</b>');
+    expect(out.querySelector('b')).toBeNull();
+    await waitFor(() => expect(bridge.calls.some((c) => c.method === 'terminal.ack')).toBe(true));
+    // Clicking a finished stage shows its log instead.
+    fireEvent.click(screen.getByTestId('stage-t1-request'));
+    await waitFor(() => expect(screen.getByTestId('terminal-output').textContent).toContain('scrollback of s-request'));
+  });
+
+  it('shows a create error with its name and message next to the form', async () => {
+    mount({
+      'tasks.create': () => {
+        throw new FactoryError('NotAGitRepository', '/tmp/x is not a git repository', 'fatal: not a git repository');
+      },
+    });
+    fireEvent.change(screen.getByTestId('repo-path-input'), { target: { value: '/tmp/x' } });
+    fireEvent.change(screen.getByTestId('task-text-input'), { target: { value: 'do it' } });
+    fireEvent.click(screen.getByTestId('start-button'));
+    expect((await screen.findByTestId('new-task-error-name')).textContent).toBe('NotAGitRepository');
+    expect(screen.getByTestId('new-task-error-message').textContent).toBe('/tmp/x is not a git repository');
+    expect(screen.getByTestId('new-task-error-detail').textContent).toBe('fatal: not a git repository');
+  });
+
+  it('explains in the browser that a dropped folder needs its path typed', async () => {
+    mount();
+    const file = new File(['x'], 'my-repo');
+    fireEvent.drop(screen.getByTestId('drop-zone'), { dataTransfer: { files: [file] } });
+    expect((await screen.findByTestId('drop-note')).textContent).toContain('type the repository path');
+  });
+
+  it('renders the review as escaped text and approves', async () => {
+    const review: PullbackReview = {
+      taskId: 't1', branch: 'factory/t1', baseCommit: 'a'.repeat(40), headCommit: 'b'.repeat(40),
+      files: [{ path: 'src/<img src=x>.ts', status: 'modified', added: 1, removed: 1, binary: false }],
+      added: 1, removed: 1, patch: '--- a/x\n+++ b/x\n-old\n+<script>alert(1)</script>', patchTruncated: false,
+      bundleBytes: 100, checks: [{ name: 'only expected ref', ok: true, message: 'refs/heads/factory/t1' }],
+    };
+    const { bridge } = mount({
+      'tasks.list': () => [task({ phase: 'review' })],
+      'tasks.review': () => review,
+      'tasks.approve': () => task({ phase: 'approved', decision: { kind: 'approved', at: 'now', branch: 'factory/t1' } }),
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    const patch = await screen.findByTestId('review-patch');
+    expect(patch.textContent).toContain('<script>alert(1)</script>');
+    expect(document.querySelector('script')).toBeNull();
+    expect(document.querySelector('img')).toBeNull();
+    expect(patch.querySelector('.diff-add')?.textContent).toBe('+<script>alert(1)</script>');
+    expect(patch.querySelector('.diff-del')?.textContent).toBe('-old');
+    expect(screen.getByTestId('review-file').dataset.path).toBe('src/<img src=x>.ts');
+    fireEvent.click(screen.getByTestId('approve-button'));
+    expect((await screen.findByTestId('decision')).dataset.kind).toBe('approved');
+    expect(bridge.calls.find((c) => c.method === 'tasks.approve')?.input).toEqual({ taskId: 't1' });
+  });
+
+  it('shows a failed task error with the serial console detail, and a failed destroy', async () => {
+    mount({
+      'tasks.list': () => [
+        task({ phase: 'failed', error: { name: 'BootTimeout', message: 'the guest did not answer SSH within 90 s', detail: '[ 1.0] Kernel panic' } }),
+      ],
+      'tasks.destroy': () => {
+        throw new FactoryError('DestroyFailed', 'qemu did not exit');
+      },
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect(screen.getByTestId('task-error-name').textContent).toBe('BootTimeout');
+    expect(screen.getByTestId('task-error-detail').textContent).toBe('[ 1.0] Kernel panic');
+    fireEvent.click(screen.getByTestId('destroy-button'));
+    expect((await screen.findByTestId('action-error-name')).textContent).toBe('DestroyFailed');
+    expect(screen.getByTestId('action-error-message').textContent).toBe('destroy: qemu did not exit');
+  });
+});
