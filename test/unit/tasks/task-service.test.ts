@@ -1,0 +1,133 @@
+// The task service's checks before a sandbox exists, and its recovery after a
+// crash. The VM layer is replaced by a QEMU probe that reports what we tell it;
+// everything else (git, state on disk, processes) is real.
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
+import { appPaths } from '../../../main/state/paths.js';
+import { StateStore } from '../../../main/state/state-store.js';
+import type { ImageStatus } from '../../../common/domain.js';
+import { makeRepo, tempDir } from '../../support/repo.js';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function fakeVm(qemuOk: boolean) {
+  const status: ImageStatus = { state: 'missing', version: 'test' };
+  return {
+    images: { status: () => status, ensure: async () => { throw new Error('no image in unit tests'); } },
+    qemu: {
+      checkInstalled: async () => (qemuOk ? { ok: true, version: '8' } : { ok: false, installHint: 'sudo apt install qemu-system-x86 qemu-utils' }),
+      start: async () => { throw new Error('no VM in unit tests'); },
+    },
+  };
+}
+
+async function app(qemuOk = true, dataDir = tempDir()): Promise<FactoryApp> {
+  const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
+  const a = await createFactoryApp({ host: 'web', paths, vm: fakeVm(qemuOk) });
+  cleanups.push(() => a.dispose());
+  cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  return a;
+}
+
+describe('tasks.create validation', () => {
+  it('names a path that is not a repository', async () => {
+    const a = await app();
+    const dir = tempDir();
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    await expect(a.api['tasks.create']({ repoPath: dir, title: 'x' })).rejects.toMatchObject({ name: 'NotAGitRepository', message: `${dir} is not a git repository` });
+    expect(await a.api['tasks.list']({})).toEqual([]);
+  });
+
+  it('names a repository with no commits', async () => {
+    const a = await app();
+    const repo = await makeRepo();
+    cleanups.push(repo.cleanup);
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x' })).rejects.toMatchObject({ name: 'EmptyRepository' });
+  });
+
+  it('names the invalid field of the committed pipeline config', async () => {
+    const a = await app();
+    const repo = await makeRepo({ files: { '.factory/pipeline.json': '{"stages":{"build":{"command":42}}}' } });
+    cleanups.push(repo.cleanup);
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x' })).rejects.toThrow('.factory/pipeline.json: stages.build.command: expected string');
+  });
+
+  it('says how to install QEMU when it is missing', async () => {
+    const a = await app(false);
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x' })).rejects.toMatchObject({
+      name: 'QemuMissing',
+      message: expect.stringContaining('apt install qemu-system-x86'),
+    });
+  });
+
+  it('refuses an unknown agent and an empty task text', async () => {
+    const a = await app();
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x', agent: 'nobody' })).rejects.toMatchObject({ name: 'UnknownAgent' });
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: '   ' })).rejects.toThrow(/the task text is empty/);
+    expect(await a.api['tasks.list']({})).toEqual([]);
+  });
+
+  it('records a failed provision as a failed task with the reason', async () => {
+    const a = await app();
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    const events: string[] = [];
+    a.onEvent((e) => {
+      if (e.type === 'task.updated') events.push(`${e.task.phase}/${e.task.sandbox.status}`);
+    });
+    const task = await a.api['tasks.create']({ repoPath: repo.dir, title: 'do it' });
+    expect(task.id).toMatch(/^[a-z][a-z0-9]{7}$/);
+    expect(task.branch).toBe(`factory/${task.id}`);
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('failed');
+    const failed = await a.api['tasks.get']({ taskId: task.id });
+    expect(failed.error?.message).toBe('no image in unit tests');
+    expect(events).toContain('provisioning/booting');
+    await expect(a.api['tasks.review']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoReview' });
+    await expect(a.api['tasks.approve']({ taskId: task.id })).rejects.toMatchObject({ name: 'NotInReview' });
+  });
+});
+
+describe('restart', () => {
+  it('marks a task whose VM was running as lost, kills its leftover QEMU and keeps only logs', async () => {
+    const dataDir = tempDir();
+    const paths = appPaths({ FACTORY_DATA_DIR: dataDir });
+    const sandboxDir = path.join(paths.sandboxes, 'abcdefgh');
+    fs.mkdirSync(sandboxDir, { recursive: true });
+    fs.writeFileSync(path.join(sandboxDir, 'overlay.qcow2'), 'disk');
+    fs.writeFileSync(path.join(sandboxDir, 'serial.log'), 'boot log');
+    // Stands in for a QEMU left behind by a crashed app: its command line names the sandbox.
+    const leftover = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', 'qemu-system-x86_64', sandboxDir], { stdio: 'ignore' });
+    const exited = new Promise<void>((resolve) => leftover.on('exit', () => resolve()));
+    fs.writeFileSync(path.join(sandboxDir, 'qemu.pid'), String(leftover.pid));
+    await new StateStore({ dir: paths.state }).saveTask({
+      version: 1,
+      task: {
+        id: 'abcdefgh', title: 't', repoPath: '/r', baseRef: 'HEAD', baseCommit: 'a'.repeat(40), branch: 'factory/abcdefgh',
+        createdAt: new Date().toISOString(), phase: 'running', sandbox: { status: 'running', sshPort: 1 },
+        stages: [{ name: 'request', status: 'passed' }, { name: 'plan', status: 'running' }],
+      },
+      sandboxDir,
+      qemuPid: leftover.pid!,
+    });
+    const a = await app(true, dataDir);
+    const t = await a.api['tasks.get']({ taskId: 'abcdefgh' });
+    expect(t.sandbox.status).toBe('lost');
+    expect(t.phase).toBe('failed');
+    expect(t.stages[1]).toMatchObject({ status: 'failed', summary: 'interrupted: the app stopped' });
+    await exited;
+    expect(fs.readdirSync(sandboxDir)).toEqual(['serial.log']);
+    const reread = await new StateStore({ dir: paths.state }).loadTasks();
+    expect(reread[0]!.task.sandbox.status).toBe('lost');
+    expect(reread[0]!.qemuPid).toBeUndefined();
+  });
+});
