@@ -1,0 +1,164 @@
+// The whole life of a task with real parts: a fixture repo, the real base image
+// and QEMU (TCG here), SSH, the stage runner, pull-back, approve into the host
+// repo, destroy, and state reloaded by a second app instance.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { appPaths, type AppPaths } from '../../main/state/paths.js';
+import { StateStore } from '../../main/state/state-store.js';
+import type { Task } from '../../common/domain.js';
+import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { testImage } from '../support/image.js';
+
+const MARKER_COMMAND = 'echo FACTORY-MARKER-$((6*7))';
+const MARKER_OUTPUT = 'FACTORY-MARKER-42';
+
+let dataDir: string;
+let paths: AppPaths;
+let repo: FixtureRepo;
+let app: FactoryApp | undefined;
+const output = new Map<string, string>();
+
+function waitForTask(a: FactoryApp, taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(async () => {
+      off();
+      const t = await a.api['tasks.get']({ taskId });
+      reject(new Error(`timed out waiting; task is ${t.phase}: ${JSON.stringify(t.error ?? t.stages)}`));
+    }, timeoutMs);
+    const check = (t: Task) => {
+      if (t.id === taskId && done(t)) {
+        clearTimeout(timer);
+        off();
+        resolve(t);
+      }
+    };
+    const off = a.onEvent((e) => {
+      if (e.type === 'task.updated') check(e.task);
+    });
+    void a.api['tasks.get']({ taskId }).then(check);
+  });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  await testImage(); // built once into the shared image cache
+  dataDir = tempDir('factory-data-');
+  paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
+  repo = await makeRepo({
+    files: {
+      'README.md': '# Fixture\n',
+      'src/app.txt': 'v1\n',
+      '.factory/pipeline.json': JSON.stringify({
+        env: { GREETING: 'hello from pipeline.json' },
+        stages: {
+          request: { command: 'cat "$FACTORY_TASK_FILE"; echo "$GREETING"; id -un' },
+          build: { command: `echo 'changed by the sandbox' >> README.md && ${MARKER_COMMAND}`, timeoutSeconds: 120 },
+          test: { command: 'grep -q "changed by the sandbox" README.md && echo "tests: 1 passed"' },
+        },
+      }),
+    },
+  });
+  app = await createFactoryApp({ host: 'web', paths });
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+});
+
+afterAll(async () => {
+  await app?.dispose();
+  repo?.cleanup();
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('task lifecycle in a real sandbox', () => {
+  let taskId = '';
+  let qemuPid = 0;
+  let sandboxDir = '';
+
+  it('runs all six stages, shows the marker live and brings the change back for review', async () => {
+    const a = app!;
+    const created = await a.api['tasks.create']({ repoPath: repo.dir, title: 'Append a line to the README' });
+    taskId = created.id;
+    expect(created.phase).toBe('creating');
+    const t = await waitForTask(a, taskId, (x) => ['review', 'failed', 'cancelled'].includes(x.phase));
+    expect(t.error).toBeUndefined();
+    expect(t.phase).toBe('review');
+    expect(t.stages.map((s) => `${s.name}:${s.status}`)).toEqual([
+      'request:passed', 'plan:passed', 'build:passed', 'test:passed', 'review:passed', 'document:passed',
+    ]);
+    for (const s of t.stages) expect(s.durationMs).toBeGreaterThanOrEqual(0);
+    const build = t.stages.find((s) => s.name === 'build')!;
+    expect(build.summary).toBe(MARKER_OUTPUT);
+    expect(output.get(build.sessionId!)).toContain(MARKER_OUTPUT);
+    // The request stage ran as the agent user and saw the task text and the config's env.
+    const request = output.get(t.stages[0]!.sessionId!)!;
+    expect(request).toContain('Append a line to the README');
+    expect(request).toContain('hello from pipeline.json');
+    expect(t.stages[0]!.summary).toBe('agent');
+    expect(t.stages.find((s) => s.name === 'test')!.summary).toBe('tests: 1 passed');
+
+    const review = await a.api['tasks.review']({ taskId });
+    expect(review.files).toEqual([{ path: 'README.md', status: 'modified', added: 1, removed: 0, binary: false }]);
+    expect(review.patch).toContain('+changed by the sandbox');
+    expect(review.checks.every((c) => c.ok)).toBe(true);
+
+    const record = (await new StateStore({ dir: paths.state }).loadTasks()).find((r) => r.task.id === taskId)!;
+    qemuPid = record.qemuPid!;
+    sandboxDir = record.sandboxDir!;
+    expect(processAlive(qemuPid)).toBe(true);
+  });
+
+  it('opens an interactive shell in the sandbox', async () => {
+    const a = app!;
+    const info = await a.api['terminal.openShell']({ taskId, cols: 100, rows: 30 });
+    await a.api['terminal.write']({ sessionId: info.id, data: 'cat /work/repo/README.md; echo SHELL-$((40+2))\n' });
+    await expect.poll(() => output.get(info.id) ?? '', { timeout: 30_000 }).toContain('SHELL-42');
+    expect(output.get(info.id)).toContain('changed by the sandbox');
+    await a.api['terminal.close']({ sessionId: info.id });
+  });
+
+  it('approves into a new branch without touching HEAD, index or working tree, and never overwrites', async () => {
+    const a = app!;
+    repo.write('untracked.txt', 'mine\n');
+    const before = { head: repo.head(), branch: repo.git('symbolic-ref', 'HEAD'), status: repo.status() };
+    const approved = await a.api['tasks.approve']({ taskId });
+    expect(approved.phase).toBe('approved');
+    expect(approved.decision).toMatchObject({ kind: 'approved', branch: `factory/${taskId}` });
+    expect(repo.git('show', `factory/${taskId}:README.md`)).toBe('# Fixture\nchanged by the sandbox\n');
+    expect(repo.head()).toBe(before.head);
+    expect(repo.git('symbolic-ref', 'HEAD')).toBe(before.branch);
+    expect(repo.status()).toBe(before.status);
+    expect(fs.readFileSync(path.join(repo.dir, 'README.md'), 'utf8')).toBe('# Fixture\n');
+    await expect(a.api['tasks.approve']({ taskId })).rejects.toMatchObject({ name: 'NotInReview' });
+  });
+
+  it('destroys the sandbox: no QEMU process, no overlay', async () => {
+    const a = app!;
+    const t = await a.api['tasks.destroy']({ taskId });
+    expect(t.sandbox.status).toBe('destroyed');
+    expect(processAlive(qemuPid)).toBe(false);
+    const left = fs.existsSync(sandboxDir) ? fs.readdirSync(sandboxDir) : [];
+    expect(left.filter((n) => n.endsWith('.qcow2'))).toEqual([]);
+  });
+
+  it('reloads tasks, stage results, decisions and stage logs in a second app instance', async () => {
+    await app!.dispose();
+    app = await createFactoryApp({ host: 'web', paths });
+    const t = await app.api['tasks.get']({ taskId });
+    expect(t.phase).toBe('approved');
+    expect(t.decision?.kind).toBe('approved');
+    expect(t.sandbox.status).toBe('destroyed');
+    expect(t.stages.every((s) => s.status === 'passed')).toBe(true);
+    const build = t.stages.find((s) => s.name === 'build')!;
+    const replay = await app.api['terminal.attach']({ sessionId: build.sessionId! });
+    expect(Buffer.from(replay.scrollback, 'base64').toString('utf8')).toContain(MARKER_OUTPUT);
+  });
+});
