@@ -16,5 +16,7 @@ export default defineConfig({
     // No inline scripts or eval: the CSP is script-src 'self'.
     modulePreload: { polyfill: false },
     assetsInlineLimit: 0,
+    // React + xterm.js (with WebGL) in one chunk is expected for a local desktop app.
+    chunkSizeWarningLimit: 2000,
   },
 });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
 import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
 import { HOSTILE_PATCH_LINE, SCRIPTED_MARKER, ScriptedApp } from './support/scripted-app.js';
-import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
+import { startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
 import { ensureRendererBuilt } from './support/build.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -61,8 +61,7 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
     await expect.poll(() => page.getByTestId('decision').getAttribute('data-kind')).toBe('approved');
 
     await page.getByTestId('shell-button').click();
-    await page.getByTestId('terminal-input').fill('echo hi');
-    await page.getByTestId('terminal-input').press('Enter');
+    await typeInTerminal(page, 'echo hi\r');
     await expect.poll(() => terminalText(page)).toContain('you typed: echo hi');
 
     await page.getByTestId('destroy-button').click();

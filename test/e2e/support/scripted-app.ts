@@ -50,7 +50,7 @@ export class ScriptedApp implements HostedApp {
         this.output(info.id, 'root@sandbox:/work/repo# ');
         return info;
       },
-      'terminal.write': async ({ sessionId, data }) => this.output(sessionId, `${data}\r\nyou typed: ${data.trim()}\r\nroot@sandbox:/work/repo# `),
+      'terminal.write': async ({ sessionId, data }) => this.typed(sessionId, data),
       'terminal.resize': async () => undefined,
       'terminal.ack': async () => undefined,
       'terminal.close': async () => undefined,
@@ -104,6 +104,22 @@ export class ScriptedApp implements HostedApp {
     this.scrollback.set(sessionId, (this.scrollback.get(sessionId) ?? '') + text);
     const bytes = new TextEncoder().encode(text);
     for (const l of this.data) l({ sessionId, data: bytes });
+  }
+
+  private readonly lines = new Map<string, string>();
+
+  /** A line-editing echo shell: echoes keys, answers each line on Enter. */
+  private typed(sessionId: string, data: string) {
+    for (const ch of data) {
+      if (ch === '\r') {
+        const line = this.lines.get(sessionId) ?? '';
+        this.lines.set(sessionId, '');
+        this.output(sessionId, `\r\nyou typed: ${line}\r\nroot@sandbox:/work/repo# `);
+      } else {
+        this.lines.set(sessionId, (this.lines.get(sessionId) ?? '') + ch);
+        this.output(sessionId, ch);
+      }
+    }
   }
 
   private later(ms: number, fn: () => void) {

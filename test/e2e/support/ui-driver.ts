@@ -34,6 +34,19 @@ export async function waitForAllStagesPassed(page: Page, taskId: string, timeout
   }
 }
 
+/** The text of the terminal shown in the pane (read from xterm.js's buffer: WebGL draws to a canvas). */
 export async function terminalText(page: Page): Promise<string> {
-  return (await page.getByTestId('terminal-pane').textContent()) ?? '';
+  const pane = page.getByTestId('terminal-pane');
+  const sessionId = await pane.getAttribute('data-session-id');
+  if (!sessionId) return '';
+  return page.evaluate(
+    (id) => (window as unknown as { __factoryTerminals?: { text(id: string): string } }).__factoryTerminals?.text(id) ?? '',
+    sessionId,
+  );
+}
+
+/** Types into the terminal shown in the pane, as a user would. */
+export async function typeInTerminal(page: Page, text: string): Promise<void> {
+  await page.getByTestId('terminal-pane').locator('.xterm').click();
+  await page.keyboard.type(text);
 }

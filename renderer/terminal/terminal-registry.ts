@@ -1,0 +1,538 @@
+// xterm.js instances keyed by terminal session id. Terminal bytes go from the
+// bridge straight into xterm.js here, never through React state; React views
+// only mount an instance's element into their pane. Instances outlive their
+// view (switching tabs does not replay), up to a small number kept hidden.
+//
+// Flow control: bytes are acknowledged in term.write's callback, i.e. after
+// xterm.js parsed them, so the host pauses the source when the renderer falls
+// behind (see main/terminal/flow-control.ts).
+import { Terminal, type ITerminalOptions } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+import { SearchAddon } from '@xterm/addon-search';
+import { Unicode11Addon } from '@xterm/addon-unicode11';
+import { WebglAddon } from '@xterm/addon-webgl';
+import type { FactoryBridge, FactoryEvent, TerminalDataEvent } from '../../common/contract.js';
+import type { TerminalInfo } from '../../common/domain.js';
+import { AckBatcher, DEFAULT_ACK, type AckBatcherOptions } from './ack-batcher.js';
+
+export type TerminalPhase = 'attaching' | 'attached' | 'failed';
+export type TerminalRendererKind = 'none' | 'webgl' | 'dom';
+
+/** Metadata a view may render (immutable snapshot; never holds terminal bytes). */
+export interface TerminalSnapshot {
+  sessionId: string;
+  phase: TerminalPhase;
+  info: TerminalInfo | null;
+  error: string | null;
+  renderer: TerminalRendererKind;
+}
+
+export interface TerminalRegistryOptions {
+  /** Hidden instances kept alive after their view unmounts (least recently used go first). */
+  maxHidden: number;
+  /** Lines of scrollback in each xterm.js instance. */
+  scrollbackLines: number;
+  /** Try the WebGL renderer (falls back to the DOM renderer when unavailable or lost). */
+  webgl: boolean;
+  ack: AckBatcherOptions;
+  terminalOptions: ITerminalOptions;
+}
+
+const DEFAULT_OPTIONS: TerminalRegistryOptions = {
+  maxHidden: 8,
+  scrollbackLines: 10_000,
+  webgl: true,
+  ack: DEFAULT_ACK,
+  terminalOptions: {
+    fontFamily: 'ui-monospace, "SF Mono", Menlo, "DejaVu Sans Mono", Consolas, monospace',
+    fontSize: 13,
+    cursorBlink: true,
+    theme: { background: '#0f1115', foreground: '#d7dae0', selectionBackground: '#3a4356' },
+  },
+};
+
+const SEARCH_DECORATIONS = {
+  matchBackground: '#5a4a00',
+  matchOverviewRuler: '#d7b600',
+  activeMatchBackground: '#a66a00',
+  activeMatchColorOverviewRuler: '#ff9d00',
+};
+
+interface Entry {
+  sessionId: string;
+  term: Terminal;
+  fit: FitAddon;
+  search: SearchAddon;
+  webgl: WebglAddon | null;
+  host: HTMLDivElement | null;
+  opened: boolean;
+  interactive: boolean;
+  /** Bumped on every attach so a late answer to an older attach is ignored. */
+  generation: number;
+  acks: AckBatcher;
+  refs: number;
+  lastUsed: number;
+  resizeTimer: ReturnType<typeof setTimeout> | null;
+  snapshot: TerminalSnapshot;
+  listeners: Set<() => void>;
+  searchResults: { index: number; count: number };
+  onSearchOpen: (() => void) | null;
+}
+
+export class TerminalRegistry {
+  private readonly entries = new Map<string, Entry>();
+  /** Sessions whose instance was dropped while still live: keep acknowledging so the host is never held up. */
+  private readonly draining = new Map<string, AckBatcher>();
+  private readonly opts: TerminalRegistryOptions;
+  private readonly offs: Array<() => void> = [];
+  private disposed = false;
+
+  constructor(
+    private readonly bridge: FactoryBridge,
+    options: Partial<TerminalRegistryOptions> = {},
+  ) {
+    this.opts = { ...DEFAULT_OPTIONS, ...options, terminalOptions: { ...DEFAULT_OPTIONS.terminalOptions, ...options.terminalOptions } };
+    this.offs.push(bridge.onTerminalData((e) => this.onData(e)));
+    this.offs.push(bridge.onEvent((e) => this.onEvent(e)));
+    // The web transport reconnects after a drop; bytes sent meanwhile are gone, so replay.
+    const withState = bridge as FactoryBridge & { onConnectionState?: (l: (s: string) => void) => () => void };
+    if (typeof withState.onConnectionState === 'function') {
+      let wasDown = false;
+      this.offs.push(
+        withState.onConnectionState((s) => {
+          if (s === 'closed') wasDown = true;
+          else if (s === 'open' && wasDown) {
+            wasDown = false;
+            this.reattachAll();
+          }
+        }),
+      );
+    }
+  }
+
+  /** Takes a reference to the session's instance, creating and attaching it if needed. */
+  acquire(sessionId: string, opts: { interactive?: boolean } = {}): TerminalSnapshot {
+    this.assertUsable();
+    let e = this.entries.get(sessionId);
+    if (!e) {
+      e = this.create(sessionId);
+      this.entries.set(sessionId, e);
+      this.draining.get(sessionId)?.flush();
+      this.draining.delete(sessionId);
+      this.attach(e);
+    }
+    e.refs++;
+    e.lastUsed = Date.now();
+    if (opts.interactive !== undefined) this.applyInteractive(e, opts.interactive);
+    return e.snapshot;
+  }
+
+  /** Drops a reference; unreferenced instances stay hidden until evicted. */
+  release(sessionId: string): void {
+    const e = this.entries.get(sessionId);
+    if (!e) return;
+    e.refs = Math.max(0, e.refs - 1);
+    e.lastUsed = Date.now();
+    this.evict();
+  }
+
+  /** Puts the session's terminal into `container` (opening xterm.js on first use) and fits it. */
+  mount(sessionId: string, container: HTMLElement): void {
+    const e = this.must(sessionId);
+    if (!e.host) {
+      e.host = container.ownerDocument.createElement('div');
+      e.host.className = 'factory-terminal-host';
+    }
+    container.appendChild(e.host);
+    if (!e.opened) {
+      e.term.open(e.host);
+      e.opened = true;
+      this.loadRenderer(e);
+    } else {
+      e.term.refresh(0, e.term.rows - 1);
+    }
+    this.fit(sessionId);
+  }
+
+  /** Takes the terminal out of its pane; the instance keeps receiving and acknowledging bytes. */
+  unmount(sessionId: string): void {
+    const e = this.entries.get(sessionId);
+    e?.host?.remove();
+  }
+
+  /** Fits the terminal to its pane; the new size goes to the host pty (debounced). */
+  fit(sessionId: string): void {
+    const e = this.entries.get(sessionId);
+    if (!e?.host?.isConnected) return;
+    try {
+      const dims = e.fit.proposeDimensions();
+      if (!dims || !Number.isFinite(dims.cols) || !Number.isFinite(dims.rows)) return;
+      const cols = Math.max(2, Math.min(1000, dims.cols));
+      const rows = Math.max(1, Math.min(500, dims.rows));
+      if (cols !== e.term.cols || rows !== e.term.rows) e.term.resize(cols, rows);
+    } catch {
+      /* not measurable yet (hidden pane) */
+    }
+  }
+
+  /** Whether keyboard input and paste go to the session (off for stage output). */
+  setInteractive(sessionId: string, interactive: boolean): void {
+    const e = this.entries.get(sessionId);
+    if (e) this.applyInteractive(e, interactive);
+  }
+
+  focus(sessionId: string): void {
+    this.entries.get(sessionId)?.term.focus();
+  }
+
+  subscribe(sessionId: string, listener: () => void): () => void {
+    const e = this.entries.get(sessionId);
+    if (!e) return () => {};
+    e.listeners.add(listener);
+    return () => e.listeners.delete(listener);
+  }
+
+  snapshot(sessionId: string): TerminalSnapshot | null {
+    return this.entries.get(sessionId)?.snapshot ?? null;
+  }
+
+  // --- search, clipboard ------------------------------------------------------
+
+  findNext(sessionId: string, query: string, opts: { caseSensitive?: boolean; regex?: boolean } = {}): boolean {
+    const e = this.entries.get(sessionId);
+    if (!e || !query) return false;
+    return e.search.findNext(query, { ...opts, decorations: SEARCH_DECORATIONS });
+  }
+
+  findPrevious(sessionId: string, query: string, opts: { caseSensitive?: boolean; regex?: boolean } = {}): boolean {
+    const e = this.entries.get(sessionId);
+    if (!e || !query) return false;
+    return e.search.findPrevious(query, { ...opts, decorations: SEARCH_DECORATIONS });
+  }
+
+  clearSearch(sessionId: string): void {
+    const e = this.entries.get(sessionId);
+    if (!e) return;
+    e.search.clearDecorations();
+    e.term.clearSelection();
+  }
+
+  searchResults(sessionId: string): { index: number; count: number } {
+    return this.entries.get(sessionId)?.searchResults ?? { index: -1, count: 0 };
+  }
+
+  /** Called when the user presses the search shortcut inside the terminal. */
+  onSearchRequested(sessionId: string, handler: (() => void) | null): void {
+    const e = this.entries.get(sessionId);
+    if (e) e.onSearchOpen = handler;
+  }
+
+  selection(sessionId: string): string {
+    const e = this.entries.get(sessionId);
+    return e && e.term.hasSelection() ? e.term.getSelection() : '';
+  }
+
+  /** Pastes text as typed input (bracketed paste when the program asked for it). */
+  paste(sessionId: string, text: string): void {
+    const e = this.entries.get(sessionId);
+    if (!e || !e.interactive) return;
+    if (e.opened) e.term.paste(text);
+    else this.input(sessionId, text.replace(/\r?\n/g, '\r'));
+  }
+
+  /** Sends input as if typed (e.g. a "send Ctrl-C" button: input(id, '\x03')). */
+  input(sessionId: string, data: string): void {
+    const e = this.entries.get(sessionId);
+    if (!e || !e.interactive || e.snapshot.info?.status !== 'live') return;
+    this.bridge.call('terminal.write', { sessionId, data }).catch((err: unknown) => this.update(e, { error: messageOf(err) }));
+  }
+
+  /** The terminal buffer as plain text (scrollback + screen), e.g. for tests and "copy all". */
+  text(sessionId: string): string {
+    const e = this.entries.get(sessionId);
+    if (!e) return '';
+    const buf = e.term.buffer.active;
+    const lines: string[] = [];
+    for (let i = 0; i < buf.length; i++) {
+      const line = buf.getLine(i);
+      if (!line) continue;
+      const s = line.translateToString(true);
+      if (line.isWrapped && lines.length > 0) lines[lines.length - 1] += s;
+      else lines.push(s);
+    }
+    while (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+    return lines.join('\n');
+  }
+
+  /** Re-attaches every instance (after the transport reconnected): reset, replay, continue live. */
+  reattachAll(): void {
+    for (const e of this.entries.values()) this.attach(e);
+  }
+
+  sessions(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const off of this.offs.splice(0)) off();
+    for (const e of this.entries.values()) this.destroy(e);
+    this.entries.clear();
+    for (const d of this.draining.values()) d.flush();
+    this.draining.clear();
+  }
+
+  // --- internals ---------------------------------------------------------------
+
+  private create(sessionId: string): Entry {
+    const term = new Terminal({
+      ...this.opts.terminalOptions,
+      scrollback: this.opts.scrollbackLines,
+      // unicode11 and search decorations are "proposed" APIs in xterm.js.
+      allowProposedApi: true,
+    });
+    const fit = new FitAddon();
+    const search = new SearchAddon();
+    term.loadAddon(fit);
+    term.loadAddon(search);
+    try {
+      term.loadAddon(new Unicode11Addon());
+      term.unicode.activeVersion = '11';
+    } catch {
+      /* older widths are fine */
+    }
+    const e: Entry = {
+      sessionId,
+      term,
+      fit,
+      search,
+      webgl: null,
+      host: null,
+      opened: false,
+      interactive: true,
+      generation: 0,
+      acks: new AckBatcher((bytes) => this.sendAck(sessionId, bytes), this.opts.ack),
+      refs: 0,
+      lastUsed: Date.now(),
+      resizeTimer: null,
+      snapshot: { sessionId, phase: 'attaching', info: null, error: null, renderer: 'none' },
+      listeners: new Set(),
+      searchResults: { index: -1, count: 0 },
+      onSearchOpen: null,
+    };
+    search.onDidChangeResults((r) => {
+      e.searchResults = { index: r.resultIndex, count: r.resultCount };
+      this.update(e, {});
+    });
+    term.onData((data) => this.input(sessionId, data));
+    term.onResize(({ cols, rows }) => {
+      if (e.resizeTimer) clearTimeout(e.resizeTimer);
+      e.resizeTimer = setTimeout(() => {
+        e.resizeTimer = null;
+        if (e.snapshot.info?.status !== 'live') return;
+        this.bridge.call('terminal.resize', { sessionId, cols, rows }).catch(() => {
+          /* the session may have ended meanwhile; its status event says so */
+        });
+      }, 50);
+    });
+    term.attachCustomKeyEventHandler((ev) => this.onKey(e, ev));
+    return e;
+  }
+
+  private attach(e: Entry): void {
+    const gen = ++e.generation;
+    e.acks.reset();
+    this.update(e, { phase: 'attaching', error: null });
+    this.bridge
+      .call('terminal.attach', { sessionId: e.sessionId })
+      .then(({ info, scrollback }) => {
+        if (gen !== e.generation || !this.entries.has(e.sessionId)) return;
+        // A re-attach replays everything: start from a clean screen.
+        if (gen > 1) e.term.reset();
+        // Not mounted yet: draw at the session's size until the pane fits it.
+        if (!e.host?.isConnected && info.cols >= 2 && info.rows >= 1) e.term.resize(info.cols, info.rows);
+        const bytes = base64ToBytes(scrollback);
+        if (bytes.length > 0) e.term.write(bytes);
+        this.update(e, { phase: 'attached', info });
+        // The pane may have been fitted before the session was known to be live.
+        if (info.status === 'live' && (e.term.cols !== info.cols || e.term.rows !== info.rows) && e.host?.isConnected) {
+          this.bridge.call('terminal.resize', { sessionId: e.sessionId, cols: e.term.cols, rows: e.term.rows }).catch(() => {});
+        }
+      })
+      .catch((err: unknown) => {
+        if (gen !== e.generation) return;
+        this.update(e, { phase: 'failed', error: messageOf(err) });
+      });
+  }
+
+  private onData(ev: TerminalDataEvent): void {
+    const e = this.entries.get(ev.sessionId);
+    if (!e) {
+      this.draining.get(ev.sessionId)?.add(ev.data.byteLength);
+      return;
+    }
+    // Before the attach answer arrives, bytes are part of the scrollback it carries
+    // (the host flushes pending output into it; the transport is ordered).
+    if (e.snapshot.phase !== 'attached') return;
+    const n = ev.data.byteLength;
+    const gen = e.generation;
+    e.term.write(ev.data, () => {
+      // Bytes written before a re-attach belong to the old account on the host.
+      if (gen === e.generation) e.acks.add(n);
+    });
+  }
+
+  private onEvent(ev: FactoryEvent): void {
+    if (ev.type !== 'terminal.status' && ev.type !== 'terminal.opened') return;
+    const e = this.entries.get(ev.info.id);
+    if (e) {
+      if (ev.info.status !== 'live') e.acks.flush();
+      this.update(e, { info: ev.info });
+    }
+    if (ev.info.status !== 'live') this.draining.delete(ev.info.id);
+  }
+
+  private sendAck(sessionId: string, bytes: number): void {
+    this.bridge.call('terminal.ack', { sessionId, bytes }).catch(() => {
+      /* ended or disconnected: nothing to hold up any more */
+    });
+  }
+
+  private onKey(e: Entry, ev: KeyboardEvent): boolean {
+    if (ev.type !== 'keydown') return true;
+    const mac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform);
+    const mod = mac ? ev.metaKey && !ev.ctrlKey : ev.ctrlKey && ev.shiftKey && !ev.metaKey;
+    if (!mod) return true;
+    switch (ev.code) {
+      case 'KeyC':
+        if (e.term.hasSelection()) {
+          void navigator.clipboard?.writeText(e.term.getSelection()).catch(() => {});
+          ev.preventDefault();
+        }
+        return false;
+      case 'KeyV':
+        // Let the browser fire its paste event; xterm.js turns it into input.
+        return false;
+      case 'KeyF':
+        if (e.onSearchOpen) {
+          ev.preventDefault();
+          e.onSearchOpen();
+          return false;
+        }
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  private loadRenderer(e: Entry): void {
+    if (!this.opts.webgl || !webglAvailable(e.host!.ownerDocument)) {
+      this.update(e, { renderer: 'dom' });
+      return;
+    }
+    try {
+      const webgl = new WebglAddon();
+      webgl.onContextLoss(() => {
+        // The GPU went away: drop to the DOM renderer rather than a blank pane.
+        webgl.dispose();
+        e.webgl = null;
+        this.update(e, { renderer: 'dom' });
+      });
+      e.term.loadAddon(webgl);
+      e.webgl = webgl;
+      this.update(e, { renderer: 'webgl' });
+    } catch {
+      e.webgl = null;
+      this.update(e, { renderer: 'dom' });
+    }
+  }
+
+  private applyInteractive(e: Entry, interactive: boolean): void {
+    e.interactive = interactive;
+    e.term.options.disableStdin = !interactive;
+    e.term.options.cursorBlink = interactive;
+  }
+
+  private evict(): void {
+    const hidden = [...this.entries.values()].filter((e) => e.refs === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    while (hidden.length > this.opts.maxHidden) {
+      const e = hidden.shift()!;
+      this.entries.delete(e.sessionId);
+      this.destroy(e);
+      // Still live: the host keeps counting what it sends us; keep acknowledging.
+      const ended = e.snapshot.info !== null && e.snapshot.info.status !== 'live';
+      if (!ended) this.draining.set(e.sessionId, new AckBatcher((bytes) => this.sendAck(e.sessionId, bytes), this.opts.ack));
+    }
+  }
+
+  private destroy(e: Entry): void {
+    e.generation++;
+    e.acks.flush();
+    if (e.resizeTimer) clearTimeout(e.resizeTimer);
+    e.listeners.clear();
+    e.host?.remove();
+    e.term.dispose();
+  }
+
+  private update(e: Entry, patch: Partial<TerminalSnapshot>): void {
+    e.snapshot = { ...e.snapshot, ...patch };
+    for (const l of [...e.listeners]) l();
+  }
+
+  private must(sessionId: string): Entry {
+    const e = this.entries.get(sessionId);
+    if (!e) throw new Error(`terminal ${sessionId} is not acquired`);
+    return e;
+  }
+
+  private assertUsable(): void {
+    if (this.disposed) throw new Error('the terminal registry is disposed');
+  }
+}
+
+/** One registry per bridge, so every view of a session shares its instance. */
+const registries = new WeakMap<FactoryBridge, TerminalRegistry>();
+
+export function terminalRegistryFor(bridge: FactoryBridge, options?: Partial<TerminalRegistryOptions>): TerminalRegistry {
+  let r = registries.get(bridge);
+  if (!r) {
+    r = new TerminalRegistry(bridge, options);
+    registries.set(bridge, r);
+    exposeForTests(r);
+  }
+  return r;
+}
+
+/**
+ * Read-only hooks for end-to-end tests: the text of a terminal (WebGL draws to a
+ * canvas, so the DOM has no text to read) and which renderer it uses.
+ */
+function exposeForTests(r: TerminalRegistry): void {
+  if (typeof window === 'undefined') return;
+  (window as unknown as { __factoryTerminals?: unknown }).__factoryTerminals = {
+    text: (id: string) => r.text(id),
+    renderer: (id: string) => r.snapshot(id)?.renderer ?? null,
+    sessions: () => r.sessions(),
+  };
+}
+
+function webglAvailable(doc: Document): boolean {
+  try {
+    const canvas = doc.createElement('canvas');
+    return !!canvas.getContext('webgl2');
+  } catch {
+    return false;
+  }
+}
+
+export function base64ToBytes(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
