@@ -1,0 +1,98 @@
+// The QEMU command line of a sandbox, as a pure function so it can be checked
+// without running anything. What it guarantees: user-mode network with
+// restrict=on (the guest reaches nothing but what is forwarded), SSH forwarded
+// on 127.0.0.1 only, guest->host paths only as per-connection commands, no
+// host folder shared, no display, serial console to a file, QMP for control.
+import type { AccelChoice } from './accel-probe.js';
+
+export interface GuestForward {
+  /** Address inside the guest network the guest connects to, e.g. 10.0.2.100. */
+  guestAddress: string;
+  guestPort: number;
+  /** Shell command QEMU spawns for each guest connection; its stdin/stdout is the connection. */
+  command: string;
+}
+
+export interface QemuLaunchSpec {
+  accel: AccelChoice;
+  memoryMb: number;
+  cpus: number;
+  kernel: string;
+  initrd: string;
+  cmdline: string;
+  overlay: string;
+  sshPort: number;
+  guestForwards: GuestForward[];
+  serialLog: string;
+  qmpSocket: string;
+  pidFile: string;
+  /** Files handed to the guest through fw_cfg, named opt/factory/<name>. */
+  fwCfg: Array<{ name: string; file: string }>;
+}
+
+/** QEMU option values are comma-separated; a literal comma is written twice. */
+export function escapeOptionValue(value: string): string {
+  return value.replace(/,/g, ',,');
+}
+
+const RESERVED_GUEST_ADDRESSES = new Set(['10.0.2.2', '10.0.2.3', '10.0.2.15']);
+
+export function validateGuestForward(fwd: GuestForward): void {
+  const m = /^10\.0\.2\.(\d{1,3})$/.exec(fwd.guestAddress);
+  if (!m || Number(m[1]) < 1 || Number(m[1]) > 254) {
+    throw new Error(`guest forward address ${JSON.stringify(fwd.guestAddress)} must be in the guest network 10.0.2.1-254`);
+  }
+  if (RESERVED_GUEST_ADDRESSES.has(fwd.guestAddress)) {
+    throw new Error(`guest forward address ${fwd.guestAddress} is taken by QEMU's gateway, DNS or the guest itself`);
+  }
+  if (!Number.isInteger(fwd.guestPort) || fwd.guestPort < 1 || fwd.guestPort > 65535) {
+    throw new Error(`guest forward port ${fwd.guestPort} is not a TCP port`);
+  }
+  if (!fwd.command.trim() || /[\0\n\r]/.test(fwd.command)) {
+    throw new Error('guest forward command must be one non-empty line');
+  }
+}
+
+export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
+  for (const fwd of spec.guestForwards) validateGuestForward(fwd);
+  if (!Number.isInteger(spec.sshPort) || spec.sshPort < 1 || spec.sshPort > 65535) throw new Error(`bad SSH port ${spec.sshPort}`);
+  const e = escapeOptionValue;
+
+  const netdev = [
+    'user',
+    'id=net0',
+    'restrict=on',
+    `hostfwd=tcp:127.0.0.1:${spec.sshPort}-:22`,
+    ...spec.guestForwards.map((f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:${e(f.command)}`),
+  ].join(',');
+
+  const accel = spec.accel.accel === 'tcg' ? 'tcg,thread=multi' : spec.accel.accel;
+
+  return [
+    '-nodefaults',
+    '-no-user-config',
+    '-display', 'none',
+    '-no-reboot',
+    '-machine', 'pc',
+    '-accel', accel,
+    '-cpu', spec.accel.cpu,
+    '-smp', String(spec.cpus),
+    '-m', String(spec.memoryMb),
+    '-kernel', spec.kernel,
+    '-initrd', spec.initrd,
+    '-append', spec.cmdline,
+    '-drive', `file=${e(spec.overlay)},if=virtio,format=qcow2,discard=unmap`,
+    '-netdev', netdev,
+    '-device', 'virtio-net-pci,netdev=net0',
+    '-device', 'virtio-rng-pci',
+    '-chardev', `file,id=serial0,path=${e(spec.serialLog)}`,
+    '-serial', 'chardev:serial0',
+    '-chardev', `socket,id=qmp0,path=${e(spec.qmpSocket)},server=on,wait=off`,
+    '-mon', 'chardev=qmp0,mode=control',
+    '-pidfile', spec.pidFile,
+    ...spec.fwCfg.flatMap((f) => {
+      if (!/^[a-z0-9_.-]+$/.test(f.name)) throw new Error(`bad fw_cfg name ${JSON.stringify(f.name)}`);
+      return ['-fw_cfg', `name=opt/factory/${f.name},file=${e(f.file)}`];
+    }),
+  ];
+}
