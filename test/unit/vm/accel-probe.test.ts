@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { AccelProbe, decideAccel, PROBE_SUCCESS_CODE, probeBootSector, type ProbeRunner } from '../../../main/vm/accel-probe.js';
+
+function probeWith(outcome: Awaited<ReturnType<ProbeRunner>>, opts: { kvm?: boolean; platform?: NodeJS.Platform } = {}) {
+  const calls: string[][] = [];
+  const runner: ProbeRunner = async (_bin, args) => {
+    calls.push(args);
+    return outcome;
+  };
+  const probe = new AccelProbe({ runner, platform: opts.platform ?? 'linux', kvmDeviceUsable: async () => opts.kvm ?? true, timeoutMs: 500 });
+  return { probe, calls };
+}
+
+describe('accel probe', () => {
+  it('uses KVM with -cpu host when the probe guest runs', async () => {
+    const { probe, calls } = probeWith({ kind: 'exited', code: PROBE_SUCCESS_CODE, signal: null, stderr: '' });
+    expect(await probe.probe()).toMatchObject({ accel: 'kvm', cpu: 'host' });
+    expect(calls[0]).toEqual(expect.arrayContaining(['-accel', 'kvm', '-cpu', 'host']));
+  });
+
+  it('falls back to TCG with -cpu max when QEMU aborts on an MSR', async () => {
+    const { probe } = probeWith({
+      kind: 'exited',
+      code: null,
+      signal: 'SIGABRT',
+      stderr: 'qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\nkvm_buf_set_msrs: Assertion failed.',
+    });
+    const choice = await probe.probe();
+    expect(choice).toMatchObject({ accel: 'tcg', cpu: 'max' });
+    expect(choice.reason).toMatch(/SIGABRT.*MSR 0x10a/);
+  });
+
+  it('falls back to TCG when the probe guest hangs', async () => {
+    const { probe } = probeWith({ kind: 'timeout', stderr: '' });
+    const choice = await probe.probe();
+    expect(choice).toMatchObject({ accel: 'tcg', cpu: 'max' });
+    expect(choice.reason).toMatch(/did not finish within 500 ms/);
+  });
+
+  it('falls back to TCG without probing when /dev/kvm is unusable', async () => {
+    const { probe, calls } = probeWith({ kind: 'exited', code: PROBE_SUCCESS_CODE, signal: null, stderr: '' }, { kvm: false });
+    expect(await probe.probe()).toMatchObject({ accel: 'tcg', cpu: 'max', reason: expect.stringMatching(/\/dev\/kvm/) });
+    expect(calls).toEqual([]);
+  });
+
+  it('probes HVF on macOS and uses TCG elsewhere', async () => {
+    const mac = probeWith({ kind: 'exited', code: PROBE_SUCCESS_CODE, signal: null, stderr: '' }, { platform: 'darwin' });
+    expect(await mac.probe.probe()).toMatchObject({ accel: 'hvf' });
+    const win = probeWith({ kind: 'exited', code: PROBE_SUCCESS_CODE, signal: null, stderr: '' }, { platform: 'win32' });
+    expect(await win.probe.probe()).toMatchObject({ accel: 'tcg', cpu: 'max' });
+  });
+
+  it('treats any other exit code or a spawn failure as unusable', () => {
+    expect(decideAccel('kvm', { kind: 'exited', code: 1, signal: null, stderr: 'oops' }, 1000)).toMatchObject({ accel: 'tcg' });
+    expect(decideAccel('kvm', { kind: 'spawn-error', message: 'ENOENT' }, 1000).reason).toMatch(/ENOENT/);
+  });
+
+  it('the probe program is a valid boot sector writing to the debug-exit port', () => {
+    const s = probeBootSector();
+    expect(s.length).toBe(512);
+    expect([s[510], s[511]]).toEqual([0x55, 0xaa]);
+    expect([...s.subarray(0, 4)]).toEqual([0xb0, 0x31, 0xe6, 0xf4]);
+    expect(((0x31 << 1) | 1) === PROBE_SUCCESS_CODE).toBe(true);
+  });
+
+  it('real probe on this machine: KVM only if a guest really ran, else TCG with the reason', async () => {
+    const choice = await new AccelProbe({ timeoutMs: 8000 }).probe();
+    if (choice.accel === 'kvm') expect(choice.reason).toMatch(/probe guest ran/);
+    else {
+      expect(choice).toMatchObject({ accel: 'tcg', cpu: 'max' });
+      expect(choice.reason.length).toBeGreaterThan(5);
+    }
+    console.log(`accel probe: ${choice.accel} (${choice.reason})`);
+  }, 30_000);
+});

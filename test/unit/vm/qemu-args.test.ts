@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { buildQemuArgs, escapeOptionValue, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { overlayArgs } from '../../../main/vm/overlay.js';
+
+const base: QemuLaunchSpec = {
+  accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
+  memoryMb: 2048,
+  cpus: 2,
+  kernel: '/img/vmlinuz',
+  initrd: '/img/initrd.img',
+  cmdline: 'root=/dev/vda console=ttyS0 net.ifnames=0',
+  overlay: '/sb/overlay.qcow2',
+  sshPort: 40022,
+  guestForwards: [],
+  serialLog: '/sb/serial.log',
+  qmpSocket: '/sb/qmp.sock',
+  pidFile: '/sb/qemu.pid',
+  fwCfg: [{ name: 'authorized_keys', file: '/sb/keys/authorized_keys' }],
+};
+
+function option(args: string[], flag: string): string[] {
+  return args.flatMap((a, i) => (a === flag ? [args[i + 1]!] : []));
+}
+
+describe('QEMU command line', () => {
+  it('restricts the user network and forwards SSH on 127.0.0.1 only', () => {
+    const [netdev, ...more] = option(buildQemuArgs(base), '-netdev');
+    expect(more).toEqual([]);
+    const parts = netdev!.split(',');
+    expect(parts).toContain('restrict=on');
+    const hostfwd = parts.filter((p) => p.startsWith('hostfwd='));
+    expect(hostfwd).toEqual(['hostfwd=tcp:127.0.0.1:40022-:22']);
+  });
+
+  it('writes guest forwards as per-connection commands, commas escaped', () => {
+    const args = buildQemuArgs({
+      ...base,
+      guestForwards: [{ guestAddress: '10.0.2.100', guestPort: 8080, command: 'socat STDIO UNIX-CONNECT:/run/p.sock,retry=3' }],
+    });
+    const netdev = option(args, '-netdev')[0]!;
+    expect(netdev).toContain(',guestfwd=tcp:10.0.2.100:8080-cmd:socat STDIO UNIX-CONNECT:/run/p.sock,,retry=3');
+    expect(netdev).not.toMatch(/guestfwd=[^,]*-tcp:/);
+  });
+
+  it('refuses guest forwards outside the guest network, on QEMU addresses, or with a multi-line command', () => {
+    const fwd = { guestAddress: '10.0.2.100', guestPort: 80, command: 'cat' };
+    expect(() => buildQemuArgs({ ...base, guestForwards: [{ ...fwd, guestAddress: '127.0.0.1' }] })).toThrow(/guest network/);
+    expect(() => buildQemuArgs({ ...base, guestForwards: [{ ...fwd, guestAddress: '10.0.2.2' }] })).toThrow(/gateway/);
+    expect(() => buildQemuArgs({ ...base, guestForwards: [{ ...fwd, guestPort: 70000 }] })).toThrow(/port/);
+    expect(() => buildQemuArgs({ ...base, guestForwards: [{ ...fwd, command: 'a\nb' }] })).toThrow(/one non-empty line/);
+  });
+
+  it('uses -cpu max under TCG and the probed CPU under KVM', () => {
+    const tcg = buildQemuArgs(base);
+    expect(option(tcg, '-cpu')).toEqual(['max']);
+    expect(option(tcg, '-accel')[0]).toMatch(/^tcg/);
+    const kvm = buildQemuArgs({ ...base, accel: { accel: 'kvm', cpu: 'host', reason: 'probe ran' } });
+    expect(option(kvm, '-accel')).toEqual(['kvm']);
+    expect(option(kvm, '-cpu')).toEqual(['host']);
+  });
+
+  it('shares no host folder and has no display or default devices', () => {
+    const args = buildQemuArgs(base);
+    const joined = args.join(' ');
+    expect(joined).not.toMatch(/virtfs|9p|virtiofs|vhost-user-fs|fsdev|-hda|smb=/i);
+    expect(args).toContain('-nodefaults');
+    expect(option(args, '-display')).toEqual(['none']);
+    expect(option(args, '-drive')).toEqual(['file=/sb/overlay.qcow2,if=virtio,format=qcow2,discard=unmap']);
+  });
+
+  it('boots the kernel directly with serial to a file, QMP on a socket, a pidfile and fw_cfg keys', () => {
+    const args = buildQemuArgs(base);
+    expect(option(args, '-kernel')).toEqual(['/img/vmlinuz']);
+    expect(option(args, '-initrd')).toEqual(['/img/initrd.img']);
+    expect(option(args, '-append')).toEqual([base.cmdline]);
+    expect(option(args, '-chardev')).toEqual(['file,id=serial0,path=/sb/serial.log', 'socket,id=qmp0,path=/sb/qmp.sock,server=on,wait=off']);
+    expect(option(args, '-mon')).toEqual(['chardev=qmp0,mode=control']);
+    expect(option(args, '-pidfile')).toEqual(['/sb/qemu.pid']);
+    expect(option(args, '-fw_cfg')).toEqual(['name=opt/factory/authorized_keys,file=/sb/keys/authorized_keys']);
+  });
+
+  it('escapes commas in paths so they cannot add options', () => {
+    expect(escapeOptionValue('a,b')).toBe('a,,b');
+    const args = buildQemuArgs({ ...base, overlay: '/x,readonly=off/overlay.qcow2' });
+    expect(option(args, '-drive')[0]).toBe('file=/x,,readonly=off/overlay.qcow2,if=virtio,format=qcow2,discard=unmap');
+  });
+
+  it('creates overlays backed by the base as qcow2', () => {
+    expect(overlayArgs('/img/disk.qcow2', '/sb/overlay.qcow2')).toEqual([
+      'create', '-q', '-f', 'qcow2', '-b', '/img/disk.qcow2', '-F', 'qcow2', '/sb/overlay.qcow2',
+    ]);
+  });
+});
