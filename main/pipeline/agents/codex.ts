@@ -20,6 +20,7 @@ import type {
 } from './types.js';
 
 export const CODEX_GUEST_BINARY = '/usr/local/bin/codex';
+const CODEX_PROVIDER_ID = 'factory';
 
 const count = z.number().finite().nonnegative();
 const text = z.string().max(4 * 1024 * 1024);
@@ -70,6 +71,8 @@ export class CodexAdapter implements AgentAdapter {
 
   command(inv: AgentInvocation): AgentCommandSpec {
     const env = requireBrokerEnv(this.displayName, this.brokerEnv, inv.env);
+    const baseUrl = env.OPENAI_BASE_URL!;
+    if (!/^https?:\/\/[^\s"'\\]+$/.test(baseUrl)) throw new Error(`OPENAI_BASE_URL is not a plain http(s) URL: ${JSON.stringify(baseUrl).slice(0, 120)}`);
     const argv = [
       this.opts.binary ?? CODEX_GUEST_BINARY,
       'exec',
@@ -78,6 +81,18 @@ export class CodexAdapter implements AgentAdapter {
       '--skip-git-repo-check',
       '--cd',
       inv.cwd,
+      // The built-in provider ignores OPENAI_BASE_URL in current releases; a
+      // provider of our own points Codex at the proxy with the placeholder key.
+      '-c',
+      `model_provider=${CODEX_PROVIDER_ID}`,
+      '-c',
+      `model_providers.${CODEX_PROVIDER_ID}.name=${CODEX_PROVIDER_ID}`,
+      '-c',
+      `model_providers.${CODEX_PROVIDER_ID}.base_url="${baseUrl}"`,
+      '-c',
+      `model_providers.${CODEX_PROVIDER_ID}.env_key=OPENAI_API_KEY`,
+      '-c',
+      `model_providers.${CODEX_PROVIDER_ID}.wire_api=responses`,
     ];
     if (inv.model) argv.push('--model', inv.model);
     argv.push(...(this.opts.extraArgs ?? []), '-');
