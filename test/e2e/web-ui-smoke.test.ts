@@ -80,6 +80,23 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
     expect(await page.getByTestId('new-task-error-message').textContent()).toContain('is not a git repository');
   });
 
+  // The terminal registry re-attaches on reconnect (renderer/terminal); this checks it end to end.
+  it('reconnects after the host restarts, reloads the board and replays the terminal', async () => {
+    const { page } = browser;
+    await expect.poll(() => terminalText(page)).toContain('you typed: echo hi');
+    const { port, token } = host;
+    await host.close();
+    await expect.poll(() => page.getByTestId('connection-status').count()).toBe(1);
+    // Output produced while the page is disconnected must show up after the reconnect (scrollback replay).
+    const sessionId = (await page.getByTestId('terminal-pane').getAttribute('data-session-id'))!;
+    await app.api['terminal.write']({ sessionId, data: 'while-away\r' });
+    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer'), port, token });
+    await expect.poll(() => page.getByTestId('connection-status').count(), { timeout: 15_000 }).toBe(0);
+    await expect.poll(() => terminalText(page)).toContain('you typed: while-away');
+    expect(await terminalText(page)).toContain('you typed: echo hi');
+    expect(await page.locator('[data-testid^="task-row-"]').count()).toBe(1);
+  });
+
   it('shows what to do when the page is opened without its token', async () => {
     const page = await browser.context.newPage();
     await page.goto(`http://127.0.0.1:${host.port}/`);

@@ -65,6 +65,10 @@ async function main(): Promise<void> {
   const win = createWindow();
   cleanups.push(registerIpc(factory, win, PAGE_FILE), registerDialogs(win, PAGE_FILE));
   tray = createTray(win, () => void quit());
+  // Build the base image now rather than on the first task; the UI shows its progress.
+  void factory.api['system.status']({}).then((s) => {
+    if (s.image.state !== 'ready') return factory?.api['image.ensure']({});
+  }).catch((err: unknown) => console.error('base image:', err));
   app.on('second-instance', () => {
     if (win.isDestroyed()) return;
     if (win.isMinimized()) win.restore();
