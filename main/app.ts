@@ -24,7 +24,8 @@ import type { ImageStorePort, QemuDriverPort } from './tasks/sandbox-ports.js';
 import { TaskService } from './tasks/task-service.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
-import { ImageStore } from './vm/image-store.js';
+import { ImageStore, type BaseImage } from './vm/image-store.js';
+import { QemuDriver } from './vm/qemu-driver.js';
 
 export interface FactoryApp {
   api: FactoryApi;
@@ -44,13 +45,6 @@ export interface FactoryAppOptions {
   /** Settings to apply at start (persisted), e.g. from tests. */
   settings?: Partial<Settings>;
   bootTimeoutMs?: number;
-}
-
-async function defaultQemuDriver(): Promise<QemuDriverPort<unknown>> {
-  // Loaded by name until the driver's module is part of every build.
-  const spec = './vm/qemu-driver.js';
-  const mod = (await import(spec)) as { QemuDriver: new () => QemuDriverPort<unknown> };
-  return new mod.QemuDriver();
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -83,7 +77,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const store = new StateStore({ dir: paths.state });
   const terminals = new TerminalService({ logDir: path.join(paths.logs, 'terminals'), emit, emitData });
   const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images });
-  const qemu = opts.vm?.qemu ?? (await defaultQemuDriver());
+  // Checked against the port here; the image store and the driver always come as a pair.
+  const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver();
+  const qemu = opts.vm?.qemu ?? (realQemu() as QemuDriverPort<unknown>);
   const executors = new Map<string, StageExecutor>([['command', new CommandStageExecutor()]]);
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });

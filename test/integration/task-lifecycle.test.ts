@@ -85,12 +85,17 @@ describe('task lifecycle in a real sandbox', () => {
 
   it('runs all six stages, shows the marker live and brings the change back for review', async () => {
     const a = app!;
+    const started = Date.now();
     const created = await a.api['tasks.create']({ repoPath: repo.dir, title: 'Append a line to the README' });
     taskId = created.id;
     expect(created.phase).toBe('creating');
     const t = await waitForTask(a, taskId, (x) => ['review', 'failed', 'cancelled'].includes(x.phase));
     expect(t.error).toBeUndefined();
     expect(t.phase).toBe('review');
+    console.log(
+      `task-lifecycle: review ready ${((Date.now() - started) / 1000).toFixed(1)} s after create; boot ${t.sandbox.bootMs} ms (${t.sandbox.accel}); ` +
+        t.stages.map((s) => `${s.name} ${s.durationMs} ms`).join(', '),
+    );
     expect(t.stages.map((s) => `${s.name}:${s.status}`)).toEqual([
       'request:passed', 'plan:passed', 'build:passed', 'test:passed', 'review:passed', 'document:passed',
     ]);
