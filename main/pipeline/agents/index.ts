@@ -9,3 +9,4 @@ export * from './prompts.js';
 export * from './review-verdict.js';
 export * from './test-detect.js';
 export * from './npm-binary.js';
+export * from './agent-executor.js';

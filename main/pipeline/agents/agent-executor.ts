@@ -1,0 +1,321 @@
+// Runs the six stages with a coding agent, through the stage runner's
+// StageExecutor seam: request shows the task, plan/build/document/review run
+// the agent with the stage's prompt, test runs the repo's test command and
+// feeds failures back to the agent for a bounded number of repair rounds, and
+// review fails on a blocking verdict in REVIEW.md. The agent's output is parsed
+// by its adapter (schemas, caps); the board gets its summary, tokens and cost.
+import { randomBytes } from 'node:crypto';
+import type { Task } from '../../../common/domain.js';
+import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../guest-shell.js';
+import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
+import { capText, firstLine } from './json-lines.js';
+import { promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';
+import { parseReviewVerdict } from './review-verdict.js';
+import { renderCommand, shellQuote } from './shell.js';
+import { detectionProbeScript, detectTestCommand, formatTestCounts, parseDetectionProbe, parseTestCounts } from './test-detect.js';
+import type { AgentAdapter, AgentEvent, AgentOutcome, AgentTokens } from './types.js';
+
+export interface AgentStageExecutorOptions {
+  /** Failed test runs fed back to the agent before the stage fails (default 2). */
+  maxRepairRounds?: number;
+  maxTurns?: number;
+  model?: string;
+  /** Plan and review files, relative to the repository (defaults PLAN.md, REVIEW.md). */
+  planFile?: string;
+  reviewFile?: string;
+  /** Guest layout; tests on the host point these elsewhere. */
+  repoDir?: string;
+  taskFile?: string;
+  promptDir?: string;
+  /** Wraps a script to run as the agent user over ssh.run (default: runuser -u agent). */
+  asAgent?: (script: string) => string;
+  /** Sees every parsed agent event (e.g. for a progress line). */
+  onEvent?: (task: Task, stage: string, event: AgentEvent) => void;
+}
+
+export interface AgentStageExecutorDeps {
+  adapter: AgentAdapter;
+  /** The placeholder environment the credential broker gives this task's sandbox. */
+  guestEnv: (task: Task) => Record<string, string> | Promise<Record<string, string>>;
+}
+
+const MAX_FILE_READ = 256 * 1024;
+const REPAIR_OUTPUT_BYTES = 8 * 1024;
+
+interface AgentRun {
+  run: GuestRunResult;
+  outcome: AgentOutcome;
+}
+
+export class AgentStageExecutor implements StageExecutor {
+  readonly name: string;
+  private readonly opts: Required<Omit<AgentStageExecutorOptions, 'maxTurns' | 'model' | 'onEvent'>> &
+    Pick<AgentStageExecutorOptions, 'maxTurns' | 'model' | 'onEvent'>;
+
+  constructor(
+    private readonly deps: AgentStageExecutorDeps,
+    opts: AgentStageExecutorOptions = {},
+  ) {
+    this.name = deps.adapter.id;
+    this.opts = {
+      maxRepairRounds: Math.max(0, Math.min(10, opts.maxRepairRounds ?? 2)),
+      planFile: opts.planFile ?? 'PLAN.md',
+      reviewFile: opts.reviewFile ?? 'REVIEW.md',
+      repoDir: opts.repoDir ?? GUEST_REPO_DIR,
+      taskFile: opts.taskFile ?? GUEST_TASK_FILE,
+      promptDir: opts.promptDir ?? `${GUEST_AGENT_HOME}/.factory-prompts`,
+      asAgent: opts.asAgent ?? asAgent,
+      maxTurns: opts.maxTurns,
+      model: opts.model,
+      onEvent: opts.onEvent,
+    };
+  }
+
+  async runStage(ctx: StageRunContext): Promise<StageOutcome> {
+    switch (ctx.stage) {
+      case 'request':
+        return this.request(ctx);
+      case 'test':
+        return this.test(ctx);
+      case 'review':
+        return this.review(ctx);
+      case 'plan':
+        return this.plan(ctx);
+      default:
+        return this.agentStage(ctx, ctx.stage, {});
+    }
+  }
+
+  private async request(ctx: StageRunContext): Promise<StageOutcome> {
+    const r = await ctx.runInSandbox(
+      [
+        `cat ${shellQuote(this.opts.taskFile)}`,
+        'echo',
+        'echo "Base: $FACTORY_BASE_REF ($FACTORY_BASE_COMMIT), branch $FACTORY_BRANCH"',
+        `echo "Agent: ${this.deps.adapter.displayName}"`,
+      ].join('\n'),
+      { title: 'request', timeoutSeconds: 120 },
+    );
+    const failed = runFailure(r, 120);
+    if (failed) return failed;
+    return { status: 'passed', exitCode: r.code, summary: firstLine(ctx.task.title, 200) || 'task written', sessionId: r.sessionId };
+  }
+
+  private async plan(ctx: StageRunContext): Promise<StageOutcome> {
+    const out = await this.agentStage(ctx, 'plan', {});
+    if (out.status !== 'passed') return out;
+    const plan = await this.readRepoFile(ctx, this.opts.planFile);
+    if (plan === null) {
+      return { ...out, status: 'failed', summary: `the agent wrote no ${this.opts.planFile}` };
+    }
+    // The card shows the plan's first line (markdown heading marks dropped).
+    const head = firstLine(plan.replace(/^\s*#+\s*/gm, ''), 200);
+    return { ...out, summary: head || out.summary };
+  }
+
+  private async review(ctx: StageRunContext): Promise<StageOutcome> {
+    const out = await this.agentStage(ctx, 'review', {});
+    if (out.status !== 'passed') return out;
+    const text = await this.readRepoFile(ctx, this.opts.reviewFile);
+    if (text === null) return { ...out, status: 'failed', summary: `the agent wrote no ${this.opts.reviewFile}` };
+    const verdict = parseReviewVerdict(text);
+    if (verdict.verdict === 'approve') return { ...out, summary: `approved: ${out.summary}`.slice(0, 240) };
+    if (verdict.verdict === 'block') {
+      return { ...out, status: 'failed', summary: `review blocked the change: ${out.summary}`.slice(0, 240), detail: capText(text, 8000) };
+    }
+    return { ...out, status: 'failed', summary: `${this.opts.reviewFile}: ${verdict.line}`, detail: capText(text, 8000) };
+  }
+
+  private async test(ctx: StageRunContext): Promise<StageOutcome> {
+    let command: string | null = ctx.stageConfig.isDefault ? null : ctx.stageConfig.command;
+    let reason = 'configured in .factory/pipeline.json';
+    if (command === null) {
+      const probe = await ctx.ssh.run(this.opts.asAgent(`cd ${shellQuote(this.opts.repoDir)} && ${detectionProbeScript()}`), {
+        maxBytes: 1024 * 1024,
+        timeoutMs: 60_000,
+      });
+      const detected = detectTestCommand(parseDetectionProbe(probe.stdout));
+      if (!detected) return { status: 'passed', exitCode: null, summary: 'no test command detected; nothing to run' };
+      command = detected.command;
+      reason = `detected: ${detected.reason}`;
+    }
+    const totals = emptyTotals();
+    for (let round = 0; ; round++) {
+      const r = await ctx.runInSandbox(`echo ${shellQuote(`$ ${command}   (${reason})`)}\n${command}`, {
+        title: round === 0 ? 'test' : `test (after repair ${round})`,
+        env: ctx.stageConfig.env,
+        timeoutSeconds: ctx.stageConfig.timeoutSeconds,
+      });
+      const failed = runFailure(r, ctx.stageConfig.timeoutSeconds);
+      if (failed && (r.cancelled || r.lost)) return withTotals(failed, totals);
+      const tail = r.tail(64 * 1024);
+      const counts = parseTestCounts(tail);
+      const countText = counts ? formatTestCounts(counts) : '';
+      if (!failed && r.code === 0) {
+        const summary = [countText || `${command} passed`, round > 0 ? `after ${round} repair round${round > 1 ? 's' : ''}` : ''].filter(Boolean).join(' ');
+        return withTotals({ status: 'passed', exitCode: 0, summary, sessionId: r.sessionId }, totals);
+      }
+      const why = failed?.summary ?? `exit ${r.code ?? 'signal'}${countText ? ` (${countText})` : ''}`;
+      if (round >= this.opts.maxRepairRounds) {
+        return withTotals(
+          {
+            status: 'failed',
+            exitCode: r.code,
+            summary: `tests failed: ${why}${round > 0 ? ` after ${round} repair round${round > 1 ? 's' : ''}` : ''}`.slice(0, 240),
+            sessionId: r.sessionId,
+            detail: tail.slice(-4096),
+          },
+          totals,
+        );
+      }
+      const repair = await this.agentStage(ctx, 'test-repair', {
+        testCommand: command,
+        testOutput: tail.slice(-REPAIR_OUTPUT_BYTES),
+        round: String(round + 1),
+      });
+      addTotals(totals, repair);
+      if (repair.status !== 'passed') return withTotals({ ...repair, summary: `repair round ${round + 1}: ${repair.summary}`.slice(0, 240) }, totals);
+    }
+  }
+
+  /** One agent run with the stage's prompt; its parsed result decides the outcome. */
+  private async agentStage(ctx: StageRunContext, stage: PromptStage, extra: Partial<PromptVars>): Promise<StageOutcome> {
+    const env = await this.deps.guestEnv(ctx.task);
+    const override = ctx.stageConfig.prompt ?? (await this.repoPromptOverride(ctx, stage));
+    const vars: PromptVars = {
+      task: ctx.task.title,
+      taskId: ctx.task.id,
+      branch: ctx.task.branch,
+      baseRef: ctx.task.baseRef,
+      baseCommit: ctx.task.baseCommit,
+      repoDir: this.opts.repoDir,
+      taskFile: this.opts.taskFile,
+      planFile: this.opts.planFile,
+      reviewFile: this.opts.reviewFile,
+      testCommand: 'the repository tests',
+      testOutput: '',
+      round: '',
+      ...extra,
+    };
+    const prompt = stagePrompt(stage, vars, override).text;
+    const { run, outcome } = await this.runAgent(ctx, stage, prompt, env);
+    return agentOutcome(run, outcome, ctx.stageConfig.timeoutSeconds);
+  }
+
+  private async runAgent(ctx: StageRunContext, stage: string, prompt: string, env: Record<string, string>): Promise<AgentRun> {
+    const adapter = this.deps.adapter;
+    const promptFile = `${this.opts.promptDir}/${ctx.task.id}-${stage}-${randomBytes(4).toString('hex')}.md`;
+    const spec = adapter.command({ promptFile, cwd: this.opts.repoDir, env, maxTurns: this.opts.maxTurns, model: this.opts.model });
+    // The prompt travels inside the uploaded script as a quoted here-document
+    // (no expansion), is written to a file, and reaches the agent on stdin.
+    const delimiter = `FACTORY_PROMPT_${randomBytes(16).toString('hex')}`;
+    const body = prompt.endsWith('\n') ? prompt : `${prompt}\n`;
+    const script = [
+      `mkdir -p ${shellQuote(this.opts.promptDir)}`,
+      `cat > ${shellQuote(promptFile)} <<'${delimiter}'`,
+      `${body}${delimiter}`,
+      renderCommand(spec),
+      '',
+    ].join('\n');
+    const parser = adapter.createParser();
+    let killed = false;
+    const run = await ctx.runInSandbox(script, {
+      title: stage,
+      timeoutSeconds: ctx.stageConfig.timeoutSeconds,
+      onOutput: (chunk) => {
+        for (const event of parser.push(chunk)) this.opts.onEvent?.(ctx.task, stage, event);
+        if (parser.overflowed && !killed) {
+          // An endless stream: stop the agent rather than read forever.
+          killed = true;
+          void ctx.ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch(() => undefined);
+        }
+      },
+    });
+    const { events, outcome } = parser.end();
+    for (const event of events) this.opts.onEvent?.(ctx.task, stage, event);
+    return { run, outcome };
+  }
+
+  /** `.factory/prompts/<stage>.md` at the base commit, or null. */
+  private async repoPromptOverride(ctx: StageRunContext, stage: PromptStage): Promise<string | null> {
+    const spec = `${ctx.task.baseCommit}:${promptOverridePath(stage)}`;
+    if (!/^[0-9a-f]{7,64}$/.test(ctx.task.baseCommit)) return null;
+    const r = await ctx.ssh.run(
+      this.opts.asAgent(`cd ${shellQuote(this.opts.repoDir)} && git cat-file -e ${shellQuote(spec)} 2>/dev/null && git show ${shellQuote(spec)} | head -c 65536`),
+      { maxBytes: 128 * 1024, timeoutMs: 30_000 },
+    );
+    return r.code === 0 && r.stdout.trim() !== '' ? r.stdout : null;
+  }
+
+  /** A file the agent wrote in the repository, capped; null when absent. Not followed out of the repo. */
+  private async readRepoFile(ctx: StageRunContext, relPath: string): Promise<string | null> {
+    const r = await ctx.ssh.run(
+      this.opts.asAgent(
+        `cd ${shellQuote(this.opts.repoDir)} && f=${shellQuote(relPath)} && [ -f "$f" ] && [ ! -L "$f" ] && head -c ${MAX_FILE_READ} -- "$f"`,
+      ),
+      { maxBytes: MAX_FILE_READ + 1024, timeoutMs: 30_000 },
+    );
+    return r.code === 0 ? r.stdout : null;
+  }
+}
+
+function runFailure(r: GuestRunResult, timeoutSeconds: number | undefined): StageOutcome | null {
+  if (r.cancelled) return { status: 'cancelled', exitCode: r.code, summary: 'cancelled', sessionId: r.sessionId };
+  if (r.timedOut) {
+    return { status: 'failed', exitCode: r.code, summary: `timed out after ${timeoutSeconds ?? '?'} s`, sessionId: r.sessionId, detail: r.tail(4096) };
+  }
+  if (r.lost) return { status: 'failed', exitCode: null, summary: 'the connection to the sandbox was lost', sessionId: r.sessionId, detail: r.tail(4096) };
+  return null;
+}
+
+/** The stage outcome of one agent run: the process status and the parsed result must both be good. */
+export function agentOutcome(run: GuestRunResult, outcome: AgentOutcome, timeoutSeconds?: number): StageOutcome {
+  const res = outcome.result;
+  const usage = { ...(res.tokens ? { tokens: res.tokens } : {}), ...(res.costUsd !== undefined ? { costUsd: res.costUsd } : {}) };
+  const failed = runFailure(run, timeoutSeconds);
+  if (failed) return { ...failed, ...usage };
+  if (!res.ok) {
+    return {
+      status: 'failed',
+      exitCode: run.code,
+      summary: capText(res.error ?? 'the agent reported a failure', 240),
+      sessionId: run.sessionId,
+      detail: run.tail(4096),
+      ...usage,
+    };
+  }
+  if (run.code !== 0) {
+    const last = lastLine(run.tail(4096));
+    return { status: 'failed', exitCode: run.code, summary: `agent exited with status ${run.code ?? 'signal'}${last ? `: ${last}` : ''}`.slice(0, 240), sessionId: run.sessionId, detail: run.tail(4096), ...usage };
+  }
+  const stats = outcome.stats;
+  const note = stats.malformed || stats.oversize ? ` [${stats.malformed + stats.oversize} unreadable output lines skipped]` : '';
+  return { status: 'passed', exitCode: 0, summary: capText(`${firstLine(res.summary, 200) || 'done'}${note}`, 240), sessionId: run.sessionId, ...usage };
+}
+
+interface Totals {
+  tokens: AgentTokens;
+  costUsd: number;
+  any: boolean;
+}
+
+function emptyTotals(): Totals {
+  return { tokens: { input: 0, output: 0 }, costUsd: 0, any: false };
+}
+
+function addTotals(t: Totals, o: StageOutcome): void {
+  if (o.tokens) {
+    t.tokens.input += o.tokens.input;
+    t.tokens.output += o.tokens.output;
+    t.any = true;
+  }
+  if (o.costUsd !== undefined) {
+    t.costUsd += o.costUsd;
+    t.any = true;
+  }
+}
+
+function withTotals(o: StageOutcome, t: Totals): StageOutcome {
+  if (!t.any) return o;
+  return { ...o, tokens: { ...t.tokens }, costUsd: Math.round(t.costUsd * 1e6) / 1e6 };
+}
