@@ -4,7 +4,6 @@
 // is a persisted terminal session. A failing stage stops the pipeline (later
 // stages become skipped); after the last stage any changes left in the work
 // tree are committed on the task branch so the pull-back sees them.
-import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { ClientChannel } from 'ssh2';
 import { FactoryError } from '../../common/contract.js';
@@ -46,8 +45,6 @@ export interface PipelineRunInput {
   config: PipelineConfig;
   ssh: GuestSsh;
   signal: AbortSignal;
-  /** A host folder for files on their way into the guest. */
-  scratchDir: string;
   /** Called with the full stage list after every change. */
   onStages(stages: StageResult[]): void;
 }
@@ -187,19 +184,8 @@ export class PipelineRunner {
     await this.putText(input, GUEST_ENV_FILE, env);
   }
 
-  private async putText(input: PipelineRunInput, remotePath: string, content: string): Promise<void> {
-    await fsp.mkdir(input.scratchDir, { recursive: true });
-    const local = path.join(input.scratchDir, `upload-${path.basename(remotePath)}-${Date.now()}`);
-    await fsp.writeFile(local, content, { mode: 0o600 });
-    try {
-      const dir = path.posix.dirname(remotePath);
-      const mk = await input.ssh.run(`mkdir -p ${shellQuote(dir)} && chmod 755 ${shellQuote(dir)}`, { timeoutMs: 30_000 });
-      if (mk.code !== 0) throw new FactoryError('SandboxError', `could not create ${dir} in the sandbox: ${mk.stderr.trim()}`);
-      await input.ssh.putFile(local, remotePath);
-      await input.ssh.run(`chmod 644 ${shellQuote(remotePath)}`, { timeoutMs: 30_000 });
-    } finally {
-      await fsp.rm(local, { force: true });
-    }
+  private putText(input: PipelineRunInput, remotePath: string, content: string): Promise<void> {
+    return writeGuestFile(input.ssh, remotePath, content);
   }
 
   private async runInSandbox(
@@ -292,6 +278,36 @@ export class PipelineRunner {
       throw new FactoryError('PipelineError', `committing the work in the sandbox failed: ${plainText(r.stderr).trim().slice(0, 500) || `exit ${r.code}`}`);
     }
     return head[1]!;
+  }
+}
+
+/**
+ * Writes a root-owned, world-readable file in the guest in one round trip
+ * (content on the exec channel's stdin; the parent folder is created).
+ */
+export async function writeGuestFile(ssh: GuestSsh, remotePath: string, content: string | Buffer): Promise<void> {
+  const dir = path.posix.dirname(remotePath);
+  const tmp = `${remotePath}.tmp`;
+  const channel = await ssh.exec(
+    `umask 022 && mkdir -p ${shellQuote(dir)} && cat > ${shellQuote(tmp)} && mv -f ${shellQuote(tmp)} ${shellQuote(remotePath)}`,
+  );
+  let stderr = '';
+  const code = await new Promise<number | null>((resolve) => {
+    let exit: number | null = null;
+    channel.on('exit', (c: number | null) => {
+      exit = typeof c === 'number' ? c : null;
+    });
+    channel.stderr.on('data', (d: Buffer) => {
+      if (stderr.length < 2000) stderr += d.toString('utf8');
+    });
+    channel.on('data', () => undefined);
+    channel.on('error', () => undefined);
+    channel.on('close', () => resolve(exit));
+    channel.end(content);
+  });
+  if (code !== 0) {
+    const why = plainText(stderr).trim().slice(0, 300);
+    throw new FactoryError('SandboxError', `could not write ${remotePath} in the sandbox (exit ${code})${why ? `: ${why}` : ''}`);
   }
 }
 

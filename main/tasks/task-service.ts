@@ -357,7 +357,6 @@ export class TaskService<Image = unknown> {
         config,
         ssh: rt.ssh,
         signal,
-        scratchDir: this.workDir(task().id),
         onStages: (stages: StageResult[]) => {
           void this.update(record, { stages }).catch(() => undefined);
         },

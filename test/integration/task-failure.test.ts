@@ -1,0 +1,97 @@
+// Two tasks at once in real sandboxes: one whose test stage fails (the pipeline
+// stops, the exit status and output are shown, later stages are skipped) and one
+// cancelled in the middle of a long stage (no agent process is left in the guest).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { appPaths } from '../../main/state/paths.js';
+import type { Task } from '../../common/domain.js';
+import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { testImage } from '../support/image.js';
+
+let dataDir: string;
+let app: FactoryApp;
+const repos: FixtureRepo[] = [];
+const output = new Map<string, string>();
+
+function waitFor(taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`timed out waiting for task ${taskId}`));
+    }, timeoutMs);
+    const check = (t: Task) => {
+      if (t.id === taskId && done(t)) {
+        clearTimeout(timer);
+        off();
+        resolve(t);
+      }
+    };
+    const off = app.onEvent((e) => e.type === 'task.updated' && check(e.task));
+    void app.api['tasks.get']({ taskId }).then(check);
+  });
+}
+
+beforeAll(async () => {
+  await testImage();
+  dataDir = tempDir('factory-data-');
+  app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), settings: { maxParallelTasks: 2, vmMemoryMb: 768 } });
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+});
+
+afterAll(async () => {
+  await app?.dispose();
+  for (const r of repos) r.cleanup();
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('failing and cancelled pipelines', () => {
+  it('stops at a failing stage with its exit status and output, and cancels a running stage', async () => {
+    const failing = await makeRepo({
+      files: {
+        'a.txt': 'a\n',
+        '.factory/pipeline.json': JSON.stringify({
+          stages: { test: { command: 'echo "1 test ran"; echo "assertion failed: boom" >&2; exit 3' } },
+        }),
+      },
+    });
+    const slow = await makeRepo({
+      files: {
+        'b.txt': 'b\n',
+        '.factory/pipeline.json': JSON.stringify({
+          stages: { build: { command: '(sleep 500 &) ; echo STARTED-SLOW; sleep 600' } },
+        }),
+      },
+    });
+    repos.push(failing, slow);
+    const [a, b] = await Promise.all([
+      app.api['tasks.create']({ repoPath: failing.dir, title: 'fail please' }),
+      app.api['tasks.create']({ repoPath: slow.dir, title: 'take forever' }),
+    ]);
+
+    // The slow task reaches its build stage; then it is cancelled.
+    const running = await waitFor(b.id, (t) => t.stages[2]!.status === 'running' && !!t.stages[2]!.sessionId);
+    await expect.poll(() => output.get(running.stages[2]!.sessionId!) ?? '', { timeout: 60_000 }).toContain('STARTED-SLOW');
+    const cancelled = await app.api['tasks.cancel']({ taskId: b.id });
+    expect(cancelled.phase).toBe('cancelled');
+    expect(cancelled.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'cancelled', 'skipped', 'skipped', 'skipped']);
+    // The sandbox stays for inspection, and no process of the agent user is left in it.
+    expect(cancelled.sandbox.status).toBe('running');
+    const shell = await app.api['terminal.openShell']({ taskId: b.id, cols: 120, rows: 30 });
+    await app.api['terminal.write']({ sessionId: shell.id, data: 'echo AGENT-PROCS=$(pgrep -u agent | wc -l)\n' });
+    await expect.poll(() => output.get(shell.id) ?? '', { timeout: 30_000 }).toMatch(/AGENT-PROCS=\d/);
+    expect(output.get(shell.id)).toContain('AGENT-PROCS=0');
+
+    const failed = await waitFor(a.id, (t) => ['failed', 'review'].includes(t.phase));
+    expect(failed.phase).toBe('failed');
+    expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped']);
+    const test = failed.stages[3]!;
+    expect(test.exitCode).toBe(3);
+    expect(test.summary).toBe('exit 3: assertion failed: boom');
+    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: exit 3: assertion failed: boom' });
+    expect(failed.error?.detail).toContain('1 test ran');
+    await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
+
+    for (const id of [a.id, b.id]) expect((await app.api['tasks.destroy']({ taskId: id })).sandbox.status).toBe('destroyed');
+  });
+});
