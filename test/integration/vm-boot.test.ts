@@ -1,0 +1,146 @@
+// Boots a real sandbox from the built base image (TCG here), talks to it over
+// SSH with the pinned host key, and checks teardown leaves nothing running.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
+import { HostKeyMismatchError, SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
+import type { BaseImage } from '../../main/vm/image-store.js';
+import { QemuDriver, sandboxFiles, type RunningVm } from '../../main/vm/qemu-driver.js';
+import { testImage } from '../support/image.js';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of processes whose command line mentions the folder (by /proc, not by name). */
+function processesUsing(dir: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) out.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+describe('sandbox VM', () => {
+  let image: BaseImage;
+  let root: string;
+  const driver = new QemuDriver();
+
+  beforeAll(async () => {
+    image = await testImage();
+    root = await mkdtemp(path.join(os.tmpdir(), 'vm-boot-'));
+  });
+  afterAll(async () => {
+    if (root) await rm(root, { recursive: true, force: true });
+  });
+
+  it('boots, runs commands over SSH with the pinned key, and is gone after destroy', async () => {
+    const sandboxDir = path.join(root, 'sb1');
+    // A host service on loopback that restrict=on must keep away from the guest.
+    const loopback = http.createServer((_q, r) => r.end('host-secret'));
+    await new Promise<void>((r) => loopback.listen(0, '127.0.0.1', r));
+    const loopbackPort = (loopback.address() as { port: number }).port;
+
+    let vm: RunningVm | undefined;
+    try {
+      vm = await driver.start({
+        sandboxDir,
+        image,
+        guestForwards: [{ guestAddress: '10.0.2.100', guestPort: 9000, command: 'echo forwarded-ok' }],
+      });
+      console.log(`booted in ${vm.bootMs} ms with ${vm.accel}, pid ${vm.pid}, ssh 127.0.0.1:${vm.sshPort}`);
+      expect(alive(vm.pid)).toBe(true);
+      expect(Number(readFileSync(sandboxFiles(sandboxDir).pidFile, 'utf8').trim())).toBe(vm.pid);
+
+      const ssh = await vm.ssh();
+      const r = await ssh.run('echo hello; id -u agent; stat -c %U /work; command -v git bash curl claude; hostname');
+      expect(r).toMatchObject({ code: 0, stderr: '' });
+      expect(r.stdout.split('\n')).toEqual(['hello', '1000', 'agent', '/usr/bin/git', '/usr/bin/bash', '/usr/bin/curl', '/usr/local/bin/claude', 'factory-sandbox', '']);
+      expect((await ssh.run('exit 7')).code).toBe(7);
+
+      // guestfwd: each guest connection gets its own command; nothing else across.
+      const fwd = await ssh.run('cat < /dev/tcp/10.0.2.100/9000', { timeoutMs: 30_000 });
+      expect(fwd.stdout.trim()).toBe('forwarded-ok');
+      const blocked = await ssh.run(`curl -sS -m 5 http://10.0.2.2:${loopbackPort}/ || echo unreachable`, { timeoutMs: 30_000 });
+      expect(blocked.stdout).not.toContain('host-secret');
+      expect(blocked.stdout).toContain('unreachable');
+
+      // run() caps output; getFile refuses what exceeds its cap and leaves nothing behind.
+      const big = await ssh.run('head -c 100000 /dev/zero | tr "\\0" x', { maxBytes: 1000 });
+      expect(big.stdout.startsWith('x'.repeat(1000))).toBe(true);
+      expect(big.stdout).toMatch(/output truncated: 99000 more bytes/);
+      const local = path.join(root, 'up.txt');
+      await writeFile(local, 'payload\n');
+      await ssh.putFile(local, '/tmp/up.txt');
+      const back = path.join(root, 'back.txt');
+      expect(await ssh.getFile('/tmp/up.txt', back, { maxBytes: 100 })).toBe(8);
+      expect(await readFile(back, 'utf8')).toBe('payload\n');
+      await ssh.run('head -c 5000 /dev/zero > /tmp/big');
+      const tooBig = path.join(root, 'big');
+      await expect(ssh.getFile('/tmp/big', tooBig, { maxBytes: 4096 })).rejects.toThrow(/over the 4096-byte limit/);
+      expect(existsSync(tooBig)).toBe(false);
+
+      // As the unprivileged agent user, with a pty.
+      const agent = await vm.ssh({ username: 'agent' });
+      expect((await agent.run('id -un; cd /work && touch x && echo ok')).stdout).toBe('agent\nok\n');
+      agent.close();
+      ssh.close();
+
+      // The same port with any other host key is refused.
+      const clientKey = readFileSync(sandboxFiles(sandboxDir).clientKey, 'utf8');
+      await expect(
+        SandboxSsh.connect({ port: vm.sshPort, privateKey: clientKey, hostPublicKey: generateSandboxKeys().hostPublicKey }),
+      ).rejects.toBeInstanceOf(HostKeyMismatchError);
+      // ...and an unknown client key cannot log in.
+      await expect(
+        SandboxSsh.connect({
+          port: vm.sshPort,
+          privateKey: generateSandboxKeys().clientPrivateKey,
+          hostPublicKey: readFileSync(sandboxFiles(sandboxDir).hostPublicKey, 'utf8').trim(),
+        }),
+      ).rejects.toThrow(/authentication/i);
+    } finally {
+      loopback.close();
+      await vm?.destroy();
+    }
+    expect(alive(vm!.pid)).toBe(false);
+    expect(processesUsing(sandboxDir)).toEqual([]);
+    const files = sandboxFiles(sandboxDir);
+    expect(existsSync(files.overlay)).toBe(false);
+    expect(existsSync(files.keysDir)).toBe(false);
+    expect(existsSync(files.qmpSocket)).toBe(false);
+    expect(readFileSync(files.serialLog, 'utf8')).toContain('factory-init: starting sshd');
+  });
+
+  it('a guest that does not come up in time fails with the serial tail and leaves no process', async () => {
+    const sandboxDir = path.join(root, 'sb-never');
+    // No root device: the initramfs waits forever; without "quiet" the kernel talks on the console.
+    const broken = { ...image, cmdline: image.cmdline.replace(/\bquiet\b/, '').replace('root=/dev/vda', 'root=/dev/vdz') };
+    const started = Date.now();
+    const err = await driver.start({ sandboxDir, image: broken, bootTimeoutMs: 8000 }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.name).toBe('SandboxBootTimeout');
+    expect(err?.message).toMatch(/did not answer SSH within 8 s/);
+    expect(err?.message).toMatch(/--- last serial console lines ---\n[\s\S]*\S/);
+    expect(err?.message).toMatch(/Linux version|Run \/init|Begin:|virtio/);
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(processesUsing(sandboxDir)).toEqual([]);
+    expect(existsSync(sandboxFiles(sandboxDir).overlay)).toBe(false);
+  });
+});
