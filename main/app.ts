@@ -20,7 +20,7 @@ import { PullbackQuarantine } from './pullback/quarantine.js';
 import { appPaths, type AppPaths } from './state/paths.js';
 import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
-import type { ImageStorePort, QemuDriverPort } from './tasks/sandbox-ports.js';
+import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { TaskService } from './tasks/task-service.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
@@ -42,6 +42,8 @@ export interface FactoryAppOptions {
   vm?: { images?: ImageStorePort<unknown>; qemu?: QemuDriverPort<unknown> };
   /** Agent adapters (issue 4) next to the built-in 'command' executor. */
   executors?: StageExecutor[];
+  /** Per-sandbox add-ons such as the credential proxy (issue 3). */
+  sandboxExtensions?: SandboxExtension[];
   /** Settings to apply at start (persisted), e.g. from tests. */
   settings?: Partial<Settings>;
   bootTimeoutMs?: number;
@@ -93,6 +95,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     runner,
     quarantine,
     emit,
+    ...(opts.sandboxExtensions ? { extensions: opts.sandboxExtensions } : {}),
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
   });
   await tasks.init();

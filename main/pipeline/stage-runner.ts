@@ -45,6 +45,8 @@ export interface PipelineRunInput {
   config: PipelineConfig;
   ssh: GuestSsh;
   signal: AbortSignal;
+  /** Environment every guest command gets (e.g. the credential broker's placeholders); the repo config cannot override it. */
+  guestEnv?: Record<string, string>;
   /** Called with the full stage list after every change. */
   onStages(stages: StageResult[]): void;
 }
@@ -179,6 +181,7 @@ export class PipelineRunner {
       }),
       `FACTORY_TASK="$(cat ${GUEST_TASK_FILE})"; export FACTORY_TASK`,
       exportLines(config.env),
+      exportLines(input.guestEnv ?? {}),
       '',
     ].join('\n');
     await this.putText(input, GUEST_ENV_FILE, env);

@@ -27,7 +27,33 @@ export interface ImageStorePort<Image> {
   ensure(onProgress?: (s: ImageStatus) => void): Promise<Image>;
 }
 
+export interface GuestForwardSpec {
+  guestAddress: string;
+  guestPort: number;
+  /** Command QEMU spawns per guest connection (stdin/stdout = the connection). */
+  command: string;
+}
+
 export interface QemuDriverPort<Image> {
   checkInstalled(): Promise<{ ok: boolean; version?: string; installHint?: string }>;
-  start(opts: { sandboxDir: string; image: Image; memoryMb?: number; cpus?: number; bootTimeoutMs?: number }): Promise<RunningVmPort>;
+  start(opts: {
+    sandboxDir: string;
+    image: Image;
+    memoryMb?: number;
+    cpus?: number;
+    bootTimeoutMs?: number;
+    guestForwards?: GuestForwardSpec[];
+  }): Promise<RunningVmPort>;
+}
+
+/**
+ * Something that lives as long as a sandbox, e.g. the per-sandbox credential
+ * proxy (issue 3): it may add QEMU guest forwards and environment for every
+ * guest command before the VM starts, and is released when the VM is gone.
+ */
+export interface SandboxExtension {
+  readonly name: string;
+  prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
+  /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */
+  release(ctx: { taskId: string }): Promise<void>;
 }

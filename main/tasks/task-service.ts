@@ -19,7 +19,7 @@ import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
 import { createSeedBundle, inspectRepo } from './host-repo.js';
-import type { ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort } from './sandbox-ports.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -30,6 +30,8 @@ export interface TaskServiceDeps<Image> {
   runner: PipelineRunner;
   quarantine: PullbackQuarantine;
   emit: (e: FactoryEvent) => void;
+  /** Per-sandbox add-ons (credential proxy, ...), prepared before boot and released after the VM ends. */
+  extensions?: SandboxExtension[];
   /** Guest boot limit; the driver's default when absent. */
   bootTimeoutMs?: number;
 }
@@ -48,6 +50,12 @@ interface Runtime {
   ssh?: SandboxSshPort;
   /** Settles when the task's background work (provision → pull-back) has ended. */
   done?: Promise<void>;
+  /** Environment from the sandbox extensions for every guest command. */
+  guestEnv: Record<string, string>;
+  /** Extensions prepared for this sandbox, released when its VM is gone. */
+  extensions: SandboxExtension[];
+  /** Set when we end the VM ourselves, so its exit is not taken for a crash. */
+  tearingDown?: boolean;
 }
 
 const ACTIVE_PHASES: TaskPhase[] = ['creating', 'provisioning', 'seeding', 'running', 'pulling-back'];
@@ -163,7 +171,7 @@ export class TaskService<Image = unknown> {
     const record: TaskRecord = { version: 1, task };
     this.records.set(id, record);
     await this.persist(record);
-    const runtime: Runtime = { abort: new AbortController() };
+    const runtime: Runtime = { abort: new AbortController(), guestEnv: {}, extensions: [] };
     this.runtimes.set(id, runtime);
     runtime.done = this.drive(record, runtime, config, !!input.includeUncommitted).catch(() => undefined);
     return { ...task };
@@ -330,11 +338,20 @@ export class TaskService<Image = unknown> {
       const image = await this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status }));
       this.checkAborted(signal);
       const settings = this.deps.settings();
+      const guestForwards: GuestForwardSpec[] = [];
+      for (const ext of this.deps.extensions ?? []) {
+        rt.extensions.push(ext);
+        const prepared = await ext.prepare({ taskId: task().id, sandboxDir: this.sandboxDir(task().id) });
+        guestForwards.push(...(prepared.guestForwards ?? []));
+        Object.assign(rt.guestEnv, prepared.guestEnv ?? {});
+      }
+      this.checkAborted(signal);
       const vm = await this.deps.qemu.start({
         sandboxDir: this.sandboxDir(task().id),
         image,
         memoryMb: settings.vmMemoryMb,
         cpus: settings.vmCpus,
+        ...(guestForwards.length ? { guestForwards } : {}),
         ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
       });
       rt.vm = vm;
@@ -357,6 +374,7 @@ export class TaskService<Image = unknown> {
         config,
         ssh: rt.ssh,
         signal,
+        guestEnv: rt.guestEnv,
         onStages: (stages: StageResult[]) => {
           void this.update(record, { stages }).catch(() => undefined);
         },
@@ -437,17 +455,25 @@ export class TaskService<Image = unknown> {
 
   private async onVmExited(record: TaskRecord, rt: Runtime): Promise<void> {
     // Destroy sets its own status; an exit nobody asked for means the sandbox is gone.
-    if (this.runtimes.get(record.task.id) !== rt || rt.abort.signal.aborted) return;
+    if (this.runtimes.get(record.task.id) !== rt || rt.tearingDown) return;
     if (record.task.sandbox.status === 'running') {
       rt.ssh?.close();
       rt.ssh = undefined;
-      await this.update(record, { sandbox: { ...record.task.sandbox, status: 'lost' } }, {});
       delete record.qemuPid;
+      await this.update(record, { sandbox: { ...record.task.sandbox, status: 'lost' } });
+      await this.releaseExtensions(record.task.id, rt);
     }
   }
 
+  private async releaseExtensions(taskId: string, rt: Runtime): Promise<void> {
+    const exts = rt.extensions.splice(0);
+    await Promise.all(exts.map((e) => e.release({ taskId }).catch(() => undefined)));
+  }
+
   private async teardown(record: TaskRecord, rt: Runtime): Promise<void> {
+    rt.tearingDown = true;
     if (!rt.vm) {
+      await this.releaseExtensions(record.task.id, rt);
       if (record.task.sandbox.status === 'booting') await this.update(record, { sandbox: { status: 'destroyed' } });
       return;
     }
@@ -460,6 +486,7 @@ export class TaskService<Image = unknown> {
     rt.ssh = undefined;
     await rt.vm.destroy();
     rt.vm = undefined;
+    await this.releaseExtensions(record.task.id, rt);
     delete record.qemuPid;
     delete record.sandboxDir;
     await this.update(record, { sandbox: { ...record.task.sandbox, status: 'destroyed' } });

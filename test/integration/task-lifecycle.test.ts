@@ -11,6 +11,22 @@ import type { Task } from '../../common/domain.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { testImage } from '../support/image.js';
 
+// A stand-in for the credential proxy: one guest forward and one variable for every guest command.
+const extensionCalls: string[] = [];
+const brokerExtension = {
+  name: 'test-broker',
+  async prepare(ctx: { taskId: string }) {
+    extensionCalls.push(`prepare ${ctx.taskId}`);
+    return {
+      guestForwards: [{ guestAddress: '10.0.2.100', guestPort: 8080, command: 'printf FORWARDED-OK' }],
+      guestEnv: { BROKER_PLACEHOLDER: 'placeholder-not-a-secret' },
+    };
+  },
+  async release(ctx: { taskId: string }) {
+    extensionCalls.push(`release ${ctx.taskId}`);
+  },
+};
+
 const MARKER_COMMAND = 'echo FACTORY-MARKER-$((6*7))';
 const MARKER_OUTPUT = 'FACTORY-MARKER-42';
 
@@ -61,14 +77,18 @@ beforeAll(async () => {
       '.factory/pipeline.json': JSON.stringify({
         env: { GREETING: 'hello from pipeline.json' },
         stages: {
-          request: { command: 'cat "$FACTORY_TASK_FILE"; echo "$GREETING"; id -un' },
+          request: {
+            command:
+              'cat "$FACTORY_TASK_FILE"; echo "$GREETING"; echo "broker=$BROKER_PLACEHOLDER"; ' +
+              'timeout 20 bash -c "cat < /dev/tcp/10.0.2.100/8080"; echo; id -un',
+          },
           build: { command: `echo 'changed by the sandbox' >> README.md && ${MARKER_COMMAND}`, timeoutSeconds: 120 },
           test: { command: 'grep -q "changed by the sandbox" README.md && echo "tests: 1 passed"' },
         },
       }),
     },
   });
-  app = await createFactoryApp({ host: 'web', paths });
+  app = await createFactoryApp({ host: 'web', paths, sandboxExtensions: [brokerExtension] });
   app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
 });
 
@@ -107,6 +127,9 @@ describe('task lifecycle in a real sandbox', () => {
     const request = output.get(t.stages[0]!.sessionId!)!;
     expect(request).toContain('Append a line to the README');
     expect(request).toContain('hello from pipeline.json');
+    expect(request).toContain('broker=placeholder-not-a-secret');
+    expect(request).toContain('FORWARDED-OK');
+    expect(extensionCalls).toEqual([`prepare ${taskId}`]);
     expect(t.stages[0]!.summary).toBe('agent');
     expect(t.stages.find((s) => s.name === 'test')!.summary).toBe('tests: 1 passed');
 
@@ -152,6 +175,7 @@ describe('task lifecycle in a real sandbox', () => {
     expect(processAlive(qemuPid)).toBe(false);
     const left = fs.existsSync(sandboxDir) ? fs.readdirSync(sandboxDir) : [];
     expect(left.filter((n) => n.endsWith('.qcow2'))).toEqual([]);
+    expect(extensionCalls).toEqual([`prepare ${taskId}`, `release ${taskId}`]);
   });
 
   it('reloads tasks, stage results, decisions and stage logs in a second app instance', async () => {
