@@ -1,0 +1,130 @@
+// What the API exposes about credentials: references in, references out. A
+// value goes into the keychain on `set` and never comes back through here;
+// `test` says whether the keychain holds it and, on request, whether the
+// upstream accepts it (the answer is a status, never the value).
+import { randomBytes } from 'node:crypto';
+import https from 'node:https';
+import { FactoryError } from '../../common/contract.js';
+import {
+  CredentialRef,
+  CredentialSetInput,
+  CredentialTarget,
+  type CredentialTestResult,
+} from '../../common/credentials.js';
+import type { SecretStore } from './keychain.js';
+import { createNetGuard, type AddressAllowance } from './net-guard.js';
+import type { CredentialRefStore } from './ref-store.js';
+import { DEFAULT_UPSTREAMS } from './routes.js';
+
+export class CredentialService {
+  constructor(
+    private readonly deps: {
+      refs: CredentialRefStore;
+      secrets: SecretStore;
+      onChange?: (refs: CredentialRef[]) => void;
+      /** Extra trust roots and the loopback allowance, for tests only. */
+      upstreamCa?: string | Buffer;
+      allowAddress?: AddressAllowance;
+    },
+  ) {}
+
+  list(): Promise<CredentialRef[]> {
+    return this.deps.refs.list();
+  }
+
+  async set(raw: unknown): Promise<CredentialRef> {
+    const input = CredentialSetInput.parse(raw);
+    const existing = input.id ? await this.deps.refs.get(input.id) : undefined;
+    if (input.id && !existing && !input.value) {
+      throw new FactoryError('InvalidInput', `credential "${input.id}" does not exist yet, so a value is required`);
+    }
+    if (!existing && !input.value) throw new FactoryError('InvalidInput', 'value: a new credential needs a value');
+    if (existing && existing.kind !== input.kind) {
+      throw new FactoryError('InvalidInput', `credential "${existing.id}" is a ${existing.kind} credential; delete it to change its kind`);
+    }
+    const id = existing?.id ?? input.id ?? `${input.kind}-${randomBytes(4).toString('hex')}`;
+    const target = CredentialTarget.parse({ ...defaultTarget(input.kind), ...existing?.target, ...input.target });
+    if (input.kind === 'custom-header' && !target.header) throw new FactoryError('InvalidInput', 'target.header: a custom header rule needs a header name');
+    if (input.kind === 'git' && target.format && target.format !== 'basic') throw new FactoryError('InvalidInput', 'target.format: git credentials are sent as basic auth');
+    const now = new Date().toISOString();
+    const ref = CredentialRef.parse({ id, kind: input.kind, label: input.label, target, createdAt: existing?.createdAt ?? now, updatedAt: now });
+    // Keychain first: if it is unavailable, no dangling reference is written.
+    if (input.value) await this.deps.secrets.put(id, input.value);
+    const refs = await this.deps.refs.update((all) => [...all.filter((r) => r.id !== id), ref]);
+    this.deps.onChange?.(refs);
+    return ref;
+  }
+
+  async delete(id: string): Promise<{ deleted: boolean }> {
+    const existing = await this.deps.refs.get(id);
+    if (!existing) throw new FactoryError('NotFound', `no credential "${id}"`);
+    await this.deps.secrets.remove(id);
+    const refs = await this.deps.refs.update((all) => all.filter((r) => r.id !== id));
+    this.deps.onChange?.(refs);
+    return { deleted: true };
+  }
+
+  async test(id: string, opts: { callUpstream?: boolean } = {}): Promise<CredentialTestResult> {
+    const ref = await this.deps.refs.get(id);
+    if (!ref) throw new FactoryError('NotFound', `no credential "${id}"`);
+    const stored = await this.deps.secrets.has(id);
+    if (!stored || !opts.callUpstream) return { id, stored };
+    return { id, stored, upstream: await this.probeUpstream(ref) };
+  }
+
+  /** One authenticated GET to a harmless endpoint of the upstream; only the status comes back. */
+  private async probeUpstream(ref: CredentialRef): Promise<NonNullable<CredentialTestResult['upstream']>> {
+    const base = new URL(ref.target.upstream);
+    const value = await this.deps.secrets.reveal(ref.id);
+    const headers: Record<string, string> = {};
+    let probePath = base.pathname.replace(/\/$/, '');
+    switch (ref.kind) {
+      case 'anthropic':
+        headers['x-api-key'] = value;
+        headers['anthropic-version'] = '2023-06-01';
+        probePath += '/v1/models';
+        break;
+      case 'openai':
+        headers.authorization = `Bearer ${value}`;
+        probePath += '/v1/models';
+        break;
+      case 'git':
+        headers.authorization = `Basic ${Buffer.from(`${ref.target.username ?? 'x-access-token'}:${value}`).toString('base64')}`;
+        probePath += probePath.endsWith('.git') ? '/info/refs?service=git-upload-pack' : '/';
+        break;
+      default: {
+        const fmt = ref.target.format ?? 'raw';
+        headers[ref.target.header!.toLowerCase()] =
+          fmt === 'bearer' ? `Bearer ${value}` : fmt === 'basic' ? `Basic ${Buffer.from(`${ref.target.username ?? 'user'}:${value}`).toString('base64')}` : value;
+        probePath += ref.target.pathPrefixes?.[0] ?? '/';
+      }
+    }
+    const guard = createNetGuard({ allowAddress: this.deps.allowAddress });
+    try {
+      await guard.resolve(base.hostname);
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = https.request(
+          { host: base.hostname, port: base.port || 443, path: probePath || '/', method: 'GET', headers, lookup: guard.lookup, ca: this.deps.upstreamCa, timeout: 15_000 },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('timeout', () => req.destroy(new Error('no answer within 15 s')));
+        req.on('error', reject);
+        req.end();
+      });
+      const ok = status >= 200 && status < 300;
+      return { ok, status, message: ok ? `${base.host} accepted the credential (HTTP ${status})` : `${base.host} answered HTTP ${status}` };
+    } catch (err) {
+      return { ok: false, message: (err as Error).message.replaceAll(value, '[redacted]') };
+    }
+  }
+}
+
+function defaultTarget(kind: CredentialRef['kind']): Partial<CredentialTarget> {
+  if (kind === 'anthropic') return { upstream: DEFAULT_UPSTREAMS.anthropic };
+  if (kind === 'openai') return { upstream: DEFAULT_UPSTREAMS.openai };
+  if (kind === 'git') return { upstream: 'https://github.com', username: 'x-access-token' };
+  return {};
+}

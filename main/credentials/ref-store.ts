@@ -1,0 +1,59 @@
+// The app's own record of credentials: references only (id, kind, label,
+// target). Never a value. One JSON file, written atomically (temp + rename) so
+// a crash leaves either the old or the new file, never half of one.
+import { mkdir, readFile, rename, writeFile, open } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { CredentialRef } from '../../common/credentials.js';
+import { FactoryError } from '../../common/contract.js';
+
+const FileShape = z.object({ version: z.literal(1), credentials: z.array(CredentialRef) });
+
+export class CredentialRefStore {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly file: string) {}
+
+  async list(): Promise<CredentialRef[]> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    const parsed = FileShape.safeParse(JSON.parse(text));
+    if (!parsed.success) {
+      throw new FactoryError('CorruptState', `credential references in ${path.basename(this.file)} are invalid: ${parsed.error.issues[0]?.message}`);
+    }
+    return parsed.data.credentials;
+  }
+
+  async get(id: string): Promise<CredentialRef | undefined> {
+    return (await this.list()).find((c) => c.id === id);
+  }
+
+  /** Serialised read-modify-write, so concurrent callers never lose an update. */
+  update(fn: (refs: CredentialRef[]) => CredentialRef[]): Promise<CredentialRef[]> {
+    const next = this.queue.then(async () => {
+      const refs = fn(await this.list());
+      await writeAtomic(this.file, JSON.stringify({ version: 1, credentials: refs }, null, 2) + '\n');
+      return refs;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+export async function writeAtomic(file: string, content: string): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  await writeFile(tmp, content, { mode: 0o600 });
+  const fh = await open(tmp, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+}
