@@ -1,0 +1,63 @@
+// Audit log of every request the proxies handled: one JSON-lines file per
+// sandbox in the data dir, appended as requests end, queryable per sandbox.
+import { appendFile, mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { AuditEntry } from '../../common/credentials.js';
+import { FactoryError } from '../../common/contract.js';
+
+const SANDBOX_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+export class AuditLog {
+  private readonly listeners = new Set<(e: AuditEntry) => void>();
+  private writes: Promise<void> = Promise.resolve();
+
+  constructor(private readonly dir: string) {}
+
+  record(entry: AuditEntry): void {
+    const file = this.fileFor(entry.sandboxId);
+    this.writes = this.writes
+      .then(async () => {
+        await mkdir(this.dir, { recursive: true, mode: 0o700 });
+        await appendFile(file, JSON.stringify(entry) + '\n', { mode: 0o600 });
+      })
+      .catch((err) => {
+        // Never take the proxy down for a log write; say so once per failure.
+        console.error(`audit log write failed: ${(err as Error).message}`);
+      });
+    for (const l of this.listeners) l(entry);
+  }
+
+  onEntry(listener: (e: AuditEntry) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Resolves when every recorded entry is on disk. */
+  flush(): Promise<void> {
+    return this.writes;
+  }
+
+  async list(sandboxId: string, opts: { limit?: number } = {}): Promise<AuditEntry[]> {
+    await this.flush();
+    let text: string;
+    try {
+      text = await readFile(this.fileFor(sandboxId), 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    const out: AuditEntry[] = [];
+    for (const line of text.split('\n')) {
+      if (!line) continue;
+      const parsed = AuditEntry.safeParse(JSON.parse(line));
+      if (parsed.success) out.push(parsed.data);
+    }
+    const limit = opts.limit ?? 1000;
+    return out.slice(-limit);
+  }
+
+  private fileFor(sandboxId: string): string {
+    if (!SANDBOX_ID.test(sandboxId)) throw new FactoryError('InvalidInput', `not a sandbox id: ${JSON.stringify(sandboxId).slice(0, 80)}`);
+    return path.join(this.dir, `${sandboxId}.jsonl`);
+  }
+}

@@ -1,0 +1,484 @@
+// CredentialProxy: one per sandbox. Listens on a unix socket in the sandbox
+// folder (mode 0600) — never on a host TCP port — and QEMU's guestfwd connects
+// each guest connection to 10.0.2.100:80 to it. The guest holds placeholders;
+// the proxy checks them, strips every client-supplied auth header, adds the real
+// credential (from the keychain) in a header only, and forwards over verified
+// HTTPS. Bodies stream through untouched in both directions.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmod, mkdir, rm } from 'node:fs/promises';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { AuditEntry } from '../../common/credentials.js';
+import type { AuditLog } from './audit.js';
+import { checkRefCommand, parseReceivePackCommands, receivePackRefusal, type RefCommand } from './git-policy.js';
+import type { SecretSource } from './keychain.js';
+import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
+
+/** The fixed guest address of the proxy (QEMU user-mode network). */
+export const GUEST_PROXY_ADDRESS = '10.0.2.100';
+export const GUEST_PROXY_PORT = 80;
+export const GUEST_PROXY_URL = `http://${GUEST_PROXY_ADDRESS}`;
+
+export type InjectFormat = 'raw' | 'bearer' | 'basic';
+
+export interface ProxyRoute {
+  /** Rule name shown in the audit log and in refusals, e.g. "anthropic". */
+  name: string;
+  /** Guest path prefix the route is mounted on, e.g. "/anthropic" or "/git/repo.git". */
+  mount: string;
+  credentialId: string;
+  /** https URL; its path is prepended to the forwarded path. */
+  upstream: URL;
+  /** Allowed path prefixes relative to the upstream (ignored for git routes). */
+  pathPrefixes: string[];
+  methods: string[];
+  inject: { header: string; format: InjectFormat; username?: string };
+  /** The per-sandbox value the guest must present; worthless anywhere else. */
+  placeholder: string;
+  /** Present for a git smart-HTTP route. */
+  git?: { taskId: string; allowPush: boolean };
+}
+
+export interface CredentialProxyOptions {
+  sandboxId: string;
+  socketPath: string;
+  routes: ProxyRoute[];
+  secrets: SecretSource;
+  audit?: AuditLog;
+  /** host:port pairs the guest may tunnel to with CONNECT (no credential is added). */
+  connectAllow?: string[];
+  /** Extra CA certificates to trust upstream (tests); system CAs are used otherwise. */
+  upstreamCa?: string | Buffer | Array<string | Buffer>;
+  /** TEST ONLY: lets a test reach its own loopback upstreams. Never built from config. */
+  allowAddress?: AddressAllowance;
+  /** Upper bound on one upstream response's headers arriving. */
+  upstreamTimeoutMs?: number;
+}
+
+/** Headers the guest may never send upstream: any credential, cookie or forwarding hint. */
+const STRIPPED_REQUEST_HEADERS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'x-api-key',
+  'api-key',
+  'x-goog-api-key',
+  'x-auth-token',
+  'private-token',
+  'job-token',
+  'cookie',
+  'cookie2',
+  'forwarded',
+  'x-real-ip',
+  'via',
+  'host',
+]);
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+export function newPlaceholder(): string {
+  return `fiab-placeholder-${randomBytes(24).toString('hex')}`;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** What the guest presented as its key, from any of the usual places. */
+function presentedPlaceholder(req: http.IncomingMessage): string | undefined {
+  const apiKey = req.headers['x-api-key'];
+  if (typeof apiKey === 'string' && apiKey) return apiKey;
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string') {
+    const bearer = /^Bearer\s+(.+)$/i.exec(auth);
+    if (bearer) return bearer[1]!.trim();
+    const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(auth);
+    if (basic) {
+      const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      return colon >= 0 ? decoded.slice(colon + 1) : decoded;
+    }
+  }
+  return undefined;
+}
+
+function credentialHeaderValue(inject: ProxyRoute['inject'], secret: string): string {
+  switch (inject.format) {
+    case 'bearer':
+      return `Bearer ${secret}`;
+    case 'basic':
+      return `Basic ${Buffer.from(`${inject.username ?? 'x-access-token'}:${secret}`).toString('base64')}`;
+    default:
+      return secret;
+  }
+}
+
+interface Match {
+  route: ProxyRoute;
+  /** Path (with query) relative to the route's mount. */
+  rest: string;
+}
+
+export class CredentialProxy {
+  readonly sandboxId: string;
+  readonly socketPath: string;
+  private readonly routes: ProxyRoute[];
+  private readonly server: http.Server;
+  private readonly guard: NetGuard;
+  private readonly agent: https.Agent;
+  private readonly sockets = new Set<Duplex>();
+  /** Credential ids whose values were actually sent upstream (the leak check scans for these). */
+  readonly usedCredentialIds = new Set<string>();
+  private listening = false;
+
+  constructor(private readonly opts: CredentialProxyOptions) {
+    this.sandboxId = opts.sandboxId;
+    this.socketPath = opts.socketPath;
+    for (const r of opts.routes) {
+      if (r.upstream.protocol !== 'https:') throw new Error(`route ${r.name}: upstream must be https, got ${r.upstream.protocol}`);
+      if (!/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/.test(r.mount)) throw new Error(`route ${r.name}: bad mount ${r.mount}`);
+    }
+    // Longest mount first, so "/git/a.git" wins over "/git".
+    this.routes = [...opts.routes].sort((a, b) => b.mount.length - a.mount.length);
+    this.guard = createNetGuard({ allowAddress: opts.allowAddress });
+    this.agent = new https.Agent({ keepAlive: true, maxSockets: 32, ca: opts.upstreamCa });
+    this.server = http.createServer({ requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {
+      this.handle(req, res).catch((err) => this.fail(res, 502, `proxy error: ${(err as Error).message}`));
+    });
+    this.server.on('connect', (req, socket: Duplex, head) => this.tunnel(req, socket, head));
+    this.server.on('connection', (s: Duplex) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+  }
+
+  async listen(): Promise<void> {
+    if (Buffer.byteLength(this.socketPath) > 100) {
+      throw new Error(`proxy socket path is too long for a unix socket (${this.socketPath.length} chars): use a shorter data dir`);
+    }
+    await rm(this.socketPath, { force: true });
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.socketPath, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    await chmod(this.socketPath, 0o600);
+    this.listening = true;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    this.agent.destroy();
+    if (this.listening) {
+      await new Promise<void>((resolve) => this.server.close(() => resolve()));
+      this.listening = false;
+    }
+    await rm(this.socketPath, { force: true });
+  }
+
+  private match(pathWithQuery: string): Match | undefined {
+    for (const route of this.routes) {
+      if (pathWithQuery === route.mount || pathWithQuery.startsWith(route.mount + '/') || pathWithQuery.startsWith(route.mount + '?')) {
+        const rest = pathWithQuery.slice(route.mount.length) || '/';
+        return { route, rest: rest.startsWith('/') ? rest : '/' + rest };
+      }
+    }
+    return undefined;
+  }
+
+  /** Undefined when the method + path are allowed on the route, else the missing rule. */
+  private ruleProblem(route: ProxyRoute, method: string, rest: string): string | undefined {
+    const [pathOnly, query = ''] = rest.split('?', 2) as [string, string?];
+    if (pathOnly.includes('..') || pathOnly.includes('//') || /%2e|%2f/i.test(pathOnly)) return `path ${pathOnly} is not a plain path`;
+    if (route.git) {
+      const service = new URLSearchParams(query).get('service');
+      const push = route.git.allowPush;
+      if (method === 'GET' && pathOnly === '/info/refs' && service === 'git-upload-pack') return undefined;
+      if (method === 'POST' && pathOnly === '/git-upload-pack') return undefined;
+      if ((method === 'GET' && pathOnly === '/info/refs' && service === 'git-receive-pack') || (method === 'POST' && pathOnly === '/git-receive-pack')) {
+        return push ? undefined : `git push is disabled for this task (rule "${route.name}" allows fetch only)`;
+      }
+      return `rule "${route.name}" allows only git smart-HTTP fetch${push ? ' and push' : ''}, not ${method} ${pathOnly}`;
+    }
+    if (!route.methods.includes(method)) return `rule "${route.name}" does not allow method ${method}`;
+    if (!route.pathPrefixes.some((p) => pathOnly.startsWith(p))) {
+      return `rule "${route.name}" allows only paths ${route.pathPrefixes.join(', ')}, not ${pathOnly}`;
+    }
+    return undefined;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const started = Date.now();
+    const method = (req.method ?? 'GET').toUpperCase();
+    const rawUrl = req.url ?? '/';
+    let bytesIn = 0;
+    let bytesOut = 0;
+    const origWrite = res.write.bind(res);
+    // Count body bytes to the guest without touching them.
+    res.write = ((chunk: unknown, ...rest: unknown[]) => {
+      if (chunk) bytesOut += typeof chunk === 'string' ? Buffer.byteLength(chunk) : (chunk as Buffer).length;
+      return (origWrite as (...a: unknown[]) => boolean)(chunk, ...rest);
+    }) as typeof res.write;
+    const audit = (fields: Partial<AuditEntry> & { rule: string }) => {
+      res.once('close', () => {
+        this.opts.audit?.record({
+          time: new Date(started).toISOString(),
+          sandboxId: this.sandboxId,
+          method,
+          host: fields.host ?? '(none)',
+          path: fields.path ?? rawUrl.slice(0, 512),
+          rule: fields.rule,
+          status: res.statusCode,
+          bytesIn,
+          bytesOut,
+          durationMs: Date.now() - started,
+          ...(fields.note ? { note: fields.note } : {}),
+        });
+      });
+    };
+
+    if (!rawUrl.startsWith('/')) {
+      audit({ rule: 'refused: absolute-form request' });
+      return this.fail(res, 403, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: send requests to ${GUEST_PROXY_URL}/<route>/..., or CONNECT for allow-listed hosts`);
+    }
+    const m = this.match(rawUrl);
+    if (!m) {
+      audit({ rule: 'refused: no rule' });
+      const mounts = this.routes.map((r) => r.mount).join(', ') || '(none)';
+      return this.fail(res, 403, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: no rule matches this path (configured rules: ${mounts}); add a credential for this service on the Credentials screen`);
+    }
+    const { route, rest } = m;
+    const upstreamPath = route.upstream.pathname.replace(/\/$/, '') + rest;
+    const host = route.upstream.host;
+    const problem = this.ruleProblem(route, method, rest);
+    if (problem) {
+      audit({ rule: `refused: ${route.name}`, host, path: upstreamPath });
+      return this.fail(res, 403, `factory proxy: refused ${method} https://${host}${upstreamPath.split('?')[0]}: ${problem}`);
+    }
+    const presented = presentedPlaceholder(req);
+    if (!presented) {
+      audit({ rule: `refused: ${route.name} (no placeholder)`, host, path: upstreamPath });
+      if (route.git) res.setHeader('WWW-Authenticate', 'Basic realm="factory proxy"');
+      return this.fail(res, 401, `factory proxy: rule "${route.name}" needs this sandbox's placeholder key (x-api-key, Bearer or basic-auth password)`);
+    }
+    if (!sameSecret(presented, route.placeholder)) {
+      audit({ rule: `refused: ${route.name} (wrong placeholder)`, host, path: upstreamPath });
+      return this.fail(res, 403, `factory proxy: refused: the key presented is not this sandbox's placeholder for rule "${route.name}"`);
+    }
+
+    let prefix: Buffer | undefined;
+    let pushNote: string | undefined;
+    if (route.git && method === 'POST' && rest.split('?')[0] === '/git-receive-pack') {
+      const enc = req.headers['content-encoding'];
+      if (enc && enc !== 'identity') {
+        audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath });
+        return this.fail(res, 403, `factory proxy: refused push: compressed receive-pack requests (${enc}) cannot be checked`);
+      }
+      const read = await readCommandList(req);
+      if ('error' in read) {
+        audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath, note: read.error });
+        return this.fail(res, 403, `factory proxy: refused push: ${read.error}`);
+      }
+      const reasons = read.commands.map((c) => checkRefCommand(c, route.git!.taskId));
+      pushNote = read.commands.map((c) => `${c.ref}`).join(' ');
+      if (reasons.some(Boolean)) {
+        audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath, note: pushNote });
+        req.resume();
+        // Answer in git's own format, so the user sees the reason per ref.
+        const body = receivePackRefusal(read.commands, read.capabilities, reasons, `factory proxy: ${reasons.find(Boolean)}`);
+        res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'cache-control': 'no-cache', 'content-length': body.length });
+        res.end(body);
+        return;
+      }
+      prefix = read.buffered;
+    }
+
+    // Build the upstream request: client credentials and hop-by-hop headers out, the real one in.
+    const headers: http.OutgoingHttpHeaders = {};
+    const connectionListed = String(req.headers.connection ?? '')
+      .toLowerCase()
+      .split(',')
+      .map((s) => s.trim());
+    const injectName = route.inject.header.toLowerCase();
+    for (const [name, value] of Object.entries(req.headers)) {
+      const lower = name.toLowerCase();
+      if (value === undefined) continue;
+      if (STRIPPED_REQUEST_HEADERS.has(lower) || HOP_BY_HOP.has(lower) || connectionListed.includes(lower)) continue;
+      if (lower.startsWith('x-forwarded-') || lower === injectName) continue;
+      headers[lower] = value;
+    }
+    let secret: string;
+    try {
+      secret = await this.opts.secrets.reveal(route.credentialId);
+    } catch (err) {
+      audit({ rule: `${route.name} (credential unavailable)`, host, path: upstreamPath });
+      return this.fail(res, 503, `factory proxy: the credential for rule "${route.name}" is unavailable: ${(err as Error).message}`);
+    }
+    headers[injectName] = credentialHeaderValue(route.inject, secret);
+    headers.host = host;
+
+    try {
+      // Checked here for a clear refusal; the lookup hook checks again at connect time.
+      await this.guard.resolve(route.upstream.hostname);
+    } catch (err) {
+      audit({ rule: `refused: ${route.name} (destination)`, host, path: upstreamPath });
+      return this.fail(res, 403, `factory proxy: refused: ${(err as Error).message}`);
+    }
+
+    audit({ rule: route.name, host, path: upstreamPath, note: pushNote });
+    this.usedCredentialIds.add(route.credentialId);
+    const upstreamReq = https.request({
+      protocol: 'https:',
+      host: route.upstream.hostname,
+      port: route.upstream.port || 443,
+      servername: net.isIP(route.upstream.hostname) ? undefined : route.upstream.hostname,
+      method,
+      path: upstreamPath,
+      headers,
+      agent: this.agent,
+      lookup: this.guard.lookup,
+      rejectUnauthorized: true,
+      timeout: this.opts.upstreamTimeoutMs ?? 120_000,
+    });
+    upstreamReq.on('timeout', () => upstreamReq.destroy(new Error('upstream did not answer in time')));
+    upstreamReq.on('error', (err) => {
+      if (err instanceof DestinationRefused) return this.fail(res, 403, `factory proxy: refused: ${err.message}`);
+      this.fail(res, 502, `factory proxy: upstream ${host} failed: ${err.message}`);
+    });
+    upstreamReq.on('response', (upstreamRes) => {
+      const out: http.OutgoingHttpHeaders = {};
+      for (const [name, value] of Object.entries(upstreamRes.headers)) {
+        const lower = name.toLowerCase();
+        if (value === undefined || HOP_BY_HOP.has(lower) || lower === 'set-cookie') continue;
+        out[lower] = value;
+      }
+      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, out);
+      res.flushHeaders();
+      upstreamRes.pipe(res);
+      upstreamRes.on('error', () => res.destroy());
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) upstreamReq.destroy();
+    });
+    if (prefix) {
+      bytesIn += prefix.length;
+      upstreamReq.write(prefix);
+    }
+    if (req.readableEnded) {
+      upstreamReq.end();
+    } else {
+      req.on('data', (c: Buffer) => (bytesIn += c.length));
+      req.pipe(upstreamReq);
+    }
+  }
+
+  private fail(res: http.ServerResponse, status: number, message: string): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = message + '\n';
+    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  }
+
+  /** CONNECT tunnels to allow-listed host:port, no credential added, after the address check. */
+  private tunnel(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const started = Date.now();
+    const target = (req.url ?? '').toLowerCase();
+    let bytesIn = head.length;
+    let bytesOut = 0;
+    const record = (rule: string, status: number) =>
+      this.opts.audit?.record({
+        time: new Date(started).toISOString(),
+        sandboxId: this.sandboxId,
+        method: 'CONNECT',
+        host: target.slice(0, 300),
+        path: '',
+        rule,
+        status,
+        bytesIn,
+        bytesOut,
+        durationMs: Date.now() - started,
+      });
+    const refuse = (why: string) => {
+      record(`refused: ${why.slice(0, 120)}`, 403);
+      const body = `factory proxy: refused CONNECT ${target.slice(0, 200)}: ${why}\n`;
+      socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    };
+    const m = /^([a-z0-9.-]+):(\d{1,5})$/.exec(target);
+    if (!m || !(this.opts.connectAllow ?? []).map((s) => s.toLowerCase()).includes(target)) {
+      return refuse('no CONNECT allow-list entry for this host:port');
+    }
+    const [, hostname, port] = m as unknown as [string, string, string];
+    this.guard.resolve(hostname).then(
+      (addrs) => {
+        const upstream = net.connect({ host: addrs[0]!.address, port: Number(port) });
+        upstream.on('connect', () => {
+          socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+          if (head.length) upstream.write(head);
+          socket.on('data', (c: Buffer) => (bytesIn += c.length));
+          upstream.on('data', (c: Buffer) => (bytesOut += c.length));
+          socket.pipe(upstream);
+          upstream.pipe(socket);
+        });
+        let done = false;
+        const finish = () => {
+          if (done) return;
+          done = true;
+          record('connect-allow', 200);
+          socket.destroy();
+          upstream.destroy();
+        };
+        upstream.on('error', () => {
+          if (!done && bytesOut === 0) {
+            done = true;
+            record('connect-allow (upstream failed)', 502);
+            socket.end('HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+            return;
+          }
+          finish();
+        });
+        upstream.on('close', finish);
+        socket.on('close', finish);
+        socket.on('error', finish);
+      },
+      (err: Error) => refuse(err.message),
+    );
+  }
+}
+
+/** Reads a receive-pack body until its command list ends; returns the bytes read so far. */
+async function readCommandList(
+  req: http.IncomingMessage,
+): Promise<{ commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const finish = (v: { commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.pause();
+      resolve(v);
+    };
+    const evaluate = (ended: boolean) => {
+      const buf = Buffer.concat(chunks, total);
+      const parsed = parseReceivePackCommands(buf);
+      if (parsed.state === 'done') return finish({ commands: parsed.commands, capabilities: parsed.capabilities, buffered: buf });
+      if (parsed.state === 'invalid') return finish({ error: parsed.reason });
+      if (ended) return finish({ error: 'the command list ended early' });
+    };
+    const onData = (c: Buffer) => {
+      chunks.push(c);
+      total += c.length;
+      evaluate(false);
+    };
+    const onEnd = () => evaluate(true);
+    req.on('data', onData);
+    req.on('end', onEnd);
+  });
+}

@@ -1,0 +1,130 @@
+// Turns the user's credential references into one sandbox's proxy routes and
+// the environment the guest gets: proxy URLs and per-sandbox placeholders, never
+// a real value. Also builds the QEMU guestfwd entry that connects the guest's
+// proxy address to the sandbox's unix socket.
+import path from 'node:path';
+import type { CredentialRef } from '../../common/credentials.js';
+import { FactoryError } from '../../common/contract.js';
+import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT, GUEST_PROXY_URL, newPlaceholder, type ProxyRoute } from './proxy.js';
+
+export const DEFAULT_UPSTREAMS = {
+  anthropic: 'https://api.anthropic.com',
+  openai: 'https://api.openai.com',
+} as const;
+
+export interface GitRouteOptions {
+  /** https URL of the task's repository, e.g. https://github.com/owner/repo.git */
+  repoUrl: string;
+  credentialId: string;
+  /** Off by default; when on, only new branches under refs/heads/factory/<task-id>/ may be pushed. */
+  allowPush?: boolean;
+}
+
+export interface SandboxPlan {
+  routes: ProxyRoute[];
+  /** Variables for the guest (agent user's environment). Placeholders only. */
+  guestEnv: Record<string, string>;
+  /** The guest's remote URL for the task repository, when a git route exists. */
+  gitRemoteUrl?: string;
+}
+
+const ENV_SAFE = (id: string) => id.toUpperCase().replace(/[^A-Z0-9]/g, '_');
+
+export function planSandboxRoutes(refs: CredentialRef[], opts: { taskId: string; git?: GitRouteOptions }): SandboxPlan {
+  const routes: ProxyRoute[] = [];
+  const guestEnv: Record<string, string> = {};
+  const firstOf = (kind: CredentialRef['kind']) => refs.find((r) => r.kind === kind);
+
+  const anthropic = firstOf('anthropic');
+  if (anthropic) {
+    const placeholder = newPlaceholder();
+    routes.push({
+      name: 'anthropic',
+      mount: '/anthropic',
+      credentialId: anthropic.id,
+      upstream: new URL(anthropic.target.upstream || DEFAULT_UPSTREAMS.anthropic),
+      pathPrefixes: anthropic.target.pathPrefixes ?? ['/v1/'],
+      methods: anthropic.target.methods ?? ['GET', 'POST'],
+      inject: { header: 'x-api-key', format: 'raw' },
+      placeholder,
+    });
+    guestEnv.ANTHROPIC_BASE_URL = `${GUEST_PROXY_URL}/anthropic`;
+    guestEnv.ANTHROPIC_API_KEY = placeholder;
+  }
+  const openai = firstOf('openai');
+  if (openai) {
+    const placeholder = newPlaceholder();
+    routes.push({
+      name: 'openai',
+      mount: '/openai',
+      credentialId: openai.id,
+      upstream: new URL(openai.target.upstream || DEFAULT_UPSTREAMS.openai),
+      pathPrefixes: openai.target.pathPrefixes ?? ['/v1/'],
+      methods: openai.target.methods ?? ['GET', 'POST'],
+      inject: { header: 'authorization', format: 'bearer' },
+      placeholder,
+    });
+    guestEnv.OPENAI_BASE_URL = `${GUEST_PROXY_URL}/openai/v1`;
+    guestEnv.OPENAI_API_KEY = placeholder;
+  }
+  for (const ref of refs.filter((r) => r.kind === 'custom-header')) {
+    if (!ref.target.header) throw new FactoryError('InvalidCredential', `credential "${ref.id}" is a custom header rule without a header name`);
+    const placeholder = newPlaceholder();
+    const mount = `/custom/${ref.id}`;
+    routes.push({
+      name: `custom:${ref.id}`,
+      mount,
+      credentialId: ref.id,
+      upstream: new URL(ref.target.upstream),
+      pathPrefixes: ref.target.pathPrefixes ?? ['/'],
+      methods: ref.target.methods ?? ['GET', 'POST'],
+      inject: { header: ref.target.header, format: ref.target.format ?? 'raw', username: ref.target.username },
+      placeholder,
+    });
+    guestEnv[`FACTORY_PROXY_${ENV_SAFE(ref.id)}_URL`] = `${GUEST_PROXY_URL}${mount}`;
+    guestEnv[`FACTORY_PROXY_${ENV_SAFE(ref.id)}_TOKEN`] = placeholder;
+  }
+
+  let gitRemoteUrl: string | undefined;
+  if (opts.git) {
+    const ref = refs.find((r) => r.id === opts.git!.credentialId);
+    if (!ref) throw new FactoryError('CredentialMissing', `no credential "${opts.git.credentialId}" for the task's git remote`);
+    const repo = new URL(opts.git.repoUrl);
+    if (repo.protocol !== 'https:') throw new FactoryError('InvalidInput', `the git remote must be an https URL, got ${repo.protocol}`);
+    if (repo.username || repo.password) throw new FactoryError('InvalidInput', 'the git remote URL must not contain a user name or token');
+    const repoName = path.posix.basename(repo.pathname).replace(/[^A-Za-z0-9._-]/g, '_') || 'repo.git';
+    const placeholder = newPlaceholder();
+    const mount = `/git/${repoName}`;
+    routes.push({
+      name: 'git',
+      mount,
+      credentialId: ref.id,
+      upstream: new URL(repo.origin + repo.pathname.replace(/\/$/, '')),
+      pathPrefixes: [],
+      methods: ['GET', 'POST'],
+      inject: { header: 'authorization', format: 'basic', username: ref.target.username ?? 'x-access-token' },
+      placeholder,
+      git: { taskId: opts.taskId, allowPush: opts.git.allowPush ?? false },
+    });
+    gitRemoteUrl = `http://factory:${placeholder}@${GUEST_PROXY_ADDRESS}${mount}`;
+    guestEnv.FACTORY_GIT_URL = gitRemoteUrl;
+  }
+  return { routes, guestEnv, gitRemoteUrl };
+}
+
+/** The QEMU guestfwd entry: each guest connection to 10.0.2.100:80 → socat → the proxy's unix socket. */
+export function proxyGuestForward(socketPath: string): { guestAddress: string; guestPort: number; command: string } {
+  // QEMU splits -netdev options on commas and socat splits addresses on ':' and ','.
+  if (!/^\/[A-Za-z0-9._/-]+$/.test(socketPath)) {
+    throw new FactoryError('InvalidPath', `the proxy socket path ${JSON.stringify(socketPath)} must be absolute and contain only letters, digits, '.', '_', '-' and '/'`);
+  }
+  return { guestAddress: GUEST_PROXY_ADDRESS, guestPort: GUEST_PROXY_PORT, command: `socat - UNIX-CONNECT:${socketPath}` };
+}
+
+/** A shell snippet for the guest (e.g. /etc/profile.d/factory-proxy.sh): placeholders and proxy URLs only. */
+export function guestEnvScript(env: Record<string, string>): string {
+  const q = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
+  return Object.entries(env)
+    .map(([k, v]) => `export ${k}=${q(v)}`)
+    .join('\n') + '\n';
+}

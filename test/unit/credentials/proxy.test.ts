@@ -1,0 +1,352 @@
+// CredentialProxy against real local upstreams: an HTTPS model-API stub and a
+// git http-backend server, both with certificates from a test CA that the proxy
+// verifies. The guest side is a real HTTP client on the proxy's unix socket, or
+// curl/git through the same socat command QEMU's guestfwd runs.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditLog } from '../../../main/credentials/audit.js';
+import { MemorySecretStore } from '../../../main/credentials/keychain.js';
+import { CredentialProxy, type ProxyRoute } from '../../../main/credentials/proxy.js';
+import { planSandboxRoutes, proxyGuestForward } from '../../../main/credentials/routes.js';
+import { emulateGuestfwd, type GuestfwdEmulator } from '../../support/guestfwd.js';
+import { git, gitAsync, startGitServer, type GitServer } from '../../support/git-server.js';
+import { createTestCa, type TestCa } from '../../support/https.js';
+import { startModelStub, type ModelStub } from '../../support/model-stub.js';
+
+const execFileP = promisify(execFile);
+const REAL_ANTHROPIC = 'sk-ant-real-key-0123456789abcdef';
+const REAL_OPENAI = 'sk-openai-real-key-9876543210';
+const REAL_GIT_TOKEN = 'ghp_realgittoken1234567890';
+const TASK = 't42';
+const allowLoopback = (ip: string, host: string) => host === 'localhost' && (ip === '127.0.0.1' || ip === '::1');
+
+interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  firstChunkAt?: number;
+  endAt?: number;
+}
+
+function request(socketPath: string, opts: { method?: string; path: string; headers?: Record<string, string>; body?: string }): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const req = http.request({ socketPath, method: opts.method ?? 'GET', path: opts.path, headers: { host: '10.0.2.100', ...opts.headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      let firstChunkAt: number | undefined;
+      res.on('data', (c: Buffer) => {
+        firstChunkAt ??= Date.now() - started;
+        chunks.push(c);
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), firstChunkAt, endAt: Date.now() - started }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+describe('CredentialProxy', () => {
+  let ca: TestCa;
+  let stub: ModelStub;
+  let gitServer: GitServer;
+  let dir: string;
+  let proxy: CredentialProxy;
+  let audit: AuditLog;
+  let routes: ProxyRoute[];
+  let env: Record<string, string>;
+  let fwd: GuestfwdEmulator;
+  const secrets = new MemorySecretStore();
+
+  beforeAll(async () => {
+    ca = createTestCa();
+    stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC, openaiKey: REAL_OPENAI, sseDelayMs: 60, deltas: 5 });
+    gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    gitServer.createRepo('project');
+    dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-proxy-'));
+    await secrets.put('anth', REAL_ANTHROPIC);
+    await secrets.put('oai', REAL_OPENAI);
+    await secrets.put('gh', REAL_GIT_TOKEN);
+    const now = new Date().toISOString();
+    const plan = planSandboxRoutes(
+      [
+        { id: 'anth', kind: 'anthropic', label: 'Anthropic', target: { upstream: stub.url }, createdAt: now, updatedAt: now },
+        { id: 'oai', kind: 'openai', label: 'OpenAI', target: { upstream: stub.url }, createdAt: now, updatedAt: now },
+        { id: 'gh', kind: 'git', label: 'Git', target: { upstream: gitServer.url }, createdAt: now, updatedAt: now },
+      ],
+      { taskId: TASK, git: { repoUrl: gitServer.repoUrl('project'), credentialId: 'gh', allowPush: true } },
+    );
+    routes = plan.routes;
+    env = plan.guestEnv;
+    audit = new AuditLog(path.join(dir, 'audit'));
+    proxy = new CredentialProxy({
+      sandboxId: 'sb1',
+      socketPath: path.join(dir, 'proxy.sock'),
+      routes,
+      secrets,
+      audit,
+      upstreamCa: ca.cert,
+      allowAddress: allowLoopback,
+      connectAllow: [`localhost:${stub.port}`],
+    });
+    await proxy.listen();
+    fwd = await emulateGuestfwd(proxyGuestForward(proxy.socketPath).command);
+  });
+
+  afterAll(async () => {
+    await fwd?.close();
+    await proxy?.close();
+    await stub?.close();
+    await gitServer?.dispose();
+    ca?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('listens only on a 0600 unix socket and hands the guest placeholders, never a value', () => {
+    const st = statSync(proxy.socketPath);
+    expect(st.isSocket()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o600);
+    const all = JSON.stringify(env);
+    for (const v of [REAL_ANTHROPIC, REAL_OPENAI, REAL_GIT_TOKEN]) expect(all).not.toContain(v);
+    expect(env.ANTHROPIC_BASE_URL).toBe('http://10.0.2.100/anthropic');
+    expect(env.ANTHROPIC_API_KEY).toMatch(/^fiab-placeholder-[0-9a-f]{48}$/);
+  });
+
+  it('adds the real key upstream; the client only ever holds the placeholder; client auth is stripped; the body is untouched', async () => {
+    const before = stub.requests.length;
+    const body = JSON.stringify({ model: 'claude-stub', max_tokens: 5, messages: [{ role: 'user', content: `my key is ${env.ANTHROPIC_API_KEY}` }] });
+    const reply = await request(proxy.socketPath, {
+      method: 'POST',
+      path: '/anthropic/v1/messages?beta=true',
+      headers: {
+        'x-api-key': env.ANTHROPIC_API_KEY!,
+        authorization: 'Bearer client-supplied-secret',
+        cookie: 'session=client-cookie',
+        'proxy-authorization': 'Basic Zm9vOmJhcg==',
+        'content-type': 'application/json',
+        'anthropic-version': '2023-06-01',
+      },
+      body,
+    });
+    expect(reply.status).toBe(200);
+    expect(JSON.parse(reply.body).content[0].text).toBe('Hello from the stub.');
+    expect(JSON.stringify(reply)).not.toContain(REAL_ANTHROPIC);
+    const seen = stub.requests.slice(before);
+    expect(seen).toHaveLength(1);
+    const up = seen[0]!;
+    expect(up.path).toBe('/v1/messages?beta=true');
+    expect(up.headers['x-api-key']).toBe(REAL_ANTHROPIC);
+    expect(up.headers.authorization).toBeUndefined();
+    expect(up.headers.cookie).toBeUndefined();
+    expect(up.headers['proxy-authorization']).toBeUndefined();
+    expect(up.headers['anthropic-version']).toBe('2023-06-01');
+    expect(up.headers.host).toBe(new URL(stub.url).host);
+    // The placeholder inside the body reaches upstream byte for byte, not replaced.
+    expect(up.body).toBe(body);
+    expect(up.body).toContain(env.ANTHROPIC_API_KEY);
+    expect(up.body).not.toContain(REAL_ANTHROPIC);
+  });
+
+  it('sends the OpenAI key as a Bearer header and drops a client-supplied Authorization', async () => {
+    const before = stub.requests.length;
+    const reply = await request(proxy.socketPath, {
+      method: 'POST',
+      path: '/openai/v1/chat/completions',
+      headers: { authorization: `Bearer ${env.OPENAI_API_KEY}`, 'content-type': 'application/json' },
+      body: '{"model":"gpt-stub","messages":[]}',
+    });
+    expect(reply.status).toBe(200);
+    expect(stub.requests[before]!.headers.authorization).toBe(`Bearer ${REAL_OPENAI}`);
+  });
+
+  it('streams SSE through without buffering: the first event arrives well before the stream ends', async () => {
+    const reply = await request(proxy.socketPath, {
+      method: 'POST',
+      path: '/anthropic/v1/messages',
+      headers: { 'x-api-key': env.ANTHROPIC_API_KEY!, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-stub', max_tokens: 5, stream: true, messages: [] }),
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.headers['content-type']).toContain('text/event-stream');
+    expect(reply.body).toContain('event: message_start');
+    expect(reply.body).toContain('event: content_block_delta');
+    expect(reply.body.trim().endsWith('data: {"type":"message_stop"}')).toBe(true);
+    // The stub spends 7 x 60 ms between its first and last event.
+    expect(reply.firstChunkAt!).toBeLessThan(reply.endAt! - 250);
+  });
+
+  it('refuses an unmatched path with a 403 naming the missing rule', async () => {
+    const reply = await request(proxy.socketPath, { path: '/example.com/v1/x', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! } });
+    expect(reply.status).toBe(403);
+    expect(reply.body).toMatch(/no rule matches this path/);
+    expect(reply.body).toContain('/anthropic');
+    const outside = await request(proxy.socketPath, { path: '/anthropic/admin/keys', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! } });
+    expect(outside.status).toBe(403);
+    expect(outside.body).toMatch(/rule "anthropic" allows only paths \/v1\//);
+    const method = await request(proxy.socketPath, { method: 'DELETE', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! } });
+    expect(method.status).toBe(403);
+    expect(method.body).toMatch(/does not allow method DELETE/);
+    const absolute = await request(proxy.socketPath, { path: 'http://evil.example/', headers: {} });
+    expect(absolute.status).toBe(403);
+  });
+
+  it('refuses a wrong placeholder (403) and a missing one (401), and never forwards them', async () => {
+    const before = stub.requests.length;
+    const wrong = await request(proxy.socketPath, { method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.OPENAI_API_KEY! }, body: '{}' });
+    expect(wrong.status).toBe(403);
+    expect(wrong.body).toMatch(/not this sandbox's placeholder/);
+    const real = await request(proxy.socketPath, { method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': REAL_ANTHROPIC }, body: '{}' });
+    expect(real.status).toBe(403);
+    const none = await request(proxy.socketPath, { method: 'POST', path: '/anthropic/v1/messages', body: '{}' });
+    expect(none.status).toBe(401);
+    expect(stub.requests.length).toBe(before);
+  });
+
+  it('refuses destinations that resolve to loopback, private or metadata addresses', async () => {
+    const strictDir = mkdtempSync(path.join(os.tmpdir(), 'fiab-strict-'));
+    const targets = [stub.url /* localhost → 127.0.0.1 */, 'https://169.254.169.254', 'https://10.0.0.1', 'https://[::1]:443', 'https://[::ffff:127.0.0.1]'];
+    const strictRoutes: ProxyRoute[] = targets.map((u, i) => ({
+      ...routes.find((r) => r.name === 'anthropic')!,
+      name: `t${i}`,
+      mount: `/t${i}`,
+      upstream: new URL(u),
+    }));
+    // No allowAddress here: this proxy is configured the way the app configures it.
+    const strict = new CredentialProxy({ sandboxId: 'sb-strict', socketPath: path.join(strictDir, 'p.sock'), routes: strictRoutes, secrets, upstreamCa: ca.cert });
+    await strict.listen();
+    try {
+      const before = stub.requests.length;
+      for (let i = 0; i < targets.length; i++) {
+        const reply = await request(strict.socketPath, { method: 'POST', path: `/t${i}/v1/messages`, headers: { 'x-api-key': env.ANTHROPIC_API_KEY! }, body: '{}' });
+        expect(reply.status, targets[i]).toBe(403);
+        expect(reply.body).toMatch(/destination .* refused: .*(loopback|private|link-local)/);
+      }
+      expect(stub.requests.length).toBe(before);
+    } finally {
+      await strict.close();
+      rmSync(strictDir, { recursive: true, force: true });
+    }
+  });
+
+  it('verifies upstream certificates: an upstream signed by an unknown CA fails with 502', async () => {
+    const otherDir = mkdtempSync(path.join(os.tmpdir(), 'fiab-noca-'));
+    const noCa = new CredentialProxy({ sandboxId: 'sb-noca', socketPath: path.join(otherDir, 'p.sock'), routes, secrets, allowAddress: allowLoopback });
+    await noCa.listen();
+    try {
+      const reply = await request(noCa.socketPath, { method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! }, body: '{}' });
+      expect(reply.status).toBe(502);
+      expect(reply.body).toMatch(/certificate/i);
+    } finally {
+      await noCa.close();
+      rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+
+  it('CONNECT: tunnels only to allow-listed host:port, adding nothing', async () => {
+    const refused = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ socketPath: proxy.socketPath, method: 'CONNECT', path: 'registry.example:443' });
+      req.on('connect', (res, socket) => {
+        socket.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(refused).toBe(403);
+    // curl through the guestfwd command with HTTPS_PROXY: TLS end to end with the stub.
+    const { stdout } = await execFileP('curl', ['-sS', '--cacert', ca.certPath, '-x', fwd.url, '-H', `x-api-key: ${REAL_ANTHROPIC}`, `${stub.url}/v1/models`]);
+    expect(JSON.parse(stdout).data[0].id).toBe('claude-stub');
+  });
+
+  it('git: clone through the proxy works with the token added by the proxy', async () => {
+    const work = mkdtempSync(path.join(os.tmpdir(), 'fiab-clone-'));
+    try {
+      const url = env.FACTORY_GIT_URL!.replace('10.0.2.100', `127.0.0.1:${fwd.port}`);
+      await gitAsync(['clone', '-q', url, 'repo'], work);
+      expect(git(['log', '--format=%s'], path.join(work, 'repo')).trim()).toBe('fixture');
+      expect(gitServer.authSeen).toContain(`Basic ${Buffer.from(`x-access-token:${REAL_GIT_TOKEN}`).toString('base64')}`);
+      // Nothing in the clone's config knows the real token.
+      expect(git(['config', '--get', 'remote.origin.url'], path.join(work, 'repo'))).not.toContain(REAL_GIT_TOKEN);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('git: push outside refs/heads/factory/<task>/*, deletes and updates are refused; a new task branch is allowed', async () => {
+    const work = mkdtempSync(path.join(os.tmpdir(), 'fiab-push-'));
+    try {
+      const url = env.FACTORY_GIT_URL!.replace('10.0.2.100', `127.0.0.1:${fwd.port}`);
+      await gitAsync(['clone', '-q', url, 'repo'], work);
+      const repo = path.join(work, 'repo');
+      writeFileSync(path.join(repo, 'change.txt'), 'agent work\n');
+      git(['add', '.'], repo);
+      git(['commit', '-q', '-m', 'agent change'], repo);
+      const refsBefore = gitServer.refs('project');
+      await expect(gitAsync(['push', 'origin', 'HEAD:refs/heads/main'], repo)).rejects.toThrow(/refused: only new branches under refs\/heads\/factory\/t42\//);
+      await expect(gitAsync(['push', 'origin', 'HEAD:refs/heads/factory/other-task/x'], repo)).rejects.toThrow(/refused/);
+      await expect(gitAsync(['push', 'origin', 'HEAD:refs/tags/v1'], repo)).rejects.toThrow(/refused/);
+      expect(gitServer.refs('project')).toEqual(refsBefore);
+      await gitAsync(['push', 'origin', `HEAD:refs/heads/factory/${TASK}/work`], repo);
+      expect(gitServer.refs('project')[`refs/heads/factory/${TASK}/work`]).toBe(git(['rev-parse', 'HEAD'], repo).trim());
+      // A second push to the same branch is an update (could be a force): refused.
+      writeFileSync(path.join(repo, 'change.txt'), 'more\n');
+      git(['commit', '-qam', 'more'], repo);
+      await expect(gitAsync(['push', 'origin', `HEAD:refs/heads/factory/${TASK}/work`], repo)).rejects.toThrow(/only creating new branches/);
+      await expect(gitAsync(['push', 'origin', `:refs/heads/factory/${TASK}/work`], repo)).rejects.toThrow(/deleting refs is not allowed/);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('records every request in the audit log, per sandbox, with rule, status and bytes', async () => {
+    const entries = await audit.list('sb1');
+    expect(entries.length).toBeGreaterThan(10);
+    const ok = entries.find((e) => e.rule === 'anthropic' && e.status === 200 && e.method === 'POST');
+    expect(ok).toBeDefined();
+    expect(ok!.bytesIn).toBeGreaterThan(0);
+    expect(ok!.bytesOut).toBeGreaterThan(0);
+    expect(ok!.host).toBe(new URL(stub.url).host);
+    expect(entries.some((e) => e.rule === 'refused: no rule' && e.status === 403)).toBe(true);
+    expect(entries.some((e) => e.rule.startsWith('refused: git (push)') && e.note?.includes('refs/heads/main'))).toBe(true);
+    expect(entries.some((e) => e.method === 'CONNECT' && e.rule === 'connect-allow')).toBe(true);
+    expect(JSON.stringify(entries)).not.toContain(REAL_ANTHROPIC);
+    expect(await audit.list('other-sandbox')).toEqual([]);
+  });
+});
+
+describe('CredentialProxy with push disabled', () => {
+  it('refuses git-receive-pack altogether', async () => {
+    const ca = createTestCa();
+    const gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    gitServer.createRepo('p');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-nopush-'));
+    const secrets = new MemorySecretStore();
+    await secrets.put('gh', REAL_GIT_TOKEN);
+    const now = new Date().toISOString();
+    const plan = planSandboxRoutes([{ id: 'gh', kind: 'git', label: 'Git', target: { upstream: gitServer.url }, createdAt: now, updatedAt: now }], {
+      taskId: TASK,
+      git: { repoUrl: gitServer.repoUrl('p'), credentialId: 'gh' },
+    });
+    const proxy = new CredentialProxy({ sandboxId: 'sb2', socketPath: path.join(dir, 'p.sock'), routes: plan.routes, secrets, upstreamCa: ca.cert, allowAddress: allowLoopback });
+    await proxy.listen();
+    const fwd = await emulateGuestfwd(proxyGuestForward(proxy.socketPath).command);
+    try {
+      const url = plan.gitRemoteUrl!.replace('10.0.2.100', `127.0.0.1:${fwd.port}`);
+      await gitAsync(['clone', '-q', url, 'repo'], dir);
+      const repo = path.join(dir, 'repo');
+      git(['commit', '-q', '--allow-empty', '-m', 'x'], repo);
+      await expect(gitAsync(['push', 'origin', `HEAD:refs/heads/factory/${TASK}/a`], repo)).rejects.toThrow(/403|push is disabled/);
+    } finally {
+      await fwd.close();
+      await proxy.close();
+      await gitServer.dispose();
+      ca.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
