@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { checkRefCommand, parseReceivePackCommands } from '../../../main/credentials/git-policy.js';
+import { forbiddenReason } from '../../../main/credentials/net-guard.js';
+import { proxyGuestForward, guestEnvScript } from '../../../main/credentials/routes.js';
+
+const Z = '0'.repeat(40);
+const A = 'a'.repeat(40);
+const pkt = (s: string) => (s.length + 4).toString(16).padStart(4, '0') + s;
+
+describe('address guard', () => {
+  it.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '64:ff9b::10.0.0.1', '224.0.0.1'])(
+    'refuses %s',
+    (ip) => expect(forbiddenReason(ip)).toBeTruthy(),
+  );
+  it.each(['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '::ffff:1.1.1.1'])('allows %s', (ip) => expect(forbiddenReason(ip)).toBeUndefined());
+});
+
+describe('receive-pack command parsing and push policy', () => {
+  it('parses commands and capabilities up to the flush packet', () => {
+    const body = Buffer.from(pkt(`${Z} ${A} refs/heads/factory/t1/x\0report-status side-band-64k\n`) + pkt(`${A} ${Z} refs/heads/old\n`) + '0000PACK...');
+    const r = parseReceivePackCommands(body);
+    expect(r).toMatchObject({ state: 'done', capabilities: ['report-status', 'side-band-64k'] });
+    if (r.state !== 'done') throw new Error();
+    expect(r.commands).toEqual([
+      { oldId: Z, newId: A, ref: 'refs/heads/factory/t1/x' },
+      { oldId: A, newId: Z, ref: 'refs/heads/old' },
+    ]);
+    expect(body.subarray(r.consumed).toString()).toBe('PACK...');
+  });
+  it('asks for more bytes on a partial stream and rejects garbage', () => {
+    expect(parseReceivePackCommands(Buffer.from(pkt(`${Z} ${A} refs/heads/x\n`).slice(0, 20))).state).toBe('need-more');
+    expect(parseReceivePackCommands(Buffer.from('GET / HTTP/1.1\r\n'))).toMatchObject({ state: 'invalid' });
+    expect(parseReceivePackCommands(Buffer.from(pkt('push-cert\0report-status\n')))).toMatchObject({ state: 'invalid' });
+  });
+  it('allows only creation of new branches under the task prefix', () => {
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/x' }, 't1')).toBeUndefined();
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/' }, 't1')).toMatch(/only new branches/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t2/x' }, 't1')).toMatch(/only new branches/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1x/x' }, 't1')).toMatch(/only new branches/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/main' }, 't1')).toMatch(/only new branches/);
+    expect(checkRefCommand({ oldId: A, newId: Z, ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/deleting/);
+    expect(checkRefCommand({ oldId: A, newId: 'b'.repeat(40), ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/no updates/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/../../main' }, 't1')).toMatch(/not a valid branch/);
+  });
+});
+
+describe('guest wiring', () => {
+  it('builds the guestfwd entry and refuses socket paths QEMU or socat would split', () => {
+    expect(proxyGuestForward('/data/sandboxes/t1/proxy.sock')).toEqual({ guestAddress: '10.0.2.100', guestPort: 80, command: 'socat - UNIX-CONNECT:/data/sandboxes/t1/proxy.sock' });
+    expect(() => proxyGuestForward('/data/a,b/proxy.sock')).toThrow(/must be absolute/);
+    expect(() => proxyGuestForward('relative.sock')).toThrow(/must be absolute/);
+  });
+  it('quotes guest environment values for the shell', () => {
+    expect(guestEnvScript({ A: "x'y" })).toBe(`export A='x'\\''y'\n`);
+  });
+});
