@@ -335,7 +335,8 @@ export class TaskService<Image = unknown> {
       this.checkAborted(signal);
 
       await this.update(record, { phase: 'provisioning', sandbox: { status: 'booting' } });
-      const image = await this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status }));
+      // A first-use image build takes minutes; a cancel must not wait for it (the build goes on and is cached).
+      const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
       this.checkAborted(signal);
       const settings = this.deps.settings();
       const guestForwards: GuestForwardSpec[] = [];
@@ -366,6 +367,7 @@ export class TaskService<Image = unknown> {
       await this.update(record, { phase: 'seeding' });
       rt.ssh = await vm.ssh();
       await this.seed(rt.ssh, task(), seed.bundlePath);
+      await fsp.rm(seed.bundlePath, { force: true });
       this.checkAborted(signal);
 
       await this.update(record, { phase: 'running' });
@@ -437,19 +439,20 @@ export class TaskService<Image = unknown> {
     );
     if (prep.code !== 0) throw new FactoryError('SeedFailed', `preparing /work in the sandbox failed: ${prep.stderr.trim().slice(0, 500)}`);
     await ssh.putFile(bundlePath, '/work/seed.bundle');
-    await ssh.run('chmod 644 /work/seed.bundle', { timeoutMs: 30_000 });
-    const clone = await ssh.run(
-      asAgent(
-        [
-          'set -e',
-          `git clone -q -b ${shellQuote(task.branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
-          `cd ${GUEST_REPO_DIR}`,
-          'git remote remove origin',
-          'git rev-parse HEAD',
-        ].join('\n'),
-      ),
-      { timeoutMs: 10 * 60_000, maxBytes: 64 * 1024 },
+    const cloneAsAgent = asAgent(
+      [
+        'set -e',
+        `git clone -q -b ${shellQuote(task.branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
+        `cd ${GUEST_REPO_DIR}`,
+        'git remote remove origin',
+        'git rev-parse HEAD',
+      ].join('\n'),
     );
+    // The bundle is only needed for the clone; it would otherwise take space in the overlay.
+    const clone = await ssh.run(`chmod 644 /work/seed.bundle && ${cloneAsAgent}; rc=$?; rm -f /work/seed.bundle; exit $rc`, {
+      timeoutMs: 10 * 60_000,
+      maxBytes: 64 * 1024,
+    });
     if (clone.code !== 0) throw new FactoryError('SeedFailed', `cloning the repository in the sandbox failed: ${clone.stderr.trim().slice(0, 500)}`);
   }
 
@@ -519,6 +522,24 @@ export class TaskService<Image = unknown> {
     }
     delete record.qemuPid;
   }
+}
+
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new FactoryError('Cancelled', 'the task was cancelled'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new FactoryError('Cancelled', 'the task was cancelled'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 export function toErrorInfo(err: unknown): ErrorInfo {

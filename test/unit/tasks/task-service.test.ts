@@ -16,10 +16,10 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-function fakeVm(qemuOk: boolean) {
+function fakeVm(qemuOk: boolean, ensure: () => Promise<unknown> = async () => { throw new Error('no image in unit tests'); }) {
   const status: ImageStatus = { state: 'missing', version: 'test' };
   return {
-    images: { status: () => status, ensure: async () => { throw new Error('no image in unit tests'); } },
+    images: { status: () => status, ensure },
     qemu: {
       checkInstalled: async () => (qemuOk ? { ok: true, version: '8' } : { ok: false, installHint: 'sudo apt install qemu-system-x86 qemu-utils' }),
       start: async () => { throw new Error('no VM in unit tests'); },
@@ -27,9 +27,9 @@ function fakeVm(qemuOk: boolean) {
   };
 }
 
-async function app(qemuOk = true, dataDir = tempDir()): Promise<FactoryApp> {
+async function app(qemuOk = true, dataDir = tempDir(), ensure?: () => Promise<unknown>): Promise<FactoryApp> {
   const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
-  const a = await createFactoryApp({ host: 'web', paths, vm: fakeVm(qemuOk) });
+  const a = await createFactoryApp({ host: 'web', paths, vm: fakeVm(qemuOk, ensure) });
   cleanups.push(() => a.dispose());
   cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   return a;
@@ -94,6 +94,22 @@ describe('tasks.create validation', () => {
     expect(events).toContain('provisioning/booting');
     await expect(a.api['tasks.review']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoReview' });
     await expect(a.api['tasks.approve']({ taskId: task.id })).rejects.toMatchObject({ name: 'NotInReview' });
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a task waiting for the base image at once', async () => {
+    const a = await app(true, tempDir(), () => new Promise(() => {})); // an image build that never ends
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    const task = await a.api['tasks.create']({ repoPath: repo.dir, title: 'wait' });
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('provisioning');
+    const started = Date.now();
+    const cancelled = await a.api['tasks.cancel']({ taskId: task.id });
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(cancelled.phase).toBe('cancelled');
+    expect(cancelled.stages.every((s) => s.status === 'skipped')).toBe(true);
+    expect((await a.api['tasks.destroy']({ taskId: task.id })).sandbox.status).toBe('destroyed');
   });
 });
 
