@@ -106,3 +106,44 @@ export const LeakReport = z.object({
   durationMs: z.number(),
 });
 export type LeakReport = z.infer<typeof LeakReport>;
+
+// The credential broker's part of the API contract. Kept here so it can be
+// merged into common/contract.ts (apiInputs / ApiOutputs / FactoryEvent) in one
+// step; values are write-only: nothing here returns one.
+const sandboxOrTaskId = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore');
+
+export const credentialApiInputs = {
+  'credentials.list': z.object({}),
+  'credentials.set': CredentialSetInput,
+  'credentials.delete': z.object({ id: credentialId }),
+  /** Says whether the keychain holds the value; with callUpstream, whether the service accepts it. */
+  'credentials.test': z.object({ id: credentialId, callUpstream: z.boolean().optional() }),
+  /** The proxy's audit log of one sandbox (its task id), oldest first. */
+  'audit.list': z.object({ sandboxId: sandboxOrTaskId, limit: z.number().int().min(1).max(10_000).optional() }),
+  /** Scans the sandbox's overlay and guest memory for its credentials now. */
+  'leakcheck.run': z.object({ taskId: sandboxOrTaskId }),
+  /** The last leak-check report of a task, or null. */
+  'leakcheck.get': z.object({ taskId: sandboxOrTaskId }),
+} as const;
+
+export type CredentialApiMethod = keyof typeof credentialApiInputs;
+
+export interface CredentialApiOutputs {
+  'credentials.list': CredentialRef[];
+  'credentials.set': CredentialRef;
+  'credentials.delete': { deleted: boolean };
+  'credentials.test': CredentialTestResult;
+  'audit.list': AuditEntry[];
+  'leakcheck.run': LeakReport;
+  'leakcheck.get': LeakReport | null;
+}
+
+export type CredentialApi = {
+  [M in CredentialApiMethod]: (input: z.input<(typeof credentialApiInputs)[M]>) => Promise<CredentialApiOutputs[M]>;
+};
+
+export type CredentialEvent =
+  | { type: 'credentials.changed'; credentials: CredentialRef[] }
+  | { type: 'audit.appended'; entry: AuditEntry }
+  /** A verdict of 'leak' is a security failure: show it loudly on the sandbox. */
+  | { type: 'leakcheck.finished'; report: LeakReport };

@@ -1,0 +1,177 @@
+// CredentialBroker: the credential capability as the app sees it. It owns the
+// keychain-backed CredentialService, the audit log and the leak checker, and it
+// is a sandbox extension: before a VM boots it starts that sandbox's
+// CredentialProxy on a unix socket in the sandbox folder and hands back the
+// QEMU guestfwd entry and the guest environment (placeholders only); when the
+// VM is gone it closes the proxy.
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { credentialApiInputs, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
+import type { AppPaths } from '../state/paths.js';
+import { AuditLog } from './audit.js';
+import { CredentialService } from './credential-service.js';
+import type { SecretStore } from './keychain.js';
+import { dumpGuestMemory, LeakChecker } from './leak-check.js';
+import type { AddressAllowance } from './net-guard.js';
+import { CredentialProxy } from './proxy.js';
+import { CredentialRefStore, writeAtomic } from './ref-store.js';
+import { planSandboxRoutes, proxyGuestForward, type GitRouteOptions } from './routes.js';
+
+export interface CredentialBrokerDeps {
+  paths: AppPaths;
+  /** The OS keychain (KeychainStore) in the app. */
+  secrets: SecretStore;
+  emit?: (e: CredentialEvent) => void;
+  /** The task's git remote and whether push is on, when the task has one; no git route otherwise. */
+  gitRouteFor?: (taskId: string) => GitRouteOptions | undefined | Promise<GitRouteOptions | undefined>;
+  /** host:port pairs every sandbox may CONNECT to without injection (e.g. registry.npmjs.org:443). */
+  connectAllow?: string[];
+  /** Tests only: extra upstream trust root and the loopback allowance for local upstreams. */
+  upstreamCa?: string | Buffer;
+  allowAddress?: AddressAllowance;
+}
+
+interface SandboxState {
+  proxy: CredentialProxy;
+  sandboxDir: string;
+  credentials: Array<{ id: string; basicUsernames?: string[] }>;
+}
+
+
+export class CredentialBroker {
+  readonly name = 'credentials';
+  readonly service: CredentialService;
+  readonly audit: AuditLog;
+  readonly leaks: LeakChecker;
+  private readonly sandboxes = new Map<string, SandboxState>();
+  /** What each sandbox's routes used, kept after release so a later on-demand check still knows. */
+  private readonly usedBy = new Map<string, { sandboxDir: string; credentials: SandboxState['credentials'] }>();
+  private readonly unsubscribeAudit: () => void;
+
+  constructor(private readonly deps: CredentialBrokerDeps) {
+    const refs = new CredentialRefStore(path.join(deps.paths.state, 'credentials.json'));
+    this.service = new CredentialService({
+      refs,
+      secrets: deps.secrets,
+      onChange: (credentials) => deps.emit?.({ type: 'credentials.changed', credentials }),
+      ...(deps.upstreamCa ? { upstreamCa: deps.upstreamCa } : {}),
+      ...(deps.allowAddress ? { allowAddress: deps.allowAddress } : {}),
+    });
+    this.audit = new AuditLog(path.join(deps.paths.data, 'audit'));
+    this.unsubscribeAudit = this.audit.onEntry((entry) => deps.emit?.({ type: 'audit.appended', entry }));
+    this.leaks = new LeakChecker({ secrets: deps.secrets });
+  }
+
+  /** SandboxExtension.prepare: start the proxy before the VM boots. */
+  async prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{
+    guestForwards: Array<{ guestAddress: string; guestPort: number; command: string }>;
+    guestEnv: Record<string, string>;
+  }> {
+    await this.release({ taskId: ctx.taskId });
+    await mkdir(ctx.sandboxDir, { recursive: true, mode: 0o700 });
+    const refs = await this.service.list();
+    const git = await this.deps.gitRouteFor?.(ctx.taskId);
+    const plan = planSandboxRoutes(refs, { taskId: ctx.taskId, ...(git ? { git } : {}) });
+    const socketPath = path.join(ctx.sandboxDir, 'proxy.sock');
+    const guestForward = proxyGuestForward(socketPath);
+    const proxy = new CredentialProxy({
+      sandboxId: ctx.taskId,
+      socketPath,
+      routes: plan.routes,
+      secrets: this.deps.secrets,
+      audit: this.audit,
+      ...(this.deps.connectAllow ? { connectAllow: this.deps.connectAllow } : {}),
+      ...(this.deps.upstreamCa ? { upstreamCa: this.deps.upstreamCa } : {}),
+      ...(this.deps.allowAddress ? { allowAddress: this.deps.allowAddress } : {}),
+    });
+    await proxy.listen();
+    const credentials = plan.routes.map((r) => ({
+      id: r.credentialId,
+      ...(r.inject.format === 'basic' ? { basicUsernames: [r.inject.username ?? 'x-access-token'] } : {}),
+    }));
+    this.sandboxes.set(ctx.taskId, { proxy, sandboxDir: ctx.sandboxDir, credentials });
+    this.usedBy.set(ctx.taskId, { sandboxDir: ctx.sandboxDir, credentials });
+    return { guestForwards: [guestForward], guestEnv: plan.guestEnv };
+  }
+
+  /** SandboxExtension.release: the VM is gone; close its proxy. Never throws. */
+  async release(ctx: { taskId: string }): Promise<void> {
+    const s = this.sandboxes.get(ctx.taskId);
+    if (!s) return;
+    this.sandboxes.delete(ctx.taskId);
+    await s.proxy.close().catch(() => undefined);
+  }
+
+  proxyFor(taskId: string): CredentialProxy | undefined {
+    return this.sandboxes.get(taskId)?.proxy;
+  }
+
+  /**
+   * Scans the sandbox's overlay and (while the VM runs) a QMP dump of its memory
+   * for every credential its routes could use. Call it at teardown BEFORE the VM
+   * is destroyed, and on demand. The report is kept and announced.
+   */
+  async leakCheck(
+    taskId: string,
+    sources: { overlayPath?: string; qmpSocket?: string; dumpMemory?: (file: string) => Promise<void>; files?: string[] } = {},
+  ): Promise<LeakReport> {
+    const known = this.usedBy.get(taskId);
+    const sandboxDir = known?.sandboxDir ?? path.join(this.deps.paths.sandboxes, taskId);
+    const overlayPath = sources.overlayPath ?? path.join(sandboxDir, 'overlay.qcow2');
+    const qmpSocket = sources.qmpSocket ?? path.join(sandboxDir, 'qmp.sock');
+    const dumpMemory = sources.dumpMemory ?? (this.sandboxes.has(taskId) ? (file: string) => dumpGuestMemory(qmpSocket, file) : undefined);
+    const report = await this.leaks.check({
+      sandboxId: taskId,
+      credentials: known?.credentials ?? [],
+      sources: { workDir: sandboxDir, overlayPath, ...(dumpMemory ? { dumpMemory } : {}), ...(sources.files ? { files: sources.files } : {}) },
+    });
+    if (!dumpMemory && report.verdict === 'clean') {
+      report.verdict = 'incomplete';
+      report.scanned.push({ source: 'guest memory', bytes: 0, error: 'not scanned: the sandbox is not running' });
+    }
+    await writeAtomic(this.reportFile(taskId), JSON.stringify(report, null, 2) + '\n');
+    this.deps.emit?.({ type: 'leakcheck.finished', report });
+    return report;
+  }
+
+  async lastLeakReport(taskId: string): Promise<LeakReport | null> {
+    try {
+      return LeakReport.parse(JSON.parse(await readFile(this.reportFile(taskId), 'utf8')));
+    } catch {
+      return null;
+    }
+  }
+
+  /** The credential API methods, to spread into the app's FactoryApi implementation. Inputs are validated here too. */
+  api(): CredentialApi {
+    const i = credentialApiInputs;
+    return {
+      'credentials.list': async () => this.service.list(),
+      'credentials.set': async (input) => this.service.set(i['credentials.set'].parse(input)),
+      'credentials.delete': async (input) => this.service.delete(i['credentials.delete'].parse(input).id),
+      'credentials.test': async (input) => {
+        const { id, callUpstream } = i['credentials.test'].parse(input);
+        return this.service.test(id, { callUpstream: callUpstream ?? false });
+      },
+      'audit.list': async (input) => {
+        const { sandboxId, limit } = i['audit.list'].parse(input);
+        return this.audit.list(sandboxId, { limit: limit ?? 500 });
+      },
+      'leakcheck.run': async (input) => this.leakCheck(i['leakcheck.run'].parse(input).taskId),
+      'leakcheck.get': async (input) => this.lastLeakReport(i['leakcheck.get'].parse(input).taskId),
+    };
+  }
+
+  async dispose(): Promise<void> {
+    this.unsubscribeAudit();
+    await Promise.all([...this.sandboxes.keys()].map((taskId) => this.release({ taskId })));
+    await this.audit.flush();
+  }
+
+  private reportFile(taskId: string): string {
+    if (!/^[A-Za-z0-9._-]{1,128}$/.test(taskId)) throw new Error(`not a task id: ${taskId.slice(0, 40)}`);
+    return path.join(this.deps.paths.data, 'leakchecks', `${taskId}.json`);
+  }
+}
+
+export type { CredentialApi, CredentialRef };

@@ -1,0 +1,95 @@
+// CredentialBroker as the app uses it: a sandbox extension that starts the
+// proxy before boot and closes it after, plus the credential API methods.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CredentialEvent } from '../../../common/credentials.js';
+import { CredentialBroker } from '../../../main/credentials/broker.js';
+import { MemorySecretStore } from '../../../main/credentials/keychain.js';
+import { appPaths } from '../../../main/state/paths.js';
+import type { SandboxExtension } from '../../../main/tasks/sandbox-ports.js';
+import { createTestCa, type TestCa } from '../../support/https.js';
+import { startModelStub, type ModelStub } from '../../support/model-stub.js';
+
+const REAL = 'sk-ant-broker-test-key-abcdef0123456789';
+
+describe('CredentialBroker', () => {
+  let root: string;
+  let ca: TestCa;
+  let stub: ModelStub;
+  let broker: CredentialBroker;
+  const events: CredentialEvent[] = [];
+
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(os.tmpdir(), 'fiab-broker-'));
+    ca = createTestCa();
+    stub = await startModelStub(ca, { anthropicKey: REAL });
+    broker = new CredentialBroker({
+      paths: appPaths({ FACTORY_DATA_DIR: path.join(root, 'data'), FACTORY_CACHE_DIR: path.join(root, 'cache') }),
+      secrets: new MemorySecretStore(),
+      emit: (e) => events.push(e),
+      upstreamCa: ca.cert,
+      allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
+    });
+  });
+  afterAll(async () => {
+    await broker.dispose();
+    await stub.close();
+    ca.dispose();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('is a SandboxExtension for the task service', () => {
+    const ext: SandboxExtension = broker;
+    expect(ext.name).toBe('credentials');
+  });
+
+  it('stores references through the API, never returning the value; tests the upstream on request', async () => {
+    const api = broker.api();
+    const ref = await api['credentials.set']({ kind: 'anthropic', label: 'Anthropic', value: REAL, target: { upstream: stub.url } });
+    expect(JSON.stringify(ref)).not.toContain(REAL);
+    expect(JSON.stringify(await api['credentials.list']({}))).not.toContain(REAL);
+    const result = await api['credentials.test']({ id: ref.id, callUpstream: true });
+    expect(result).toMatchObject({ stored: true, upstream: { ok: true, status: 200 } });
+    await expect(api['credentials.set']({ kind: 'custom-header', label: 'x', value: 'v', target: { upstream: 'http://plain.example' } })).rejects.toThrow(/https/);
+    expect(events.some((e) => e.type === 'credentials.changed')).toBe(true);
+  });
+
+  it('prepares a proxy per sandbox, audits its requests, and releases it', async () => {
+    const sandboxDir = path.join(root, 'sb', 'task1');
+    const prepared = await broker.prepare({ taskId: 'task1', sandboxDir });
+    expect(prepared.guestForwards).toEqual([{ guestAddress: '10.0.2.100', guestPort: 80, command: `socat - UNIX-CONNECT:${sandboxDir}/proxy.sock` }]);
+    expect(prepared.guestEnv.ANTHROPIC_BASE_URL).toBe('http://10.0.2.100/anthropic');
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        { socketPath: path.join(sandboxDir, 'proxy.sock'), method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': prepared.guestEnv.ANTHROPIC_API_KEY!, 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end('{"model":"m","messages":[]}');
+    });
+    expect(status).toBe(200);
+    expect(stub.requests.at(-1)!.headers['x-api-key']).toBe(REAL);
+    const audit = await broker.api()['audit.list']({ sandboxId: 'task1' });
+    expect(audit).toHaveLength(1);
+    expect(audit[0]).toMatchObject({ sandboxId: 'task1', method: 'POST', rule: 'anthropic', status: 200 });
+    expect(events.some((e) => e.type === 'audit.appended')).toBe(true);
+
+    // The leak check scans what it is given; a file holding the value is a loud 'leak'.
+    const planted = path.join(sandboxDir, 'planted.bin');
+    writeFileSync(planted, Buffer.concat([Buffer.alloc(4096), Buffer.from(`key=${REAL}`)]));
+    const report = await broker.leakCheck('task1', { overlayPath: planted, dumpMemory: async (f) => writeFileSync(f, Buffer.alloc(8192)) });
+    expect(report.verdict).toBe('leak');
+    expect(report.hits).toEqual([{ credentialId: expect.any(String), encoding: 'raw', source: 'overlay', offset: 4100 }]);
+    expect(await broker.api()['leakcheck.get']({ taskId: 'task1' })).toEqual(report);
+    expect(events.some((e) => e.type === 'leakcheck.finished' && e.report.verdict === 'leak')).toBe(true);
+
+    await broker.release({ taskId: 'task1' });
+    expect(existsSync(path.join(sandboxDir, 'proxy.sock'))).toBe(false);
+  });
+});
