@@ -517,10 +517,20 @@ function exposeForTests(r: TerminalRegistry): void {
   };
 }
 
-function webglAvailable(doc: Document): boolean {
+/**
+ * WebGL2 backed by a GPU. A software rasteriser (SwiftShader, llvmpipe: what
+ * Chromium falls back to without a GPU) draws slower than the DOM renderer and
+ * takes CPU from parsing, so it counts as unavailable.
+ */
+export function webglAvailable(doc: Document): boolean {
   try {
     const canvas = doc.createElement('canvas');
-    return !!canvas.getContext('webgl2');
+    const gl = canvas.getContext('webgl2');
+    if (!gl) return false;
+    const info = gl.getExtension('WEBGL_debug_renderer_info');
+    const name = String(info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER));
+    gl.getExtension('WEBGL_lose_context')?.loseContext();
+    return !/swiftshader|llvmpipe|softpipe|software/i.test(name);
   } catch {
     return false;
   }

@@ -1,0 +1,184 @@
+// A terminal flood in Chromium through the real web host and the real renderer:
+// a real shell (host pty) prints tens of MB; the last lines must be exact, the
+// page must answer input meanwhile, the renderer's JS heap must stay bounded,
+// and a reload must show the scrollback again.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CDPSession } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
+import { spawnHostShell } from '../../main/terminal/host-shell.js';
+import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
+import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
+import { ensureRendererBuilt } from './support/build.js';
+import { terminalText, typeInTerminal } from './support/ui-driver.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const LINES = Number(process.env.FLOOD_LINES ?? 12_000_000); // seq 1..12e6 with CRLF ≈ 104 MB
+/** Bytes `seq 1 LINES` puts on the terminal (each line ends in CR LF on a pty). */
+const FLOOD_BYTES = (() => {
+  let total = 0;
+  for (let digits = 1, lo = 1; lo <= LINES; digits++, lo *= 10) total += (Math.min(LINES, lo * 10 - 1) - lo + 1) * (digits + 2);
+  return total;
+})();
+const missing = chromiumMissingReason();
+if (missing) console.log(`terminal-flood skipped: ${missing}`);
+
+/**
+ * Resident memory of the renderer processes of the Chromium this test launched
+ * (its descendants): JS heap plus everything else (buffers, DOM, GPU memory).
+ */
+function rendererRss(): number {
+  const parent = new Map<number, number>();
+  const renderers: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('--type=renderer')) renderers.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  const mine = (pid: number) => {
+    for (let p = pid, hops = 0; p > 1 && hops < 20; p = parent.get(p) ?? 0, hops++) if (p === process.pid) return true;
+    return false;
+  };
+  let total = 0;
+  for (const pid of renderers.filter(mine)) {
+    try {
+      total += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+    } catch {
+      /* gone */
+    }
+  }
+  return total;
+}
+
+async function jsHeapUsed(cdp: CDPSession): Promise<number> {
+  const { metrics } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };
+  return metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+}
+
+describe.skipIf(!!missing)('terminal flood in Chromium', () => {
+  let work: string;
+  let app: TerminalHostApp;
+  let host: WebHost;
+  let browser: OpenBrowser;
+
+  beforeAll(async () => {
+    ensureRendererBuilt(root);
+    work = mkdtempSync(path.join(os.tmpdir(), 'factory-term-flood-'));
+    app = new TerminalHostApp({
+      logDir: path.join(work, 'logs'),
+      openShell: async (cols, rows) =>
+        spawnHostShell({
+          cwd: work,
+          cols,
+          rows,
+          shell: '/bin/bash',
+          args: ['--norc', '--noprofile'],
+          env: { PS1: 'flood$ ', HISTFILE: '/dev/null' },
+        }).source,
+    });
+    host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });
+    browser = await openBrowser();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await host?.close();
+    await app?.dispose();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('floods a shell: exact last lines, input answered meanwhile, bounded heap, scrollback after reload', async () => {
+    const { page, problems } = browser;
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Performance.enable');
+    await page.goto(host.url);
+    await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
+    await page.getByTestId('shell-button').click();
+    const pane = page.getByTestId('terminal-pane');
+    await expect.poll(() => pane.getAttribute('data-status')).toBe('live');
+    await expect.poll(() => terminalText(page)).toContain('flood$');
+    const sessionId = (await pane.getAttribute('data-session-id'))!;
+    const renderer = await pane.getAttribute('data-renderer');
+
+    const heapBefore = await jsHeapUsed(cdp);
+    const rssBefore = rendererRss();
+    let peakRss = rssBefore;
+    // Peak resident memory while the first quarter of the flood went through, and after.
+    let peakRssEarly = rssBefore;
+    await typeInTerminal(page, `seq 1 ${LINES}; echo "DONE-$((6*7))"\r`);
+    const started = Date.now();
+    let peakHeap = heapBefore;
+    let slowestAnswer = 0;
+    let typedCheck = false;
+    // While it floods: the page keeps answering (script round trips, typing into a field).
+    for (;;) {
+      const t0 = Date.now();
+      const text = await page.evaluate((id) => {
+        const t = (window as unknown as { __factoryTerminals: { text(id: string): string } }).__factoryTerminals.text(id);
+        return t.slice(-200);
+      }, sessionId);
+      slowestAnswer = Math.max(slowestAnswer, Date.now() - t0);
+      peakHeap = Math.max(peakHeap, await jsHeapUsed(cdp));
+      const rss = rendererRss();
+      peakRss = Math.max(peakRss, rss);
+      if (app.terminals.stats(sessionId).bytesEmitted < FLOOD_BYTES / 4) peakRssEarly = Math.max(peakRssEarly, rss);
+      if (!typedCheck && Date.now() - started > 1500) {
+        typedCheck = true;
+        const t1 = Date.now();
+        await page.getByTestId('terminal-search-button').click();
+        await page.getByTestId('terminal-search-input').fill('9999');
+        await expect.poll(() => page.getByTestId('terminal-search-input').inputValue()).toBe('9999');
+        await page.keyboard.press('Escape');
+        slowestAnswer = Math.max(slowestAnswer, Date.now() - t1);
+      }
+      if (text.includes('DONE-42')) break;
+      if (Date.now() - started > 600_000) throw new Error(`flood did not finish; terminal ends with ${JSON.stringify(text)}`);
+      await page.waitForTimeout(200);
+    }
+    const seconds = (Date.now() - started) / 1000;
+    const stats = app.terminals.stats(sessionId);
+    console.log(
+      `[terminal-flood] ${LINES} lines (${(stats.bytesEmitted / 1048576).toFixed(1)} MB) in ${seconds.toFixed(1)} s ` +
+        `(${(stats.bytesEmitted / 1048576 / seconds).toFixed(1)} MB/s) renderer=${renderer}, pauses ${stats.pauses}, ` +
+        `JS heap ${(heapBefore / 1048576).toFixed(0)} → peak ${(peakHeap / 1048576).toFixed(0)} MB, ` +
+        `renderer RSS ${(rssBefore / 1048576).toFixed(0)} → ${(peakRssEarly / 1048576).toFixed(0)} in the first quarter → peak ${(peakRss / 1048576).toFixed(0)} MB, ` +
+        `slowest answer ${slowestAnswer} ms`,
+    );
+
+    const lines = (await terminalText(page)).split('\n');
+    const done = lines.lastIndexOf('DONE-42');
+    expect(done).toBeGreaterThan(0);
+    // The last lines are exact and contiguous (xterm.js keeps 10 000 lines).
+    const tail = lines.slice(done - 5000, done).map(Number);
+    expect(tail.at(-1)).toBe(LINES);
+    expect(tail.every((n, i) => i === 0 || n === tail[i - 1]! + 1)).toBe(true);
+    expect(stats.pauses).toBeGreaterThan(0); // the renderer set the pace
+    expect(slowestAnswer).toBeLessThan(5_000);
+    // Bounded: xterm.js's own 10 000-line buffer plus what is in flight, not the
+    // flood. Once warm, the last three quarters (~78 MB) add next to nothing.
+    expect(stats.bytesEmitted).toBeGreaterThanOrEqual(FLOOD_BYTES);
+    expect(peakHeap - heapBefore).toBeLessThan(64 * 1048576);
+    expect(peakRss - peakRssEarly).toBeLessThan(Math.min(64 * 1048576, FLOOD_BYTES / 2));
+
+    // Reload: the page re-attaches and replays the scrollback, then continues live.
+    await page.reload();
+    await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
+    await page.locator(`[data-session-id="${sessionId}"][role="tab"]`).click();
+    await expect.poll(() => terminalText(page), { timeout: 60_000 }).toContain('DONE-42');
+    const replayed = (await terminalText(page)).split('\n');
+    expect(replayed[replayed.lastIndexOf('DONE-42') - 1]).toBe(String(LINES));
+    await typeInTerminal(page, 'echo "after-reload-$((2*21))"\r');
+    await expect.poll(() => terminalText(page)).toContain('after-reload-42');
+
+    mkdirSync(path.join(root, 'test-results'), { recursive: true });
+    await page.screenshot({ path: path.join(root, 'test-results/terminal-flood.png') });
+    expect(problems).toEqual([]);
+  });
+});
