@@ -14,6 +14,7 @@ import {
   type TerminalDataEvent,
 } from '../common/contract.js';
 import type { SystemStatus } from '../common/domain.js';
+import { GUEST_REPO_DIR } from './pipeline/guest-shell.js';
 import { CommandStageExecutor, type StageExecutor } from './pipeline/stage-executor.js';
 import { PipelineRunner } from './pipeline/stage-runner.js';
 import { PullbackQuarantine } from './pullback/quarantine.js';
@@ -141,7 +142,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
       const ssh = tasks.sandboxSsh(taskId);
-      const channel = await ssh.shell({ cols, rows });
+      // A login shell (root, for inspection) that starts in the task's repository.
+      const channel = await ssh.exec(`cd ${GUEST_REPO_DIR} 2>/dev/null; exec bash -l`, { pty: { cols, rows } });
       return terminals.register({ taskId, kind: 'shell', title: 'shell', cols, rows, source: sshChannelSource(channel) });
     },
     'terminal.attach': async ({ sessionId }) => terminals.attach(sessionId),

@@ -434,7 +434,7 @@ export class TaskService<Image = unknown> {
   /** Upload the seed bundle and clone it as the agent user on the task branch. */
   private async seed(ssh: SandboxSshPort, task: Task, bundlePath: string): Promise<void> {
     const prep = await ssh.run(
-      `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory`,
+      `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
       { timeoutMs: 30_000 },
     );
     if (prep.code !== 0) throw new FactoryError('SeedFailed', `preparing /work in the sandbox failed: ${prep.stderr.trim().slice(0, 500)}`);

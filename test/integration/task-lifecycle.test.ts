@@ -147,9 +147,11 @@ describe('task lifecycle in a real sandbox', () => {
   it('opens an interactive shell in the sandbox', async () => {
     const a = app!;
     const info = await a.api['terminal.openShell']({ taskId, cols: 100, rows: 30 });
-    await a.api['terminal.write']({ sessionId: info.id, data: 'cat /work/repo/README.md; echo SHELL-$((40+2))\n' });
+    await a.api['terminal.write']({ sessionId: info.id, data: 'pwd; cat README.md; git --no-pager log --format=%s -1; echo SHELL-$((40+2))\n' });
     await expect.poll(() => output.get(info.id) ?? '', { timeout: 30_000 }).toContain('SHELL-42');
     expect(output.get(info.id)).toContain('changed by the sandbox');
+    expect(output.get(info.id)).toMatch(/^\/work\/repo\r?$/m);
+    expect(output.get(info.id)).toContain('factory: Append a line to the README'); // root's git may read the agent's repo
     await a.api['terminal.close']({ sessionId: info.id });
   });
 
@@ -170,6 +172,7 @@ describe('task lifecycle in a real sandbox', () => {
 
   it('destroys the sandbox: no QEMU process, no overlay', async () => {
     const a = app!;
+    expect(qemuPid).toBeGreaterThan(0);
     const t = await a.api['tasks.destroy']({ taskId });
     expect(t.sandbox.status).toBe('destroyed');
     expect(processAlive(qemuPid)).toBe(false);
