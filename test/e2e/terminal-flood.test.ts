@@ -2,7 +2,7 @@
 // a real shell (host pty) prints tens of MB; the last lines must be exact, the
 // page must answer input meanwhile, the renderer's JS heap must stay bounded,
 // and a reload must show the scrollback again.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,7 @@ import type { CDPSession } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
 import { spawnHostShell } from '../../main/terminal/host-shell.js';
+import { rendererRss } from '../support/chromium-memory.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
 import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
 import { ensureRendererBuilt } from './support/build.js';
@@ -25,38 +26,6 @@ const FLOOD_BYTES = (() => {
 })();
 const missing = chromiumMissingReason();
 if (missing) console.log(`terminal-flood skipped: ${missing}`);
-
-/**
- * Resident memory of the renderer processes of the Chromium this test launched
- * (its descendants): JS heap plus everything else (buffers, DOM, GPU memory).
- */
-function rendererRss(): number {
-  const parent = new Map<number, number>();
-  const renderers: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('--type=renderer')) renderers.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  const mine = (pid: number) => {
-    for (let p = pid, hops = 0; p > 1 && hops < 20; p = parent.get(p) ?? 0, hops++) if (p === process.pid) return true;
-    return false;
-  };
-  let total = 0;
-  for (const pid of renderers.filter(mine)) {
-    try {
-      total += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
-    } catch {
-      /* gone */
-    }
-  }
-  return total;
-}
 
 async function jsHeapUsed(cdp: CDPSession): Promise<number> {
   const { metrics } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };

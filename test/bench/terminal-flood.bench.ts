@@ -1,0 +1,184 @@
+// Terminal flood benchmark, run with: npx tsx test/bench/terminal-flood.bench.ts
+// One sandbox; a text file of BENCH_MB (default 16) MB in the guest. Alternating,
+// in the same run:
+//   (a) OpenSSH: `ssh ... cat FILE > /dev/null` (and with -tt, through a pty);
+//   (b) the session layer only: an ssh2 exec with a pty through TerminalService,
+//       nobody viewing (no flow control);
+//   (c) the whole path: the same exec as a stage, through the web host's
+//       WebSocket into the real UI in Chromium, until xterm.js has parsed the
+//       last line (flow control engaged by the renderer's acknowledgements).
+// Prints throughput of each, the ratio (c)/(a), and peak memory of main (this
+// process, which is the app's main process under the web host) and of the
+// Chromium renderer.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CDPSession } from 'playwright-core';
+import { startWebHost } from '../../main/host/web/web-host.js';
+import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
+import { TerminalService } from '../../main/terminal/terminal-service.js';
+import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
+import { openBrowser } from '../e2e/support/browser.js';
+import { ensureRendererBuilt } from '../e2e/support/build.js';
+import { rendererRss } from '../support/chromium-memory.js';
+import { testImage } from '../support/image.js';
+import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const MB = Number(process.env.BENCH_MB ?? 16);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+const END = 'FLOOD-END-MARK';
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; ms: number; stderr: string }> {
+  const t0 = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, ms: Date.now() - t0, stderr }));
+  });
+}
+
+async function jsHeapUsed(cdp: CDPSession): Promise<number> {
+  const { metrics } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };
+  return metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+}
+
+async function main() {
+  ensureRendererBuilt(root);
+  const image = await testImage();
+  const work = await mkdtemp(path.join(os.tmpdir(), 'terminal-bench-'));
+  const sandboxDir = path.join(work, 'sandbox');
+  const vm = await new QemuDriver().start({ sandboxDir, image, memoryMb: 1024 });
+  const ssh = await vm.ssh();
+  const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
+  const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });
+  const browser = await openBrowser();
+  const results = { openssh: [] as number[], opensshPty: [] as number[], session: [] as number[], chromium: [] as number[] };
+  let peakMain = 0;
+  let peakRenderer = 0;
+  let peakHeap = 0;
+  let pauses = 0;
+  try {
+    console.log(`accel ${vm.accel}, ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}, ${MB} MB of text, ${rounds} rounds`);
+    // Text lines like build output: numbered, ~80 columns.
+    const made = await ssh.run(
+      `yes 'the quick brown fox jumps over the lazy dog while the build prints more and more lines' | head -c ${MB * 1048576} | nl -ba > /root/flood.txt && stat -c %s /root/flood.txt && wc -l < /root/flood.txt`,
+      { timeoutMs: 600_000 },
+    );
+    if (made.code !== 0) throw new Error(`could not make the file: ${made.stderr}`);
+    const [size, lineCount] = made.stdout.trim().split(/\s+/).map(Number) as [number, number];
+    const mb = size / 1048576;
+
+    // OpenSSH against the same sandbox, host key pinned through a known_hosts file.
+    const files = sandboxFiles(sandboxDir);
+    const knownHosts = path.join(work, 'known_hosts');
+    const hostPub = readFileSync(files.hostPublicKey, 'utf8').trim();
+    await writeFile(knownHosts, `[127.0.0.1]:${vm.sshPort} ${hostPub}\n`);
+    const sshArgs = [
+      '-i', files.clientKey, '-p', String(vm.sshPort),
+      '-o', `UserKnownHostsFile=${knownHosts}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
+      '-o', 'IdentitiesOnly=yes', 'root@127.0.0.1',
+    ];
+
+    const page = browser.page;
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Performance.enable');
+    await page.goto(host.url);
+    await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
+
+    for (let round = 1; round <= rounds; round++) {
+      // (a) OpenSSH, no pty and with a pty.
+      for (const [label, extra, into] of [['openssh', [] as string[], results.openssh], ['openssh -tt', ['-tt'], results.opensshPty]] as const) {
+        const r = await run('ssh', [...extra, ...sshArgs, 'cat /root/flood.txt']);
+        if (r.code !== 0) throw new Error(`${label} failed (${r.code}): ${r.stderr}`);
+        into.push(mb / (r.ms / 1000));
+        console.log(`round ${round} ${label}: ${(mb / (r.ms / 1000)).toFixed(2)} MB/s`);
+      }
+
+      // (b) session layer, nobody viewing.
+      {
+        const svc = new TerminalService({ logDir: path.join(work, `logs-b${round}`), emit: () => {}, emitData: () => {} });
+        const t0 = Date.now();
+        const info = svc.register({ kind: 'stage', title: 'b', cols: 120, rows: 30, source: sshChannelSource(await ssh.exec('cat /root/flood.txt', { pty: { cols: 120, rows: 30 } })) });
+        await svc.waitForExit(info.id);
+        const ms = Date.now() - t0;
+        results.session.push(mb / (ms / 1000));
+        console.log(`round ${round} session layer (pty, no viewer): ${(mb / (ms / 1000)).toFixed(2)} MB/s`);
+        svc.dispose();
+      }
+
+      // (c) the whole path into xterm.js in Chromium.
+      {
+        const t0 = Date.now();
+        const info = app.runStage(sshChannelSource(await ssh.exec(`cat /root/flood.txt; echo ${END}`, { pty: { cols: 120, rows: 30 } })));
+        let exited = false;
+        void app.terminals.waitForExit(info.id).then(() => (exited = true));
+        // Sampling is kept light (every 250 ms, the page only asked once the
+        // source ended): it shares the two cores with the guest and the renderer.
+        let done = false;
+        let samples = 0;
+        while (!done) {
+          await new Promise((r) => setTimeout(r, exited ? 20 : 250));
+          if (samples++ % 4 === 0 || exited) {
+            peakMain = Math.max(peakMain, process.memoryUsage().rss);
+            peakRenderer = Math.max(peakRenderer, rendererRss());
+            peakHeap = Math.max(peakHeap, await jsHeapUsed(cdp));
+          }
+          if (exited) {
+            const tail = await page.evaluate(
+              (id) => (window as unknown as { __factoryTerminals?: { text(id: string): string } }).__factoryTerminals?.text(id).slice(-300) ?? '',
+              info.id,
+            );
+            done = tail.includes(END);
+          }
+          if (Date.now() - t0 > 30 * 60_000) throw new Error('the flood did not reach the renderer in 30 minutes');
+        }
+        const ms = Date.now() - t0;
+        const text = await page.evaluate((id) => (window as unknown as { __factoryTerminals: { text(id: string): string } }).__factoryTerminals.text(id), info.id);
+        const lines = text.split('\n');
+        const endAt = lines.lastIndexOf(END);
+        const last = lines[endAt - 1] ?? '';
+        if (!new RegExp(`^\\s*${lineCount}\\s+the quick`).test(last)) {
+          throw new Error(`the last line is wrong: ${JSON.stringify(lines.slice(endAt - 3, endAt + 1))}`);
+        }
+        const st = app.terminals.stats(info.id);
+        pauses += st.pauses;
+        results.chromium.push(mb / (ms / 1000));
+        console.log(`round ${round} into xterm.js in Chromium: ${(mb / (ms / 1000)).toFixed(2)} MB/s (pauses ${st.pauses}, renderer ${await page.getByTestId('terminal-pane').getAttribute('data-renderer')})`);
+      }
+    }
+
+    const a = median(results.openssh);
+    const c = median(results.chromium);
+    console.log('');
+    console.log(`median OpenSSH cat > /dev/null:        ${a.toFixed(2)} MB/s`);
+    console.log(`median OpenSSH -tt cat > /dev/null:    ${median(results.opensshPty).toFixed(2)} MB/s`);
+    console.log(`median session layer, pty, no viewer:  ${median(results.session).toFixed(2)} MB/s`);
+    console.log(`median into xterm.js in Chromium:      ${c.toFixed(2)} MB/s  (ratio to OpenSSH ${(c / a).toFixed(2)}, to OpenSSH -tt ${(c / median(results.opensshPty)).toFixed(2)})`);
+    console.log(`flow-control pauses during (c): ${pauses}`);
+    console.log(`peak RSS main (this process): ${(peakMain / 1048576).toFixed(0)} MB; Chromium renderer RSS ${(peakRenderer / 1048576).toFixed(0)} MB, JS heap ${(peakHeap / 1048576).toFixed(0)} MB`);
+  } finally {
+    await browser.close();
+    await host.close();
+    await app.dispose();
+    ssh.close();
+    await vm.destroy();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
