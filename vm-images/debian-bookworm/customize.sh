@@ -13,7 +13,12 @@ step configure
 install -m 755 "$recipe/guest/factory-init" "$root/sbin/factory-init"
 install -D -m 755 "$recipe/guest/factory-services" "$root/usr/local/sbin/factory-services"
 install -m 644 "$recipe/guest/sshd_config" "$root/etc/ssh/sshd_config"
+install -d -m 755 "$root/etc/factory-init"
+install -m 644 "$recipe/guest/fstab" "$root/etc/factory-init/fstab"
+install -m 644 "$recipe/guest/network" "$root/etc/factory-init/network"
+# The image has no host key of its own: each boot gets one from the host.
 rm -f "$root"/etc/ssh/ssh_host_*_key "$root"/etc/ssh/ssh_host_*_key.pub
+install -m 600 /dev/null "$root/etc/ssh/ssh_host_ed25519_key"
 echo factory-sandbox > "$root/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 factory-sandbox\n::1 localhost\n' > "$root/etc/hosts"
 printf 'nameserver 10.0.2.3\n' > "$root/etc/resolv.conf"
@@ -25,6 +30,11 @@ printf 'nameserver 10.0.2.3\n' > "$root/etc/resolv.conf"
 chroot "$root" useradd --uid 1000 --user-group --create-home --home-dir /home/agent --shell /bin/bash agent
 chroot "$root" usermod -p '*' agent
 install -d -m 755 -o 1000 -g 1000 "$root/work"
+# factory-init only writes contents at boot; owners and modes are set here.
+install -d -m 700 "$root/root/.ssh"
+install -m 600 /dev/null "$root/root/.ssh/authorized_keys"
+install -d -m 700 -o 1000 -g 1000 "$root/home/agent/.ssh"
+install -m 600 -o 1000 -g 1000 /dev/null "$root/home/agent/.ssh/authorized_keys"
 
 # Agent CLIs staged by the host build: one folder per CLI holding "binary" and
 # "install-as" (the absolute path inside the guest).
@@ -38,10 +48,27 @@ chroot "$root" dpkg-query -W -f '${Package}\t${Version}\n' > "$out/packages.tsv"
 
 step kernel
 kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -n 1)
-initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -n 1)
+kver=$(basename "$kernel" | sed 's/^vmlinuz-//')
 cp "$kernel" "$out/vmlinuz"
-cp "$initrd" "$out/initrd.img"
-basename "$kernel" | sed 's/^vmlinuz-//' > "$out/kernel-release"
+echo "$kver" > "$out/kernel-release"
+
+# Our own initrd (see guest/initrd-init): busybox, the virtio disk modules in
+# dependency order, nothing else. Built inside the tree, where cpio is.
+tiny="$root/tmp/factory-initrd"
+rm -rf "$tiny"
+mkdir -p "$tiny/bin" "$tiny/lib/modules"
+cp "$root/bin/busybox" "$tiny/bin/busybox"
+install -m 755 "$recipe/guest/initrd-init" "$tiny/init"
+chroot "$root" modprobe --set-version "$kver" --show-depends -a virtio_pci virtio_blk \
+  | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' > "$tiny/modules.paths"
+[ -s "$tiny/modules.paths" ] || { echo "no virtio modules found for $kver" >&2; exit 1; }
+while read -r ko; do
+  cp "$root$ko" "$tiny/lib/modules/"
+  basename "$ko" >> "$tiny/modules.order"
+done < "$tiny/modules.paths"
+rm "$tiny/modules.paths"
+chroot "$root" sh -c 'cd /tmp/factory-initrd && find . | cpio -o -H newc -R 0:0 --quiet' > "$out/initrd.img"
+rm -rf "$tiny"
 
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/var/log/*.log
 
