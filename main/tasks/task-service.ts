@@ -212,13 +212,13 @@ export class TaskService<Image = unknown> {
     if (!record.pullback || !['review', 'approved', 'rejected'].includes(record.task.phase)) {
       throw new FactoryError('NoReview', `task ${taskId} has no result to review (it is ${record.task.phase})`);
     }
-    const file = path.join(this.deps.quarantine.dirFor(taskId), 'review.json');
+    const file = this.reviewFile(taskId);
     try {
       const review = PullbackReview.parse(JSON.parse(await fsp.readFile(file, 'utf8')));
       this.reviews.set(taskId, review);
       return review;
     } catch {
-      throw new FactoryError('NoReview', `the review of task ${taskId} is no longer available (it was ${record.task.phase === 'review' ? 'lost' : record.task.phase})`);
+      throw new FactoryError('NoReview', `the review of task ${taskId} could not be read from ${file}`);
     }
   }
 
@@ -250,7 +250,6 @@ export class TaskService<Image = unknown> {
       throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; only a task in review can be rejected`);
     }
     await this.deps.quarantine.discard(taskId);
-    this.reviews.delete(taskId);
     await this.update(record, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
     return { ...record.task };
   }
@@ -294,6 +293,11 @@ export class TaskService<Image = unknown> {
 
   private workDir(taskId: string): string {
     return path.join(this.deps.paths.data, 'work', taskId);
+  }
+
+  /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
+  private reviewFile(taskId: string): string {
+    return path.join(this.deps.paths.state, 'reviews', `${taskId}.json`);
   }
 
   private sandboxDir(taskId: string): string {
@@ -406,7 +410,7 @@ export class TaskService<Image = unknown> {
         baseCommit: task().baseCommit,
         bundlePresent: exported.bundlePresent,
       });
-      await writeFileAtomic(path.join(q.dir, 'review.json'), JSON.stringify(verified.review));
+      await writeFileAtomic(this.reviewFile(task().id), JSON.stringify(verified.review));
       this.reviews.set(task().id, verified.review);
       await this.update(
         record,

@@ -59,19 +59,22 @@ describe('failing and cancelled pipelines', () => {
       files: {
         'b.txt': 'b\n',
         '.factory/pipeline.json': JSON.stringify({
-          stages: { build: { command: '(sleep 500 &) ; echo STARTED-SLOW; sleep 600' } },
+          stages: { build: { command: 'cat uncommitted.txt; (sleep 500 &) ; echo STARTED-SLOW; sleep 600' } },
         }),
       },
     });
     repos.push(failing, slow);
+    // Carried into the sandbox as one extra commit because the task asks for uncommitted changes.
+    slow.write('uncommitted.txt', 'NOT-YET-COMMITTED\n');
     const [a, b] = await Promise.all([
       app.api['tasks.create']({ repoPath: failing.dir, title: 'fail please' }),
-      app.api['tasks.create']({ repoPath: slow.dir, title: 'take forever' }),
+      app.api['tasks.create']({ repoPath: slow.dir, title: 'take forever', includeUncommitted: true }),
     ]);
 
     // The slow task reaches its build stage; then it is cancelled.
     const running = await waitFor(b.id, (t) => t.stages[2]!.status === 'running' && !!t.stages[2]!.sessionId);
     await expect.poll(() => output.get(running.stages[2]!.sessionId!) ?? '', { timeout: 60_000 }).toContain('STARTED-SLOW');
+    expect(output.get(running.stages[2]!.sessionId!)).toContain('NOT-YET-COMMITTED');
     const cancelled = await app.api['tasks.cancel']({ taskId: b.id });
     expect(cancelled.phase).toBe('cancelled');
     expect(cancelled.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'cancelled', 'skipped', 'skipped', 'skipped']);

@@ -190,6 +190,8 @@ describe('task lifecycle in a real sandbox', () => {
     expect(t.sandbox.status).toBe('destroyed');
     expect(t.stages.every((s) => s.status === 'passed')).toBe(true);
     const build = t.stages.find((s) => s.name === 'build')!;
+    // The diff that was approved stays readable.
+    expect((await app.api['tasks.review']({ taskId })).files.map((f) => f.path)).toEqual(['README.md']);
     const replay = await app.api['terminal.attach']({ sessionId: build.sessionId! });
     expect(Buffer.from(replay.scrollback, 'base64').toString('utf8')).toContain(MARKER_OUTPUT);
   });
