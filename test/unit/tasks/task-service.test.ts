@@ -113,6 +113,36 @@ describe('cancel', () => {
   });
 });
 
+describe('parallel limit', () => {
+  it('holds a task back while the limit is reached and starts it when a slot frees', async () => {
+    const dataDir = tempDir();
+    const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
+    let ensureCalls = 0;
+    const a = await createFactoryApp({
+      host: 'web',
+      paths,
+      settings: { maxParallelTasks: 1 },
+      vm: fakeVm(true, () => {
+        ensureCalls++;
+        return new Promise(() => {});
+      }),
+    });
+    cleanups.push(() => a.dispose());
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    const first = await a.api['tasks.create']({ repoPath: repo.dir, title: 'one' });
+    const second = await a.api['tasks.create']({ repoPath: repo.dir, title: 'two' });
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: first.id })).phase).toBe('provisioning');
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await a.api['tasks.get']({ taskId: second.id })).phase).toBe('creating');
+    expect(ensureCalls).toBe(1);
+    await a.api['tasks.cancel']({ taskId: first.id });
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: second.id })).phase).toBe('provisioning');
+    expect(ensureCalls).toBe(2);
+  });
+});
+
 describe('restart', () => {
   it('marks a task whose VM was running as lost, kills its leftover QEMU and keeps only logs', async () => {
     const dataDir = tempDir();
