@@ -1,24 +1,14 @@
 // The Electron side of the API: one invoke channel for calls, two send channels
 // for events and terminal bytes. Only our own page in our own window may call.
 import { ipcMain, type BrowserWindow, type IpcMainInvokeEvent } from 'electron';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
 import { dispatchCall, type CallReply, type HostedApp } from '../hosted-app.js';
+import { isOwnPage } from './sender-check.js';
+
+export { isOwnPage };
 
 export const CALL_CHANNEL = 'factory:call';
 export const EVENT_CHANNEL = 'factory:event';
 export const TERMINAL_DATA_CHANNEL = 'factory:terminal-data';
-
-/** True when the URL is exactly our renderer page on file:// (query and hash ignored). */
-export function isOwnPage(url: string | undefined, pageFile: string): boolean {
-  if (!url) return false;
-  try {
-    const u = new URL(url);
-    return u.protocol === 'file:' && path.resolve(fileURLToPath(u)) === path.resolve(pageFile);
-  } catch {
-    return false;
-  }
-}
 
 export function senderAllowed(event: IpcMainInvokeEvent, win: BrowserWindow, pageFile: string): boolean {
   return !win.isDestroyed() && event.sender === win.webContents && isOwnPage(event.senderFrame?.url, pageFile);
