@@ -7,6 +7,9 @@ export function Header() {
   const connection = useFactory((s) => s.connection);
   const controller = useController();
   const image = status?.image;
+  // The probe runs at the first boot; until the status is fetched again, a running sandbox tells.
+  const sandboxAccel = useFactory((s) => Object.values(s.tasks).find((t) => t.sandbox.accel)?.sandbox.accel);
+  const accel = status?.accel ?? sandboxAccel;
   return (
     <header className="app-header" data-testid="system-status">
       <h1>Factory in a Box</h1>
@@ -33,9 +36,9 @@ export function Header() {
                 ) : null}
               </span>
             )}
-            {status.accel ? (
+            {accel ? (
               <span className="pill" data-testid="accel">
-                accel: {status.accel}
+                accel: {accel}
               </span>
             ) : null}
             {image ? (

@@ -24,7 +24,7 @@ const skipReason = chromiumMissingReason() ?? (which('qemu-system-x86_64') ? und
 if (skipReason) console.log(`web-ui e2e skipped: ${skipReason}`);
 
 const MARKER = `E2E-MARKER-${randomBytes(4).toString('hex')}`;
-const PIPELINE_MS = 15 * 60_000;
+const PIPELINE_MS = 10 * 60_000;
 
 function pipelineConfig() {
   const say = (s: string) => ({ command: `echo "stage ${s} in $(pwd)"` });
@@ -36,7 +36,8 @@ function pipelineConfig() {
         // Edits a tracked file; the runner commits the work on the task branch.
         build: { command: `printf 'hello from the sandbox\\n' >> hello.txt && echo ${MARKER}` },
         test: { command: 'grep -q "hello from the sandbox" hello.txt && echo tests-ok' },
-        review: { command: 'git diff --stat HEAD' },
+        // --no-pager: stages run under a pty, where git would otherwise wait in less.
+        review: { command: 'git --no-pager diff --stat HEAD' },
         document: say('document'),
       },
     },
@@ -60,6 +61,15 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
     app = await createFactoryApp({ host: 'web', paths });
     host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
+    // A running account of the task in the test log, so a slow or stuck run shows where it is.
+    const t0 = Date.now();
+    let last = '';
+    app.onEvent((e) => {
+      if (e.type !== 'task.updated') return;
+      const t = e.task;
+      const line = `${t.phase} sandbox=${t.sandbox.status} ${t.stages.map((s) => `${s.name}:${s.status}`).join(' ')}${t.error ? ` error=${t.error.name}: ${t.error.message}` : ''}`;
+      if (line !== last) console.log(`[e2e +${((Date.now() - t0) / 1000).toFixed(1)}s] ${(last = line)}`);
+    });
     browser = await openBrowser();
     repo = await makeRepo({ files: { 'hello.txt': 'hello\n', '.factory/pipeline.json': pipelineConfig() } });
     repo.write('scratch.txt', 'uncommitted work the app must not touch\n');
@@ -104,7 +114,12 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
 
     const started = Date.now();
     const taskId = await startTask(page, repo.dir, 'Append a greeting to hello.txt');
-    await waitForAllStagesPassed(page, taskId, PIPELINE_MS);
+    try {
+      await waitForAllStagesPassed(page, taskId, PIPELINE_MS);
+    } catch (err) {
+      await page.screenshot({ path: path.join(shots, 'e2e-failed.png'), fullPage: true });
+      throw err;
+    }
     console.log(`e2e: six stages passed ${((Date.now() - started) / 1000).toFixed(1)} s after Start`);
 
     await page.getByTestId('terminal-tab-build').click();
@@ -135,5 +150,5 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     expect(overlays).toEqual([]);
     await page.screenshot({ path: path.join(shots, 'e2e-destroyed.png'), fullPage: true });
     expect(problems).toEqual([]);
-  });
+  }, 20 * 60_000);
 });
