@@ -27,9 +27,14 @@ const FLOOD_BYTES = (() => {
 const missing = chromiumMissingReason();
 if (missing) console.log(`terminal-flood skipped: ${missing}`);
 
-async function jsHeapUsed(cdp: CDPSession): Promise<number> {
-  const { metrics } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };
-  return metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+/**
+ * The page's live JS heap plus ArrayBuffer backing stores (where queued terminal
+ * bytes would pile up), after a collection so garbage awaiting GC is not counted.
+ */
+async function jsMemory(cdp: CDPSession): Promise<number> {
+  await cdp.send('HeapProfiler.collectGarbage');
+  const u = (await cdp.send('Runtime.getHeapUsage')) as { usedSize: number; embedderHeapUsedSize?: number; backingStorageSize?: number };
+  return u.usedSize + (u.embedderHeapUsedSize ?? 0) + (u.backingStorageSize ?? 0);
 }
 
 describe.skipIf(!!missing)('terminal flood in Chromium', () => {
@@ -66,7 +71,6 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
   it('floods a shell: exact last lines, input answered meanwhile, bounded heap, scrollback after reload', async () => {
     const { page, problems } = browser;
     const cdp = await page.context().newCDPSession(page);
-    await cdp.send('Performance.enable');
     await page.goto(host.url);
     await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
     await page.getByTestId('shell-button').click();
@@ -76,7 +80,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
     const sessionId = (await pane.getAttribute('data-session-id'))!;
     const renderer = await pane.getAttribute('data-renderer');
 
-    const heapBefore = await jsHeapUsed(cdp);
+    const heapBefore = await jsMemory(cdp);
     const rssBefore = rendererRss();
     let peakRss = rssBefore;
     // Peak resident memory while the first quarter of the flood went through, and after.
@@ -86,6 +90,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
     let peakHeap = heapBefore;
     let slowestAnswer = 0;
     let typedCheck = false;
+    let samples = 0;
     // While it floods: the page keeps answering (script round trips, typing into a field).
     for (;;) {
       const t0 = Date.now();
@@ -94,7 +99,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
         return t.slice(-200);
       }, sessionId);
       slowestAnswer = Math.max(slowestAnswer, Date.now() - t0);
-      peakHeap = Math.max(peakHeap, await jsHeapUsed(cdp));
+      if (++samples % 5 === 0) peakHeap = Math.max(peakHeap, await jsMemory(cdp));
       const rss = rendererRss();
       peakRss = Math.max(peakRss, rss);
       if (app.terminals.stats(sessionId).bytesEmitted < FLOOD_BYTES / 4) peakRssEarly = Math.max(peakRssEarly, rss);
@@ -116,7 +121,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
     console.log(
       `[terminal-flood] ${LINES} lines (${(stats.bytesEmitted / 1048576).toFixed(1)} MB) in ${seconds.toFixed(1)} s ` +
         `(${(stats.bytesEmitted / 1048576 / seconds).toFixed(1)} MB/s) renderer=${renderer}, pauses ${stats.pauses}, ` +
-        `JS heap ${(heapBefore / 1048576).toFixed(0)} → peak ${(peakHeap / 1048576).toFixed(0)} MB, ` +
+        `JS heap+buffers ${(heapBefore / 1048576).toFixed(0)} → peak ${(peakHeap / 1048576).toFixed(0)} MB, ` +
         `renderer RSS ${(rssBefore / 1048576).toFixed(0)} → ${(peakRssEarly / 1048576).toFixed(0)} in the first quarter → peak ${(peakRss / 1048576).toFixed(0)} MB, ` +
         `slowest answer ${slowestAnswer} ms`,
     );
@@ -131,10 +136,10 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
     expect(stats.pauses).toBeGreaterThan(0); // the renderer set the pace
     expect(slowestAnswer).toBeLessThan(5_000);
     // Bounded: xterm.js's own 10 000-line buffer plus what is in flight, not the
-    // flood. Once warm, the last three quarters (~78 MB) add next to nothing.
+    // flood (JS heap and ArrayBuffers are where unparsed bytes would pile up).
+    // Resident memory is reported; it also moves with GC and allocator timing.
     expect(stats.bytesEmitted).toBeGreaterThanOrEqual(FLOOD_BYTES);
-    expect(peakHeap - heapBefore).toBeLessThan(64 * 1048576);
-    expect(peakRss - peakRssEarly).toBeLessThan(Math.min(64 * 1048576, FLOOD_BYTES / 2));
+    expect(peakHeap - heapBefore).toBeLessThan(Math.min(48 * 1048576, FLOOD_BYTES / 2));
 
     // Reload: the page re-attaches and replays the scrollback, then continues live.
     await page.reload();
