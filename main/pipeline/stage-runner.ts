@@ -258,16 +258,15 @@ export class PipelineRunner {
   /** Commits whatever the stages left in the work tree on the task branch; returns its head. */
   private async commitWork(input: PipelineRunInput): Promise<string> {
     const { task, ssh } = input;
-    const subject = `factory: ${task.title.split('\n')[0]!.slice(0, 72)}`;
-    const body = `${subject}\n\nTask ${task.id}, made in a Factory in a Box sandbox.\n`;
-    await this.putText(input, `${GUEST_FACTORY_DIR}/commit-message`, body);
+    const subject = `factory: ${plainText(task.title.split('\n')[0]!).slice(0, 72)}`;
+    const body = `Task ${task.id}, made in a Factory in a Box sandbox.`;
     const script = [
       'set -e',
       `cd ${GUEST_REPO_DIR}`,
       `if [ "$(git symbolic-ref -q HEAD)" != ${shellQuote(`refs/heads/${task.branch}`)} ]; then echo "FACTORY_WRONG_BRANCH $(git symbolic-ref -q --short HEAD || echo detached)"; exit 3; fi`,
       'git -c core.hooksPath=/dev/null add -A',
       'if ! git diff --cached --quiet; then',
-      `  git -c core.hooksPath=/dev/null -c user.name='Factory in a Box' -c user.email=factory@localhost commit -q --no-verify -F ${GUEST_FACTORY_DIR}/commit-message`,
+      `  git -c core.hooksPath=/dev/null -c user.name='Factory in a Box' -c user.email=factory@localhost commit -q --no-verify -m ${shellQuote(subject)} -m ${shellQuote(body)}`,
       'fi',
       'echo "FACTORY_HEAD $(git rev-parse HEAD)"',
     ].join('\n');
