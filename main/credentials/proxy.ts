@@ -321,19 +321,22 @@ export class CredentialProxy {
     headers[injectName] = credentialHeaderValue(route.inject, secret);
     headers.host = host;
 
-    try {
-      // Checked here for a clear refusal; the lookup hook checks again at connect time.
-      await this.guard.resolve(route.upstream.hostname);
-    } catch (err) {
-      audit({ rule: `refused: ${route.name} (destination)`, host, path: upstreamPath });
-      return this.fail(res, 403, `factory proxy: refused: ${(err as Error).message}`);
+    // IP literals never reach a lookup hook, so they are checked here; names are
+    // checked on every connect by the lookup hook (after resolution, no rebinding).
+    if (net.isIP(route.upstream.hostname.replace(/^\[|\]$/g, ''))) {
+      try {
+        await this.guard.resolve(route.upstream.hostname);
+      } catch (err) {
+        audit({ rule: `refused: ${route.name} (destination)`, host, path: upstreamPath });
+        return this.fail(res, 403, `factory proxy: refused: ${(err as Error).message}`);
+      }
     }
 
     audit({ rule: route.name, host, path: upstreamPath, note: pushNote });
     this.usedCredentialIds.add(route.credentialId);
     const upstreamReq = https.request({
       protocol: 'https:',
-      host: route.upstream.hostname,
+      host: route.upstream.hostname.replace(/^\[|\]$/g, ''),
       port: route.upstream.port || 443,
       servername: net.isIP(route.upstream.hostname) ? undefined : route.upstream.hostname,
       method,
