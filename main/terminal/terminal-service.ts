@@ -128,8 +128,15 @@ export class TerminalService {
       stats: { bytesIn: 0, bytesEmitted: 0, pauses: 0, resumes: 0 },
     };
     if (s.persist) {
-      s.logFd = fs.openSync(this.logPath(id), 'a', 0o600);
-      this.writeMeta(s);
+      try {
+        s.logFd = fs.openSync(this.logPath(id), 'a', 0o600);
+        this.writeMeta(s);
+      } catch (err) {
+        // No log (full disk, unwritable folder) must not cost the user the terminal.
+        this.closeLog(s);
+        s.persist = false;
+        process.emitWarning(`terminal log for ${id} not kept: ${(err as Error).message}`);
+      }
     }
     this.sessions.set(id, s);
 
@@ -323,7 +330,13 @@ export class TerminalService {
     s.info.status = lost ? 'lost' : 'exited';
     s.info.exitCode = code;
     s.flow.disengage();
-    if (s.persist) this.writeMeta(s);
+    if (s.persist) {
+      try {
+        this.writeMeta(s);
+      } catch (err) {
+        process.emitWarning(`terminal log status for ${s.info.id} not saved: ${(err as Error).message}`);
+      }
+    }
     if (announce) this.deps.emit({ type: 'terminal.status', info: { ...s.info } });
     const waiters = s.exitWaiters.splice(0);
     for (const w of waiters) w({ ...s.exit });

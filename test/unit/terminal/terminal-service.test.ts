@@ -227,6 +227,17 @@ describe('TerminalService with a real pty', () => {
     expect(replay).toMatch(/\n9999\r\n10000\r\n(\r\n)?$/);
   });
 
+  it('keeps the terminal when its log cannot be written', async () => {
+    const { svc, bytesOf } = makeService();
+    // The log folder vanished and a file took its place: every log write fails.
+    fs.rmSync(path.join(dir, 'logs'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'logs'), 'not a folder');
+    const info = svc.register({ kind: 'stage', title: 'x', cols: 80, rows: 24, source: ptyCommandHeld('echo still-here'), persistLog: true });
+    await releaseWhenSeen(svc, info.id, () => bytesOf(info.id), 'still-here\r\n');
+    expect(svc.list()[0]).toMatchObject({ status: 'exited', exitCode: 0 });
+    expect(svc.tail(info.id, 100)).toContain('still-here');
+  });
+
   it('ignores corrupt metadata in the log folder', () => {
     fs.mkdirSync(path.join(dir, 'logs'), { recursive: true });
     fs.writeFileSync(path.join(dir, 'logs', 'term-x.json'), '{"version":1,"info":{"id":"term-x"}}');
