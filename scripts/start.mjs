@@ -72,6 +72,7 @@ if (isStale('dist/renderer/index.html', ['renderer', 'common'])) {
   run('build renderer', 'npx', ['vite', 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'warn']);
 }
 
+if (!electron && !forceWeb) console.log('No Electron runtime installed: serving the UI from the web host.');
 const child = electron
   ? spawn(electron, [root, ...args.filter((a) => a !== '--web')], { cwd: root, stdio: 'inherit' })
   : spawn(process.execPath, [path.join(root, 'dist/main/host/web/main.js'), ...args.filter((a) => a !== '--web')], {
