@@ -79,7 +79,6 @@ const child = electron
       cwd: root,
       stdio: 'inherit',
     });
-if (!electron && !forceWeb) console.log('No Electron runtime installed: serving the UI from the web host.');
 
 // Ctrl-C reaches the whole process group; the child disposes the app and exits.
 // This process waits for it instead of dying first and orphaning its sandboxes.
