@@ -102,6 +102,20 @@ export class CredentialBroker {
     await s.proxy.close().catch(() => undefined);
   }
 
+  /**
+   * For the task service's teardown, while the VM still runs (before destroy):
+   * the leak check with a memory dump. Never throws; a failure is a report with
+   * verdict 'incomplete', a hit is 'leak' (announced as leakcheck.finished).
+   */
+  async beforeDestroy(ctx: { taskId: string }): Promise<LeakReport | undefined> {
+    try {
+      return await this.leakCheck(ctx.taskId);
+    } catch (err) {
+      console.error(`leak check of ${ctx.taskId} failed: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
   proxyFor(taskId: string): CredentialProxy | undefined {
     return this.sandboxes.get(taskId)?.proxy;
   }
