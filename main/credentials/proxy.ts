@@ -147,6 +147,8 @@ export class CredentialProxy {
     this.server = http.createServer({ requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {
       this.handle(req, res).catch((err) => this.fail(res, 502, `proxy error: ${(err as Error).message}`));
     });
+    // A guest cannot exhaust the host with connections.
+    this.server.maxConnections = 128;
     this.server.on('connect', (req, socket: Duplex, head) => this.tunnel(req, socket, head));
     this.server.on('connection', (s: Duplex) => {
       this.sockets.add(s);

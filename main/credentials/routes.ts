@@ -92,6 +92,16 @@ export function planSandboxRoutes(refs: CredentialRef[], opts: { taskId: string;
     const repo = new URL(opts.git.repoUrl);
     if (repo.protocol !== 'https:') throw new FactoryError('InvalidInput', `the git remote must be an https URL, got ${repo.protocol}`);
     if (repo.username || repo.password) throw new FactoryError('InvalidInput', 'the git remote URL must not contain a user name or token');
+    // The remote comes from the repository's own config, which is untrusted: the
+    // token goes only to the host (and path prefix) the user stored it for.
+    const allowed = new URL(ref.target.upstream);
+    const allowedPath = allowed.pathname.replace(/\/$/, '');
+    if (repo.origin !== allowed.origin || (allowedPath && !(repo.pathname === allowedPath || repo.pathname.startsWith(allowedPath + '/')))) {
+      throw new FactoryError(
+        'CredentialScope',
+        `the git credential "${ref.id}" is for ${allowed.origin}${allowedPath}, not for the task's remote ${repo.origin}${repo.pathname}`,
+      );
+    }
     const repoName = path.posix.basename(repo.pathname).replace(/[^A-Za-z0-9._-]/g, '_') || 'repo.git';
     const placeholder = newPlaceholder();
     const mount = `/git/${repoName}`;

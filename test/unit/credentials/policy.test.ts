@@ -54,3 +54,18 @@ describe('guest wiring', () => {
     expect(guestEnvScript({ A: "x'y" })).toBe(`export A='x'\\''y'\n`);
   });
 });
+
+describe('git route scope', () => {
+  const now = new Date().toISOString();
+  const ref = { id: 'gh', kind: 'git' as const, label: 'GitHub', target: { upstream: 'https://github.com/acme' }, createdAt: now, updatedAt: now };
+  it('sends the token only to the host and path prefix it was stored for', async () => {
+    const { planSandboxRoutes } = await import('../../../main/credentials/routes.js');
+    expect(planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'https://github.com/acme/app.git', credentialId: 'gh' } }).gitRemoteUrl).toMatch(
+      /^http:\/\/factory:fiab-placeholder-[0-9a-f]+@10\.0\.2\.100\/git\/app\.git$/,
+    );
+    expect(() => planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'https://evil.example/acme/app.git', credentialId: 'gh' } })).toThrow(/is for https:\/\/github.com\/acme, not for/);
+    expect(() => planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'https://github.com/acme-evil/app.git', credentialId: 'gh' } })).toThrow(/not for/);
+    expect(() => planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'http://github.com/acme/app.git', credentialId: 'gh' } })).toThrow(/https/);
+    expect(() => planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'https://u:p@github.com/acme/app.git', credentialId: 'gh' } })).toThrow(/must not contain/);
+  });
+});
