@@ -3,6 +3,7 @@
 // argument, validated with the schema below at the host boundary, and returns a
 // promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
 import { z } from 'zod';
+import { StageName } from './domain.js';
 import type {
   PullbackReview,
   SystemStatus,
@@ -32,6 +33,8 @@ export const apiInputs = {
   'tasks.review': z.object({ taskId: id }),
   'tasks.approve': z.object({ taskId: id }),
   'tasks.reject': z.object({ taskId: id }),
+  /** Runs a failed or cancelled task's pipeline again in its sandbox, from a stage (default: the one that failed). */
+  'tasks.retry': z.object({ taskId: id, fromStage: StageName.optional() }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
   'terminal.openShell': z.object({ taskId: id, ...dims }),
@@ -58,6 +61,7 @@ export interface ApiOutputs {
   'tasks.review': PullbackReview;
   'tasks.approve': Task;
   'tasks.reject': Task;
+  'tasks.retry': Task;
   'terminal.list': TerminalInfo[];
   'terminal.openShell': TerminalInfo;
   'terminal.attach': { info: TerminalInfo; scrollback: string };

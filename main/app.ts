@@ -139,6 +139,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
     'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
+    'tasks.retry': async ({ taskId, fromStage }) => tasks.retry(taskId, fromStage),
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
       const ssh = tasks.sandboxSsh(taskId);

@@ -49,6 +49,9 @@ export interface PipelineRunInput {
   guestEnv?: Record<string, string>;
   /** Called with the full stage list after every change. */
   onStages(stages: StageResult[]): void;
+  /** Re-run from this stage (a retry); earlier stages keep their results from `previous`. */
+  startAt?: StageName;
+  previous?: StageResult[];
 }
 
 export interface PipelineRunOutcome {
@@ -87,12 +90,19 @@ export class PipelineRunner {
   async run(input: PipelineRunInput): Promise<PipelineRunOutcome> {
     const { task, config, ssh, signal } = input;
     const stages = pendingStages();
+    const startIndex = input.startAt ? STAGE_NAMES.indexOf(input.startAt) : 0;
+    if (startIndex < 0) throw new FactoryError('InvalidInput', `no stage named ${input.startAt}`);
+    for (let i = 0; i < startIndex; i++) {
+      const prev = input.previous?.find((p) => p.name === stages[i]!.name);
+      if (prev?.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${input.startAt}: stage ${stages[i]!.name} has not passed`);
+      stages[i] = { ...prev };
+    }
     const publish = () => input.onStages(stages.map((s) => ({ ...s })));
     const executor = this.executorFor(task, config);
     await this.prepareGuest(input);
     let runCounter = 0;
 
-    for (let i = 0; i < stages.length; i++) {
+    for (let i = startIndex; i < stages.length; i++) {
       const stage = stages[i]!;
       if (signal.aborted) {
         this.skipFrom(stages, i, 'cancelled');

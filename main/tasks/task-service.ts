@@ -9,7 +9,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
-import { PullbackReview, type ErrorInfo, type StageResult, type Task, type TaskPhase } from '../../common/domain.js';
+import { PullbackReview, type ErrorInfo, type StageName, type StageResult, type Task, type TaskPhase } from '../../common/domain.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../pipeline/guest-shell.js';
 import { PipelineRunner, pendingStages } from '../pipeline/stage-runner.js';
@@ -186,6 +186,49 @@ export class TaskService<Image = unknown> {
       await runtime.done;
     }
     return { ...this.record(taskId).task };
+  }
+
+  /**
+   * Runs a failed or cancelled task's pipeline again in the same sandbox, from
+   * `fromStage` (default: the stage that failed or was cancelled); earlier
+   * stages keep their results.
+   */
+  async retry(taskId: string, fromStage?: StageName): Promise<Task> {
+    const record = this.record(taskId);
+    const t = record.task;
+    if (t.phase !== 'failed' && t.phase !== 'cancelled') {
+      throw new FactoryError('NotRetryable', `task ${taskId} is ${t.phase}; only a failed or cancelled task can be retried`);
+    }
+    const old = this.runtimes.get(taskId);
+    if (!old?.vm || !old.ssh || t.sandbox.status !== 'running') {
+      throw new FactoryError('NoSandbox', `task ${taskId} has no running sandbox to retry in`);
+    }
+    await old.done;
+    const start = fromStage ?? t.stages.find((s) => s.status === 'failed' || s.status === 'cancelled')?.name ?? 'request';
+    for (const s of t.stages) {
+      if (s.name === start) break;
+      if (s.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
+    }
+    const config = await loadPipelineConfig(t.repoPath, t.baseCommit);
+    // A fresh abort controller: the old one may have fired (cancel).
+    const rt = old;
+    rt.abort = new AbortController();
+    const { error: _previousError, ...rest } = record.task;
+    record.task = rest;
+    await this.update(record, { phase: 'running' });
+    rt.done = (async () => {
+      let release: (() => void) | undefined;
+      try {
+        release = await this.slots.acquire(rt.abort.signal);
+        await this.runPipelineAndPullback(record, rt, config, start);
+      } catch (err) {
+        if (rt.abort.signal.aborted) await this.update(record, { phase: 'cancelled' });
+        else await this.fail(record, err);
+      } finally {
+        release?.();
+      }
+    })();
+    return { ...record.task };
   }
 
   /** Ends the VM and deletes its overlay; a result in review stays approvable. */
@@ -374,49 +417,7 @@ export class TaskService<Image = unknown> {
       await fsp.rm(seed.bundlePath, { force: true });
       this.checkAborted(signal);
 
-      await this.update(record, { phase: 'running' });
-      const outcome = await this.deps.runner.run({
-        task: task(),
-        config,
-        ssh: rt.ssh,
-        signal,
-        guestEnv: rt.guestEnv,
-        onStages: (stages: StageResult[]) => {
-          void this.update(record, { stages }).catch(() => undefined);
-        },
-      });
-      if (outcome.status === 'cancelled') {
-        await this.update(record, { phase: 'cancelled', stages: outcome.stages });
-        return;
-      }
-      if (outcome.status === 'failed') {
-        await this.update(record, { phase: 'failed', stages: outcome.stages, ...(outcome.error ? { error: outcome.error } : {}) });
-        return;
-      }
-
-      await this.update(record, { phase: 'pulling-back', stages: outcome.stages });
-      const q = await this.deps.quarantine.prepare(task().id);
-      const exported = await exportTaskBundle({
-        ssh: rt.ssh,
-        branch: task().branch,
-        baseCommit: task().baseCommit,
-        bundlePath: q.bundlePath,
-        maxBytes: this.deps.quarantine.maxBundleBytes,
-      });
-      const verified = await this.deps.quarantine.verify({
-        taskId: task().id,
-        repoPath: task().repoPath,
-        branch: task().branch,
-        baseCommit: task().baseCommit,
-        bundlePresent: exported.bundlePresent,
-      });
-      await writeFileAtomic(this.reviewFile(task().id), JSON.stringify(verified.review));
-      this.reviews.set(task().id, verified.review);
-      await this.update(
-        record,
-        { phase: 'review' },
-        { pullback: { headCommit: verified.headCommit, bundleSha256: verified.bundleSha256, bundleBytes: verified.review.bundleBytes, empty: verified.empty } },
-      );
+      await this.runPipelineAndPullback(record, rt, config);
     } catch (err) {
       if (signal.aborted) {
         await this.update(record, {
@@ -429,6 +430,57 @@ export class TaskService<Image = unknown> {
     } finally {
       release?.();
     }
+  }
+
+  /** Pipeline (whole, or from one stage on a retry), then pull-back into quarantine and review. */
+  private async runPipelineAndPullback(record: TaskRecord, rt: Runtime, config: PipelineConfig, startAt?: StageName): Promise<void> {
+    const task = () => record.task;
+    const ssh = rt.ssh;
+    if (!ssh) throw new FactoryError('NoSandbox', `task ${task().id} has no running sandbox`);
+    await this.update(record, { phase: 'running' });
+    const outcome = await this.deps.runner.run({
+      task: task(),
+      config,
+      ssh,
+      signal: rt.abort.signal,
+      guestEnv: rt.guestEnv,
+      ...(startAt ? { startAt, previous: task().stages } : {}),
+      onStages: (stages: StageResult[]) => {
+        void this.update(record, { stages }).catch(() => undefined);
+      },
+    });
+    if (outcome.status === 'cancelled') {
+      await this.update(record, { phase: 'cancelled', stages: outcome.stages });
+      return;
+    }
+    if (outcome.status === 'failed') {
+      await this.update(record, { phase: 'failed', stages: outcome.stages, ...(outcome.error ? { error: outcome.error } : {}) });
+      return;
+    }
+
+    await this.update(record, { phase: 'pulling-back', stages: outcome.stages });
+    const q = await this.deps.quarantine.prepare(task().id);
+    const exported = await exportTaskBundle({
+      ssh,
+      branch: task().branch,
+      baseCommit: task().baseCommit,
+      bundlePath: q.bundlePath,
+      maxBytes: this.deps.quarantine.maxBundleBytes,
+    });
+    const verified = await this.deps.quarantine.verify({
+      taskId: task().id,
+      repoPath: task().repoPath,
+      branch: task().branch,
+      baseCommit: task().baseCommit,
+      bundlePresent: exported.bundlePresent,
+    });
+    await writeFileAtomic(this.reviewFile(task().id), JSON.stringify(verified.review));
+    this.reviews.set(task().id, verified.review);
+    await this.update(
+      record,
+      { phase: 'review' },
+      { pullback: { headCommit: verified.headCommit, bundleSha256: verified.bundleSha256, bundleBytes: verified.review.bundleBytes, empty: verified.empty } },
+    );
   }
 
   private checkAborted(signal: AbortSignal): void {

@@ -95,6 +95,17 @@ describe('failing and cancelled pipelines', () => {
     expect(failed.error?.detail).toContain('1 test ran');
     await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
 
+    // A retry runs again from the failed stage in the same sandbox; earlier stages keep their results.
+    const retried = await app.api['tasks.retry']({ taskId: a.id });
+    expect(retried.phase).toBe('running');
+    expect(retried.error).toBeUndefined();
+    const again = await waitFor(a.id, (t) => ['failed', 'review'].includes(t.phase));
+    expect(again.phase).toBe('failed');
+    expect(again.stages.slice(0, 3)).toEqual(failed.stages.slice(0, 3));
+    expect(again.stages[3]).toMatchObject({ status: 'failed', exitCode: 3 });
+    expect(again.stages[3]!.sessionId).not.toBe(test.sessionId);
+    await expect(app.api['tasks.retry']({ taskId: a.id, fromStage: 'review' })).rejects.toThrow('cannot start at review: stage test has not passed');
+
     for (const id of [a.id, b.id]) expect((await app.api['tasks.destroy']({ taskId: id })).sandbox.status).toBe('destroyed');
   });
 });

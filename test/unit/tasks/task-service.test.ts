@@ -94,6 +94,7 @@ describe('tasks.create validation', () => {
     expect(events).toContain('provisioning/booting');
     await expect(a.api['tasks.review']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoReview' });
     await expect(a.api['tasks.approve']({ taskId: task.id })).rejects.toMatchObject({ name: 'NotInReview' });
+    await expect(a.api['tasks.retry']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoSandbox' });
   });
 });
 
