@@ -32,8 +32,8 @@ export class SandboxSsh {
     client.on('close', () => {
       this.closed = true;
     });
-    // Errors after the handshake surface on the channels; keep them from crashing the process.
-    client.on('error', () => {});
+    // Errors after the handshake surface on the channels; connect() keeps an
+    // error listener on the client so they never crash the process.
   }
 
   /** Opens and authenticates a connection; rejects on a host key that is not the pinned one. */
@@ -42,16 +42,23 @@ export class SandboxSsh {
     return new Promise((resolve, reject) => {
       const client = new ssh2.Client();
       let mismatch = false;
-      const fail = (err: Error) => {
-        client.removeAllListeners('ready');
+      let settled = false;
+      // ssh2 may emit more than one error for one failed connection; every one
+      // needs a listener or it would take the process down.
+      client.on('error', (err: Error) => {
+        if (settled) return;
+        settled = true;
         client.end();
         reject(mismatch ? new HostKeyMismatchError(opts.port) : err);
-      };
+      });
       client.once('ready', () => {
-        client.removeListener('error', fail);
+        if (settled) {
+          client.end();
+          return;
+        }
+        settled = true;
         resolve(new SandboxSsh(client));
       });
-      client.once('error', fail);
       client.connect({
         host: opts.host ?? '127.0.0.1',
         port: opts.port,

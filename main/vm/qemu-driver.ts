@@ -3,9 +3,9 @@
 // 127.0.0.1, per-sandbox SSH keys handed in through fw_cfg, a QMP socket for
 // control. start() returns only once SSH answers with the pinned host key.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
-import { appendFile, chmod, mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, copyFile, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,8 @@ import { AccelProbe, type AccelChoice } from './accel-probe.js';
 import type { BaseImage } from './image-store.js';
 import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
+import { SnapshotStore } from './snapshot-store.js';
+import { appPaths } from '../state/paths.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QmpClient } from './qmp-client.js';
 
@@ -26,6 +28,11 @@ export interface QemuDriverOptions {
   qemuImgBinary?: string;
   /** Chooses the accelerator; the cached real probe by default. */
   accel?: () => Promise<AccelChoice>;
+  /**
+   * Where booted-VM snapshots are kept for fast starts (the cache dir's
+   * snapshots/ by default); false turns fast boot off. FACTORY_FAST_BOOT=0 too.
+   */
+  snapshotsDir?: string | false;
 }
 
 export interface StartOptions {
@@ -36,6 +43,8 @@ export interface StartOptions {
   bootTimeoutMs?: number;
   /** guest address:port → a command QEMU spawns per guest connection (stdin/stdout = the connection) */
   guestForwards?: GuestForward[];
+  /** Restore a booted snapshot of the image instead of booting (default true; falls back to booting). */
+  fastBoot?: boolean;
 }
 
 export interface RunningVm {
@@ -44,6 +53,8 @@ export interface RunningVm {
   sshPort: number;
   bootMs: number;
   sandboxDir: string;
+  /** 'snapshot' when restored from the image's booted snapshot, else 'cold'. */
+  bootMode: 'cold' | 'snapshot';
   /** New connection, host key pinned, per-sandbox client key. */
   ssh(opts?: { username?: string }): Promise<SandboxSsh>;
   /** QMP quit, SIGKILL on timeout; resolves when the process has ended. */
@@ -91,11 +102,14 @@ export class QemuDriver {
   private readonly qemuBinary: string;
   private readonly qemuImgBinary: string;
   private readonly chooseAccel: () => Promise<AccelChoice>;
+  private readonly snapshots: SnapshotStore | undefined;
 
   constructor(opts: QemuDriverOptions = {}) {
     this.qemuBinary = opts.qemuBinary ?? 'qemu-system-x86_64';
     this.qemuImgBinary = opts.qemuImgBinary ?? 'qemu-img';
     this.chooseAccel = opts.accel ?? (() => AccelProbe.cached({ qemuBinary: this.qemuBinary }));
+    const dir = opts.snapshotsDir ?? path.join(appPaths().cache, 'snapshots');
+    this.snapshots = dir === false || process.env.FACTORY_FAST_BOOT === '0' ? undefined : new SnapshotStore({ dir });
   }
 
   static installHint(platform: NodeJS.Platform = process.platform): string {
@@ -122,66 +136,70 @@ export class QemuDriver {
     const installed = await this.checkInstalled();
     if (!installed.ok) throw new FactoryError('QemuNotInstalled', `QEMU is not available: ${installed.installHint}`);
     const accel = await this.chooseAccel();
-    const files = sandboxFiles(path.resolve(opts.sandboxDir));
     const sandboxDir = path.resolve(opts.sandboxDir);
+    const files = sandboxFiles(sandboxDir);
     await mkdir(sandboxDir, { recursive: true, mode: 0o700 });
     await mkdir(files.keysDir, { recursive: true, mode: 0o700 });
-
     const overlayExisted = existsSync(files.overlay);
-    if (!overlayExisted) await createOverlay(opts.image.disk, files.overlay, { qemuImg: this.qemuImgBinary });
-
     const keys = generateSandboxKeys(path.basename(sandboxDir));
-    await writeFile(files.clientKey, keys.clientPrivateKey, { mode: 0o600 });
-    await writeFile(files.authorizedKeys, keys.clientPublicKey, { mode: 0o600 });
-    await writeFile(files.hostKey, keys.hostPrivateKey, { mode: 0o600 });
-    await writeFile(files.hostPublicKey, keys.hostPublicKey + '\n', { mode: 0o600 });
-
-    // Unix socket paths are limited to ~107 bytes; fall back to a short private path.
-    const qmpSocket =
-      Buffer.byteLength(files.qmpSocket) <= 100 ? files.qmpSocket : path.join(os.tmpdir(), `factory-qmp-${randomBytes(6).toString('hex')}.sock`);
-
-    const cmdline = opts.image.cmdline ?? opts.image.manifest?.kernelCmdline ?? DEFAULT_CMDLINE;
+    await writeKeys(files, keys);
+    const launch: LaunchContext = {
+      accel,
+      files,
+      image: opts.image,
+      memoryMb: opts.memoryMb ?? 2048,
+      cpus: opts.cpus ?? 2,
+      guestForwards: opts.guestForwards ?? [],
+      qmpSocket: qmpSocketFor(files),
+      cmdline: opts.image.cmdline ?? opts.image.manifest?.kernelCmdline ?? DEFAULT_CMDLINE,
+    };
     const bootTimeoutMs = opts.bootTimeoutMs ?? (accel.accel === 'tcg' ? 180_000 : 60_000);
     const started = Date.now();
-    let lastError: Error | undefined;
 
-    for (let attempt = 1; attempt <= PORT_ATTEMPTS; attempt++) {
-      const sshPort = await freePort();
-      await rm(qmpSocket, { force: true });
-      await rm(files.pidFile, { force: true });
-      const serialOffset = await appendMarker(files.serialLog, `boot ${new Date().toISOString()} accel=${accel.accel}`);
-      const args = buildQemuArgs({
-        accel,
-        memoryMb: opts.memoryMb ?? 2048,
-        cpus: opts.cpus ?? 2,
-        kernel: opts.image.kernel,
-        initrd: opts.image.initrd,
-        cmdline,
-        overlay: files.overlay,
-        sshPort,
-        guestForwards: opts.guestForwards ?? [],
-        serialLog: files.serialLog,
-        qmpSocket,
-        pidFile: files.pidFile,
-        fwCfg: [
-          { name: 'authorized_keys', file: files.authorizedKeys },
-          { name: 'ssh_host_ed25519_key', file: files.hostKey },
-        ],
-      });
-      const vm = new QemuVm({
-        sandboxDir,
-        files,
-        qmpSocket,
-        keys,
-        accel,
-        sshPort,
-        serialOffset,
-        child: spawn(this.qemuBinary, args, { stdio: ['ignore', 'ignore', 'pipe'] }),
-      });
+    // A fresh sandbox restores the image's booted snapshot when one can be had;
+    // anything going wrong there falls back to a normal boot.
+    const snapshots = opts.fastBoot === false || overlayExisted ? undefined : this.snapshots;
+    if (snapshots) {
+      const key = this.snapshotKeyFor(launch, installed.version ?? '');
+      let template: string | undefined;
       try {
-        const remaining = bootTimeoutMs - (Date.now() - started);
-        await vm.waitForSsh(Math.max(remaining, 1000), bootTimeoutMs);
+        template = await snapshots.ensure(key, (dir) => this.bootTemplate(launch, dir));
+        const vm = await this.restoreClone(launch, template, keys, Math.min(bootTimeoutMs, 60_000));
         vm.bootMs = Date.now() - started;
+        return vm;
+      } catch (err) {
+        this.lastFastBootError = err as Error;
+        await rm(files.overlay, { force: true });
+        // A template that does not restore is not kept around.
+        if (template) await snapshots.discard(key).catch(() => {});
+      }
+    }
+
+    if (!existsSync(files.overlay)) await createOverlay(opts.image.disk, files.overlay, { qemuImg: this.qemuImgBinary });
+    try {
+      const vm = await this.coldBoot(launch, keys, started + bootTimeoutMs - Date.now(), bootTimeoutMs);
+      vm.bootMs = Date.now() - started;
+      return vm;
+    } catch (err) {
+      await rm(files.keysDir, { recursive: true, force: true });
+      await rm(launch.qmpSocket, { force: true });
+      await rm(files.pidFile, { force: true });
+      if (!overlayExisted) await rm(files.overlay, { force: true });
+      throw err;
+    }
+  }
+
+  /** Why the last start() did not restore a snapshot (for diagnostics). */
+  lastFastBootError: Error | undefined;
+
+  /** Boots from the kernel, retrying on another port if QEMU could not bind the SSH forward. */
+  private async coldBoot(launch: LaunchContext, keys: SandboxKeys, timeoutMs: number, totalTimeoutMs: number): Promise<QemuVm> {
+    const deadline = Date.now() + timeoutMs;
+    let lastError: Error | undefined;
+    for (let attempt = 1; attempt <= PORT_ATTEMPTS; attempt++) {
+      const vm = await this.launch(launch, keys, { fwCfgFiles: launch.files, bootMode: 'cold' });
+      try {
+        await vm.waitForSsh(Math.max(deadline - Date.now(), 1000), totalTimeoutMs);
         return vm;
       } catch (err) {
         await vm.kill();
@@ -190,16 +208,174 @@ export class QemuDriver {
         break;
       }
     }
-    await this.cleanupAfterFailedStart(files, qmpSocket, overlayExisted);
     throw lastError ?? new Error('QEMU did not start');
   }
 
-  private async cleanupAfterFailedStart(files: ReturnType<typeof sandboxFiles>, qmpSocket: string, keepOverlay: boolean) {
-    await rm(files.keysDir, { recursive: true, force: true });
-    await rm(qmpSocket, { force: true });
+  private async launch(
+    launch: LaunchContext,
+    keys: SandboxKeys,
+    how: { fwCfgFiles: ReturnType<typeof sandboxFiles>; incomingState?: string; bootMode: 'cold' | 'snapshot' },
+  ): Promise<QemuVm> {
+    const { files } = launch;
+    const sshPort = await freePort();
+    await rm(launch.qmpSocket, { force: true });
     await rm(files.pidFile, { force: true });
-    if (!keepOverlay) await rm(files.overlay, { force: true });
+    const serialOffset = await appendMarker(files.serialLog, `${how.bootMode} boot ${new Date().toISOString()} accel=${launch.accel.accel}`);
+    const args = buildQemuArgs({
+      accel: launch.accel,
+      memoryMb: launch.memoryMb,
+      cpus: launch.cpus,
+      kernel: launch.image.kernel,
+      initrd: launch.image.initrd,
+      cmdline: launch.cmdline,
+      overlay: files.overlay,
+      sshPort,
+      guestForwards: launch.guestForwards,
+      serialLog: files.serialLog,
+      qmpSocket: launch.qmpSocket,
+      pidFile: files.pidFile,
+      fwCfg: [
+        { name: 'authorized_keys', file: how.fwCfgFiles.authorizedKeys },
+        { name: 'ssh_host_ed25519_key', file: how.fwCfgFiles.hostKey },
+      ],
+    });
+    if (how.incomingState) args.push('-incoming', `exec:cat ${shq(how.incomingState)}`);
+    return new QemuVm({
+      sandboxDir: path.dirname(files.overlay),
+      files,
+      qmpSocket: launch.qmpSocket,
+      keys,
+      accel: launch.accel,
+      sshPort,
+      serialOffset,
+      bootMode: how.bootMode,
+      child: spawn(this.qemuBinary, args, { stdio: ['ignore', 'ignore', 'pipe'] }),
+    });
   }
+
+  private snapshotKeyFor(launch: LaunchContext, qemuVersion: string): string {
+    // Anything that changes the machine or the guest's memory invalidates a snapshot.
+    return createHash('sha256')
+      .update(
+        JSON.stringify({
+          v: 1,
+          qemu: qemuVersion,
+          binary: this.qemuBinary,
+          accel: launch.accel.accel,
+          cpu: launch.accel.cpu,
+          memoryMb: launch.memoryMb,
+          cpus: launch.cpus,
+          kernel: launch.image.kernel,
+          initrd: launch.image.initrd,
+          disk: launch.image.disk,
+          cmdline: launch.cmdline,
+        }),
+      )
+      .digest('hex')
+      .slice(0, 16);
+  }
+
+  /** Boots a template VM in dir, lets it settle, and saves its memory and disk there. */
+  private async bootTemplate(launch: LaunchContext, dir: string): Promise<void> {
+    const files = sandboxFiles(dir);
+    await mkdir(files.keysDir, { recursive: true, mode: 0o700 });
+    const keys = generateSandboxKeys('factory-template');
+    await writeKeys(files, keys);
+    await createOverlay(launch.image.disk, files.overlay, { qemuImg: this.qemuImgBinary });
+    // No guest forwards in the template: the clone's command line adds its own.
+    const templateLaunch: LaunchContext = { ...launch, files, guestForwards: [], qmpSocket: qmpSocketFor(files) };
+    const vm = await this.coldBoot(templateLaunch, keys, 180_000, 180_000);
+    try {
+      const ssh = await vm.ssh();
+      // Less memory to save and restore; nothing in flight on the disk.
+      await ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches', { timeoutMs: 60_000 });
+      ssh.close();
+      await sleep(300);
+      const qmp = await vm.qmp();
+      await qmp.execute('stop');
+      await qmp.execute('migrate', { uri: `exec:cat > ${shq(path.join(dir, 'state'))}` });
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const info = (await qmp.execute('query-migrate')) as { status?: string; 'error-desc'?: string };
+        if (info.status === 'completed') break;
+        if (info.status === 'failed' || info.status === 'cancelled') throw new Error(`snapshot migration ${info.status}: ${info['error-desc'] ?? ''}`);
+        if (Date.now() > deadline) throw new Error('snapshot migration did not complete within 120 s');
+        await sleep(200);
+      }
+    } finally {
+      await vm.stop();
+    }
+    await rm(templateLaunch.qmpSocket, { force: true });
+    await rm(files.pidFile, { force: true });
+  }
+
+  /** Starts a sandbox from a template's saved state, then gives it its own SSH keys and the current time. */
+  private async restoreClone(launch: LaunchContext, template: string, keys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
+    const templateFiles = sandboxFiles(template);
+    const templateKeys = await readKeys(templateFiles);
+    await copyFile(templateFiles.overlay, launch.files.overlay);
+    const vm = await this.launch(launch, templateKeys, {
+      fwCfgFiles: templateFiles,
+      incomingState: path.join(template, 'state'),
+      bootMode: 'snapshot',
+    });
+    try {
+      const deadline = Date.now() + timeoutMs;
+      const qmp = await vm.qmp(deadline);
+      // A stopped source restores paused: wait for the state to load, then resume.
+      for (;;) {
+        const status = ((await qmp.execute('query-status')) as { status?: string }).status;
+        if (status === 'paused' || status === 'postmigrate' || status === 'prelaunch') break;
+        if (status === 'running') break;
+        if (status !== 'inmigrate') throw new Error(`restored VM is in state ${status}`);
+        if (Date.now() > deadline) throw new Error('snapshot state did not load in time');
+        await sleep(50);
+      }
+      await qmp.execute('cont');
+      await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
+      await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
+      return vm;
+    } catch (err) {
+      await vm.kill();
+      throw err;
+    }
+  }
+}
+
+interface LaunchContext {
+  accel: AccelChoice;
+  files: ReturnType<typeof sandboxFiles>;
+  image: StartOptions['image'];
+  memoryMb: number;
+  cpus: number;
+  guestForwards: GuestForward[];
+  qmpSocket: string;
+  cmdline: string;
+}
+
+async function writeKeys(files: ReturnType<typeof sandboxFiles>, keys: SandboxKeys) {
+  await writeFile(files.clientKey, keys.clientPrivateKey, { mode: 0o600 });
+  await writeFile(files.authorizedKeys, keys.clientPublicKey, { mode: 0o600 });
+  await writeFile(files.hostKey, keys.hostPrivateKey, { mode: 0o600 });
+  await writeFile(files.hostPublicKey, keys.hostPublicKey + '\n', { mode: 0o600 });
+}
+
+async function readKeys(files: ReturnType<typeof sandboxFiles>): Promise<SandboxKeys> {
+  return {
+    clientPrivateKey: await readFile(files.clientKey, 'utf8'),
+    clientPublicKey: await readFile(files.authorizedKeys, 'utf8'),
+    hostPrivateKey: await readFile(files.hostKey, 'utf8'),
+    hostPublicKey: (await readFile(files.hostPublicKey, 'utf8')).trim(),
+  };
+}
+
+/** Unix socket paths are limited to ~107 bytes; fall back to a short private path. */
+function qmpSocketFor(files: ReturnType<typeof sandboxFiles>): string {
+  return Buffer.byteLength(files.qmpSocket) <= 100 ? files.qmpSocket : path.join(os.tmpdir(), `factory-qmp-${randomBytes(6).toString('hex')}.sock`);
+}
+
+function shq(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 interface QemuVmInit {
@@ -210,6 +386,7 @@ interface QemuVmInit {
   accel: AccelChoice;
   sshPort: number;
   serialOffset: number;
+  bootMode: 'cold' | 'snapshot';
   child: ChildProcess;
 }
 
@@ -218,11 +395,13 @@ class QemuVm implements RunningVm {
   readonly accel: string;
   readonly sshPort: number;
   readonly sandboxDir: string;
+  readonly bootMode: 'cold' | 'snapshot';
   bootMs = 0;
   readonly exited: Promise<void>;
   private readonly files: QemuVmInit['files'];
   private readonly qmpSocket: string;
-  private readonly keys: SandboxKeys;
+  private keys: SandboxKeys;
+  private qmpClient: Promise<QmpClient> | undefined;
   private readonly accelChoice: AccelChoice;
   private readonly serialOffset: number;
   private readonly child: ChildProcess;
@@ -244,6 +423,7 @@ class QemuVm implements RunningVm {
     this.qmpSocket = init.qmpSocket;
     this.keys = init.keys;
     this.serialOffset = init.serialOffset;
+    this.bootMode = init.bootMode;
     track(this.child);
     const log = init.files.qemuLog;
     this.child.stderr?.on('data', (c: Buffer) => {
@@ -314,6 +494,75 @@ class QemuVm implements RunningVm {
     });
   }
 
+  /** The VM's QMP connection, made once (retried until the socket is up or the deadline). */
+  qmp(deadline = Date.now() + 10_000): Promise<QmpClient> {
+    this.qmpClient ??= (async () => {
+      for (;;) {
+        try {
+          return await QmpClient.connect(this.qmpSocket, { timeoutMs: 2000 });
+        } catch (err) {
+          if (this.hasExited) throw new Error(`QEMU ${this.exitDescription}: ${this.stderr.trim().split('\n').slice(-3).join(' / ')}`);
+          if (Date.now() > deadline) throw err;
+          await sleep(50);
+        }
+      }
+    })();
+    this.qmpClient.catch(() => {
+      this.qmpClient = undefined;
+    });
+    return this.qmpClient;
+  }
+
+  /**
+   * After a snapshot restore: installs this sandbox's own client key and host
+   * key (sshd reloads on SIGHUP), sets the clock and stirs the entropy pool,
+   * then reconnects pinning the new host key.
+   */
+  async rekey(keys: SandboxKeys, timeoutMs: number): Promise<void> {
+    const ssh = this.spare ?? (await this.connect());
+    this.spare = undefined;
+    const script = [
+      'set -e',
+      'read -r epoch; read -r seed; read -r pub',
+      `printf '%s\\n' "$pub" > /root/.ssh/authorized_keys`,
+      `printf '%s\\n' "$pub" > /home/agent/.ssh/authorized_keys`,
+      'cat > /etc/ssh/ssh_host_ed25519_key',
+      `printf '%s' "$seed" > /dev/urandom`,
+      'date -u -s "@$epoch" > /dev/null',
+      'kill -HUP "$(cat /run/sshd.pid 2>/dev/null || pgrep -o -x sshd)"',
+    ].join('\n');
+    const channel = await ssh.exec(script);
+    const code = await new Promise<number | null>((resolve) => {
+      let exit: number | null = null;
+      let stderr = '';
+      channel.stderr.on('data', (c: Buffer) => {
+        if (stderr.length < 2000) stderr += c.toString();
+      });
+      channel.on('data', () => {});
+      channel.on('exit', (c: number | null) => {
+        exit = c;
+      });
+      channel.on('close', () => resolve(exit));
+      channel.end(
+        `${(Date.now() / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${keys.clientPublicKey.trim()}\n${keys.hostPrivateKey.trim()}\n`,
+      );
+    });
+    ssh.close();
+    if (code !== 0) throw new Error(`re-keying the restored sandbox failed (exit ${code})`);
+    this.keys = keys;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        this.spare = await this.connect({ readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
+        return;
+      } catch (err) {
+        // sshd may still be serving the old key for a moment while it reloads.
+        if (this.hasExited || Date.now() > deadline) throw err;
+        await sleep(100);
+      }
+    }
+  }
+
   async ssh(opts: { username?: string } = {}): Promise<SandboxSsh> {
     if (this.hasExited || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
     // The connection that proved the boot is handed out first (saves a handshake).
@@ -338,11 +587,12 @@ class QemuVm implements RunningVm {
     this.spare = undefined;
     if (this.hasExited) return;
     try {
-      const qmp = await QmpClient.connect(this.qmpSocket, { timeoutMs: 2000 });
+      const qmp = await this.qmp(Date.now() + 2000);
       try {
         await Promise.race([qmp.execute('quit').catch(() => {}), sleep(2000)]);
       } finally {
         qmp.close();
+        this.qmpClient = undefined;
       }
     } catch {
       // QMP unreachable: fall through to the kill.
@@ -355,6 +605,8 @@ class QemuVm implements RunningVm {
   async kill(): Promise<void> {
     this.spare?.close();
     this.spare = undefined;
+    this.qmpClient?.then((q) => q.close()).catch(() => {});
+    this.qmpClient = undefined;
     if (!this.hasExited) this.child.kill('SIGKILL');
     await this.exited;
   }

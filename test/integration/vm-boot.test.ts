@@ -60,9 +60,11 @@ describe('sandbox VM', () => {
       vm = await driver.start({
         sandboxDir,
         image,
+        fastBoot: false,
         guestForwards: [{ guestAddress: '10.0.2.100', guestPort: 9000, command: 'echo forwarded-ok' }],
       });
       console.log(`booted in ${vm.bootMs} ms with ${vm.accel}, pid ${vm.pid}, ssh 127.0.0.1:${vm.sshPort}`);
+      expect(vm.bootMode).toBe('cold');
       expect(alive(vm.pid)).toBe(true);
       expect(Number(readFileSync(sandboxFiles(sandboxDir).pidFile, 'utf8').trim())).toBe(vm.pid);
 
@@ -131,7 +133,7 @@ describe('sandbox VM', () => {
     // No root device: the initramfs waits forever; without "quiet" the kernel talks on the console.
     const broken = { ...image, cmdline: image.cmdline.replace(/\bquiet\b/, '').replace('root=/dev/vda', 'root=/dev/vdz') };
     const started = Date.now();
-    const err = await driver.start({ sandboxDir, image: broken, bootTimeoutMs: 8000 }).then(
+    const err = await driver.start({ sandboxDir, image: broken, bootTimeoutMs: 8000, fastBoot: false }).then(
       () => undefined,
       (e: Error) => e,
     );
@@ -142,5 +144,46 @@ describe('sandbox VM', () => {
     expect(Date.now() - started).toBeLessThan(60_000);
     expect(processesUsing(sandboxDir)).toEqual([]);
     expect(existsSync(sandboxFiles(sandboxDir).overlay)).toBe(false);
+  });
+
+  it('fast boot restores a booted snapshot, each clone with its own keys and the current time', async () => {
+    const dirs = [path.join(root, 'clone-a'), path.join(root, 'clone-b')];
+    const vms: RunningVm[] = [];
+    try {
+      for (const sandboxDir of dirs) {
+        const vm = await driver.start({
+          sandboxDir,
+          image,
+          guestForwards: [{ guestAddress: '10.0.2.100', guestPort: 9000, command: 'echo clone-forward' }],
+        });
+        vms.push(vm);
+        console.log(`${path.basename(sandboxDir)}: ${vm.bootMode} start in ${vm.bootMs} ms` + (driver.lastFastBootError ? ` (fast boot failed: ${driver.lastFastBootError.message})` : ''));
+        expect(vm.bootMode).toBe('snapshot');
+        const ssh = await vm.ssh();
+        const r = await ssh.run('date +%s; cat < /dev/tcp/10.0.2.100/9000; id -un agent');
+        ssh.close();
+        const [guestNow, fwd, user] = r.stdout.trim().split('\n');
+        expect(Math.abs(Number(guestNow) - Date.now() / 1000)).toBeLessThan(10);
+        expect(fwd).toBe('clone-forward');
+        expect(user).toBe('agent');
+      }
+      const [a, b] = dirs.map((d) => readFileSync(sandboxFiles(d).hostPublicKey, 'utf8'));
+      expect(a).not.toBe(b);
+      // One clone's client key does not open the other.
+      await expect(
+        SandboxSsh.connect({
+          port: vms[1]!.sshPort,
+          privateKey: readFileSync(sandboxFiles(dirs[0]!).clientKey, 'utf8'),
+          hostPublicKey: b!.trim(),
+        }),
+      ).rejects.toThrow(/authentication/i);
+    } finally {
+      for (const vm of vms) await vm.destroy();
+    }
+    for (const vm of vms) expect(alive(vm.pid)).toBe(false);
+    for (const d of dirs) {
+      expect(processesUsing(d)).toEqual([]);
+      expect(existsSync(sandboxFiles(d).overlay)).toBe(false);
+    }
   });
 });

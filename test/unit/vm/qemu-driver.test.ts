@@ -28,7 +28,7 @@ async function fakeImage(dir: string) {
 
 describe('QemuDriver', () => {
   it('says how to install QEMU when it is missing', async () => {
-    const driver = new QemuDriver({ qemuBinary: '/nonexistent/qemu-system-x86_64', accel: tcg });
+    const driver = new QemuDriver({ qemuBinary: '/nonexistent/qemu-system-x86_64', accel: tcg, snapshotsDir: false });
     const status = await driver.checkInstalled();
     expect(status.ok).toBe(false);
     expect(status.installHint).toMatch(/apt-get install qemu-system-x86 qemu-utils|brew install qemu/);
@@ -59,7 +59,7 @@ exit 1
     );
     await chmod(fake, 0o755);
     const sandboxDir = path.join(dir, 'sb');
-    const driver = new QemuDriver({ qemuBinary: fake, accel: tcg });
+    const driver = new QemuDriver({ qemuBinary: fake, accel: tcg, snapshotsDir: false });
     await expect(driver.start({ sandboxDir, image: await fakeImage(dir), bootTimeoutMs: 20_000 })).rejects.toMatchObject({
       name: 'SandboxBootFailed',
       message: expect.stringMatching(/exited with code 1 before the sandbox answered SSH: .*Could not set up host forwarding rule/),

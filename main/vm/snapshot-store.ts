@@ -1,0 +1,85 @@
+// Booted-VM snapshots for fast sandbox starts: one folder per machine
+// configuration (image, QEMU version, accel, memory, CPUs) holding the disk
+// overlay and memory state of a guest saved right after it answered SSH, plus
+// the template's SSH keys (host-only, 0600). Made once, atomically (temp folder
+// + rename), under a lock so concurrent starts share one.
+import { existsSync } from 'node:fs';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
+export class SnapshotStore {
+  private readonly dir: string;
+  private readonly pending = new Map<string, Promise<string>>();
+
+  constructor(opts: { dir: string }) {
+    this.dir = path.resolve(opts.dir);
+  }
+
+  /** The template folder for key, made by `make(tempDir)` if missing. */
+  ensure(key: string, make: (tempDir: string) => Promise<void>): Promise<string> {
+    const final = path.join(this.dir, key);
+    if (existsSync(path.join(final, 'ready'))) return Promise.resolve(final);
+    let p = this.pending.get(key);
+    if (!p) {
+      p = this.create(key, final, make).finally(() => this.pending.delete(key));
+      this.pending.set(key, p);
+    }
+    return p;
+  }
+
+  /** Forgets a template that failed to restore (e.g. made by another QEMU). */
+  async discard(key: string): Promise<void> {
+    await rm(path.join(this.dir, key), { recursive: true, force: true });
+  }
+
+  private async create(key: string, final: string, make: (tempDir: string) => Promise<void>): Promise<string> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const lock = path.join(this.dir, `.${key}.lock`);
+    for (;;) {
+      if (existsSync(path.join(final, 'ready'))) return final;
+      if (await takeLock(lock)) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    try {
+      if (existsSync(path.join(final, 'ready'))) return final;
+      await rm(final, { recursive: true, force: true });
+      const tmp = path.join(this.dir, `.tmp-${key}-${process.pid}-${Date.now()}`);
+      try {
+        await mkdir(tmp, { mode: 0o700 });
+        await make(tmp);
+        await writeFile(path.join(tmp, 'ready'), new Date().toISOString() + '\n');
+        await rename(tmp, final);
+      } catch (err) {
+        await rm(tmp, { recursive: true, force: true });
+        throw err;
+      }
+      return final;
+    } finally {
+      await rm(lock, { force: true });
+    }
+  }
+}
+
+async function takeLock(lockFile: string): Promise<boolean> {
+  try {
+    const fh = await open(lockFile, 'wx');
+    await fh.writeFile(String(process.pid));
+    await fh.close();
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const holder = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
+  let alive = false;
+  if (holder) {
+    try {
+      process.kill(holder, 0);
+      alive = true;
+    } catch (err) {
+      alive = (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  }
+  const age = Date.now() - (await stat(lockFile).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
+  if ((holder && !alive) || (!holder && age > 10_000)) await rm(lockFile, { force: true });
+  return false;
+}
