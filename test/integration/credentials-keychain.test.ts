@@ -93,4 +93,31 @@ describe('an unavailable keychain', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a locked keyring (Secret Service running, nothing unlocked) gives KeychainUnavailable too', async () => {
+    const script = `(async () => {
+      const { KeychainStore } = await import('./main/credentials/keychain.ts');
+      try {
+        await new KeychainStore({ timeoutMs: 5000 }).put('locked-probe', 'sk-should-never-be-written');
+        console.log('STORED');
+      } catch (err) {
+        console.log(err.name + '|' + err.message);
+      }
+    })();`;
+    // A private bus with a keyring daemon that was never unlocked (no password given).
+    const shell = [
+      'home=$(mktemp -d)',
+      'XDG_DATA_HOME="$home" gnome-keyring-daemon --foreground --components=secrets >/dev/null 2>&1 & kp=$!',
+      'for i in $(seq 1 50); do dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null | grep -q "boolean true" && break; sleep 0.1; done',
+      `"${path.join(root, 'node_modules/.bin/tsx')}" --eval "$FIAB_SCRIPT"`,
+      'kill $kp; rm -rf "$home"',
+    ].join('\n');
+    const { stdout } = await execFileP('dbus-run-session', ['--', 'bash', '-c', shell], {
+      cwd: root,
+      env: { ...process.env, FIAB_SCRIPT: script },
+      timeout: 90_000,
+    });
+    expect(stdout).toMatch(/^KeychainUnavailable\|KeychainUnavailable: the OS keychain cannot be used/m);
+    expect(stdout).not.toContain('STORED');
+  });
 });
