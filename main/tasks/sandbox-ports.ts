@@ -54,6 +54,8 @@ export interface QemuDriverPort<Image> {
 export interface SandboxExtension {
   readonly name: string;
   prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
+  /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
+  beforeDestroy?(ctx: { taskId: string; sandboxDir: string }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */
   release(ctx: { taskId: string }): Promise<void>;
 }

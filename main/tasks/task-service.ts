@@ -537,6 +537,10 @@ export class TaskService<Image = unknown> {
       return;
     }
     await this.update(record, { sandbox: { ...record.task.sandbox, status: 'stopping' } });
+    for (const ext of rt.extensions) {
+      if (!ext.beforeDestroy) continue;
+      await ext.beforeDestroy({ taskId: record.task.id, sandboxDir: rt.vm.sandboxDir }).catch(() => undefined);
+    }
     try {
       rt.ssh?.close();
     } catch {

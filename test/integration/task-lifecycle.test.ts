@@ -22,6 +22,10 @@ const brokerExtension = {
       guestEnv: { BROKER_PLACEHOLDER: 'placeholder-not-a-secret' },
     };
   },
+  async beforeDestroy(ctx: { taskId: string; sandboxDir: string }) {
+    // The VM still runs here: its disk overlay exists.
+    extensionCalls.push(`beforeDestroy ${ctx.taskId} overlay=${fs.existsSync(path.join(ctx.sandboxDir, 'overlay.qcow2'))}`);
+  },
   async release(ctx: { taskId: string }) {
     extensionCalls.push(`release ${ctx.taskId}`);
   },
@@ -178,7 +182,7 @@ describe('task lifecycle in a real sandbox', () => {
     expect(processAlive(qemuPid)).toBe(false);
     const left = fs.existsSync(sandboxDir) ? fs.readdirSync(sandboxDir) : [];
     expect(left.filter((n) => n.endsWith('.qcow2'))).toEqual([]);
-    expect(extensionCalls).toEqual([`prepare ${taskId}`, `release ${taskId}`]);
+    expect(extensionCalls).toEqual([`prepare ${taskId}`, `beforeDestroy ${taskId} overlay=true`, `release ${taskId}`]);
   });
 
   it('reloads tasks, stage results, decisions and stage logs in a second app instance', async () => {
