@@ -14,6 +14,8 @@ import {
   type TerminalDataEvent,
 } from '../common/contract.js';
 import type { SystemStatus } from '../common/domain.js';
+import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
+import { builtInAgents } from './pipeline/agents/registry.js';
 import { GUEST_REPO_DIR } from './pipeline/guest-shell.js';
 import { CommandStageExecutor, type StageExecutor } from './pipeline/stage-executor.js';
 import { PipelineRunner } from './pipeline/stage-runner.js';
@@ -41,7 +43,7 @@ export interface FactoryAppOptions {
   paths?: AppPaths;
   /** Replace the VM layer (tests that need no VM); the real ImageStore and QemuDriver by default. */
   vm?: { images?: ImageStorePort<unknown>; qemu?: QemuDriverPort<unknown> };
-  /** Agent adapters (issue 4) next to the built-in 'command' executor. */
+  /** More stage executors, or replacements by name, next to 'command' and the built-in agents (claude-code, codex). */
   executors?: StageExecutor[];
   /** Per-sandbox add-ons such as the credential proxy (issue 3). */
   sandboxExtensions?: SandboxExtension[];
@@ -83,7 +85,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   // Checked against the port here; the image store and the driver always come as a pair.
   const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver();
   const qemu = opts.vm?.qemu ?? (realQemu() as QemuDriverPort<unknown>);
+  // The task service is built after the runner; agent executors read its per-sandbox env late.
+  let taskService: TaskService<unknown> | undefined;
   const executors = new Map<string, StageExecutor>([['command', new CommandStageExecutor()]]);
+  for (const adapter of builtInAgents().values()) {
+    executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => taskService?.guestEnv(task.id) ?? {} }));
+  }
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
@@ -99,6 +106,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     ...(opts.sandboxExtensions ? { extensions: opts.sandboxExtensions } : {}),
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
   });
+  taskService = tasks;
   await tasks.init();
   for (const p of store.problems) {
     console.warn(`state: ${p.file} could not be read (${p.error}); kept as ${p.keptAs ?? '(could not move it)'}`);

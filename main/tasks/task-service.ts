@@ -297,6 +297,11 @@ export class TaskService<Image = unknown> {
     return { ...record.task };
   }
 
+  /** The environment the sandbox extensions gave this task's sandbox (placeholders only), for agent adapters. */
+  guestEnv(taskId: string): Record<string, string> {
+    return { ...(this.runtimes.get(taskId)?.guestEnv ?? {}) };
+  }
+
   /** The live SSH connection of a task's sandbox (for interactive shells). */
   sandboxSsh(taskId: string): SandboxSshPort {
     this.record(taskId);
