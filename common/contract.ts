@@ -4,6 +4,7 @@
 // promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
 import { z } from 'zod';
 import { StageName } from './domain.js';
+import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent } from './credentials.js';
 import type {
   PullbackReview,
   SystemStatus,
@@ -45,12 +46,17 @@ export const apiInputs = {
   /** The renderer acknowledges bytes after xterm.js parsed them (flow control). */
   'terminal.ack': z.object({ sessionId: id, bytes: z.number().int().min(0).max(1 << 30) }),
   'terminal.close': z.object({ sessionId: id }),
+
+  // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
+  // leakcheck.run/get — defined in common/credentials.ts, implemented by
+  // CredentialBroker.api() (main/credentials/broker.ts). Values are write-only.
+  ...credentialApiInputs,
 } as const;
 
 export type ApiMethod = keyof typeof apiInputs;
 export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
 
-export interface ApiOutputs {
+export interface ApiOutputs extends CredentialApiOutputs {
   'system.status': SystemStatus;
   'image.ensure': ImageStatus;
   'tasks.list': Task[];
@@ -82,7 +88,8 @@ export type FactoryEvent =
   | { type: 'task.removed'; taskId: string }
   | { type: 'image.progress'; status: ImageStatus }
   | { type: 'terminal.opened'; info: TerminalInfo }
-  | { type: 'terminal.status'; info: TerminalInfo };
+  | { type: 'terminal.status'; info: TerminalInfo }
+  | CredentialEvent;
 
 /** Terminal output: raw bytes for one session, batched by the host. */
 export interface TerminalDataEvent {

@@ -107,9 +107,10 @@ export class CredentialBroker {
    * the leak check with a memory dump. Never throws; a failure is a report with
    * verdict 'incomplete', a hit is 'leak' (announced as leakcheck.finished).
    */
-  async beforeDestroy(ctx: { taskId: string }): Promise<LeakReport | undefined> {
+  async beforeDestroy(ctx: { taskId: string; sandboxDir?: string }): Promise<LeakReport | undefined> {
     try {
-      return await this.leakCheck(ctx.taskId);
+      const dir = this.usedBy.get(ctx.taskId)?.sandboxDir ?? ctx.sandboxDir;
+      return await this.leakCheck(ctx.taskId, dir ? { overlayPath: path.join(dir, 'overlay.qcow2'), qmpSocket: path.join(dir, 'qmp.sock') } : {});
     } catch (err) {
       console.error(`leak check of ${ctx.taskId} failed: ${(err as Error).message}`);
       return undefined;
