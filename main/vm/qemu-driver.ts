@@ -132,8 +132,17 @@ export class QemuDriver {
     return { ok: true, ...(version ? { version } : {}) };
   }
 
+  private installed: { ok: boolean; version?: string; installHint?: string } | undefined;
+
+  /** checkInstalled(), remembered once QEMU was found (a missing QEMU is checked again next time). */
+  private async ensureInstalled() {
+    if (this.installed?.ok) return this.installed;
+    this.installed = await this.checkInstalled();
+    return this.installed;
+  }
+
   async start(opts: StartOptions): Promise<RunningVm> {
-    const installed = await this.checkInstalled();
+    const installed = await this.ensureInstalled();
     if (!installed.ok) throw new FactoryError('QemuNotInstalled', `QEMU is not available: ${installed.installHint}`);
     const accel = await this.chooseAccel();
     const sandboxDir = path.resolve(opts.sandboxDir);
@@ -187,6 +196,28 @@ export class QemuDriver {
       if (!overlayExisted) await rm(files.overlay, { force: true });
       throw err;
     }
+  }
+
+  /**
+   * Makes the booted snapshot that fast starts restore, so the first sandbox
+   * does not pay for it. Resolves to false when fast boot is off.
+   */
+  async prepareFastBoot(image: StartOptions['image'], opts: { memoryMb?: number; cpus?: number } = {}): Promise<boolean> {
+    if (!this.snapshots) return false;
+    const installed = await this.ensureInstalled();
+    if (!installed.ok) throw new FactoryError('QemuNotInstalled', `QEMU is not available: ${installed.installHint}`);
+    const launch: LaunchContext = {
+      accel: await this.chooseAccel(),
+      files: sandboxFiles('/nonexistent'),
+      image,
+      memoryMb: opts.memoryMb ?? 2048,
+      cpus: opts.cpus ?? 2,
+      guestForwards: [],
+      qmpSocket: '',
+      cmdline: image.cmdline ?? image.manifest?.kernelCmdline ?? DEFAULT_CMDLINE,
+    };
+    await this.snapshots.ensure(this.snapshotKeyFor(launch, installed.version ?? ''), (dir) => this.bootTemplate(launch, dir));
+    return true;
   }
 
   /** Why the last start() did not restore a snapshot (for diagnostics). */

@@ -1,8 +1,9 @@
 // Boot benchmark, run with: npx tsx test/bench/boot.bench.ts
 // In the same run and alternating: (a) QemuDriver.start() until an SSH shell
-// channel has printed its first bytes, and (b) a raw qemu-system-x86_64 command
-// booting the same image with the same keys until the forwarded port sends the
-// SSH banner. Prints both, their ratio, and the disk a fresh overlay uses (du).
+// channel has printed its first bytes, booting cold and restoring the booted
+// snapshot (fast boot), and (b) a raw qemu-system-x86_64 command booting the
+// same image with the same keys until the forwarded port sends the SSH banner.
+// Prints each, the ratios, and the disk a fresh overlay uses (du).
 import { spawn } from 'node:child_process';
 import { mkdtemp, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -31,6 +32,7 @@ async function main() {
   const root = await mkdtemp(path.join(os.tmpdir(), 'boot-bench-'));
   const driver = new QemuDriver();
   const driverMs: number[] = [];
+  const snapshotMs: number[] = [];
   const rawMs: number[] = [];
   let overlayFresh = 0;
   let overlayApparent = 0;
@@ -81,15 +83,17 @@ async function main() {
         console.log(`round ${round}: raw qemu-system-x86_64 to SSH banner   ${(ms / 1000).toFixed(2)} s`);
       }
       // (a) through the driver, to a shell channel that has printed something.
-      {
+      for (const fastBoot of [false, true]) {
+        if (fastBoot && round === 1) await driver.prepareFastBoot(image);
         const t0 = performance.now();
-        const vm = await driver.start({ sandboxDir: path.join(root, `driver-${round}`), image });
+        const vm = await driver.start({ sandboxDir: path.join(root, `driver-${round}-${fastBoot}`), image, fastBoot });
         const ssh = await vm.ssh();
         const shell = await ssh.shell({ cols: 80, rows: 24 });
         await new Promise<void>((resolve) => shell.once('data', () => resolve()));
         const ms = performance.now() - t0;
-        driverMs.push(ms);
-        console.log(`round ${round}: QemuDriver.start() to shell-ready SSH ${(ms / 1000).toFixed(2)} s (bootMs ${vm.bootMs})`);
+        (fastBoot ? snapshotMs : driverMs).push(ms);
+        console.log(`round ${round}: QemuDriver.start() ${vm.bootMode} to shell-ready SSH ${(ms / 1000).toFixed(2)} s (bootMs ${vm.bootMs})`);
+        if (fastBoot && vm.bootMode !== 'snapshot') console.log(`  fast boot fell back: ${driver.lastFastBootError?.message}`);
         shell.close();
         ssh.close();
         const stopT0 = performance.now();
@@ -102,11 +106,12 @@ async function main() {
   }
 
   const d = median(driverMs);
+  const f = median(snapshotMs);
   const r = median(rawMs);
   console.log('\n== boot benchmark ==');
-  console.log(`QemuDriver start → shell-ready SSH (median of ${rounds}): ${(d / 1000).toFixed(2)} s`);
-  console.log(`raw qemu-system-x86_64 → SSH banner (median of ${rounds}):  ${(r / 1000).toFixed(2)} s`);
-  console.log(`ratio driver / raw: ${(d / r).toFixed(2)}`);
+  console.log(`raw qemu-system-x86_64 → SSH banner (median of ${rounds}):              ${(r / 1000).toFixed(2)} s`);
+  console.log(`QemuDriver cold boot → shell-ready SSH (median of ${rounds}):          ${(d / 1000).toFixed(2)} s  ratio ${(d / r).toFixed(2)}`);
+  console.log(`QemuDriver snapshot restore → shell-ready SSH (median of ${rounds}):   ${(f / 1000).toFixed(2)} s  ratio ${(f / r).toFixed(2)}`);
   console.log(`fresh overlay: ${(overlayFresh / 1024).toFixed(0)} KiB used (du), ${(overlayApparent / 1024).toFixed(0)} KiB apparent; after boot to SSH: ${(overlayAfterBoot / 1024 / 1024).toFixed(1)} MiB used`);
   console.log(`base image disk: ${(image.manifest.files.disk.bytes / 1e6).toFixed(0)} MB qcow2, ${(image.manifest.files.disk.virtualBytes / 2 ** 30).toFixed(0)} GiB virtual`);
 }
