@@ -17,7 +17,7 @@ import { makeRepo, type FixtureRepo } from '../support/repo.js';
 import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
 import { ensureRendererBuilt } from './support/build.js';
 import { qemuProcessesUnder, which } from './support/processes.js';
-import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
+import { startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const skipReason = chromiumMissingReason() ?? (which('qemu-system-x86_64') ? undefined : 'qemu-system-x86_64 is not installed');
@@ -100,7 +100,7 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     expect(await page.getByTestId('new-task-error-message').textContent()).toContain(`${notRepo} is not a git repository`);
   });
 
-  it('starts a task, passes six stages, shows the marker and the diff, approves into the host repo, destroys the sandbox', async () => {
+  it('starts a task, passes six stages, shows the marker and the diff, opens a shell, approves into the host repo, destroys the sandbox', async () => {
     const { page, problems } = browser;
     const headBefore = repo.head();
     const branchBefore = repo.git('symbolic-ref', 'HEAD').trim();
@@ -130,6 +130,13 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     expect(files).toEqual(['hello.txt']);
     expect(await page.getByTestId('review-patch').textContent()).toContain('+hello from the sandbox');
     await page.screenshot({ path: path.join(shots, 'e2e-review.png'), fullPage: true });
+
+    // An interactive shell inside the sandbox, in its own tab.
+    await page.getByTestId('shell-button').click();
+    await expect.poll(() => page.getByTestId('terminal-pane').getAttribute('data-status'), { timeout: 60_000 }).toBe('live');
+    await typeInTerminal(page, 'echo "shell as $(whoami) in $(pwd)"; tail -n1 hello.txt\r');
+    await expect.poll(() => terminalText(page), { timeout: 30_000 }).toMatch(/shell as \w+ in \/work\/repo/);
+    await expect.poll(() => terminalText(page), { timeout: 30_000 }).toMatch(/^hello from the sandbox$/m);
 
     await page.getByTestId('approve-button').click();
     await expect.poll(() => page.getByTestId('decision').getAttribute('data-kind'), { timeout: 60_000 }).toBe('approved');
