@@ -117,6 +117,34 @@ export class CredentialBroker {
     }
   }
 
+  /**
+   * The git route for a task whose host repository has this remote, when a
+   * stored git credential covers it (same origin, path under the credential's
+   * path); undefined otherwise (ssh remotes, no matching credential).
+   */
+  async gitRouteForRemote(remoteUrl: string | undefined, opts: { allowPush?: boolean } = {}): Promise<GitRouteOptions | undefined> {
+    if (!remoteUrl) return undefined;
+    let repo: URL;
+    try {
+      repo = new URL(remoteUrl);
+    } catch {
+      return undefined;
+    }
+    if (repo.protocol !== 'https:' || repo.username || repo.password) return undefined;
+    const refs = (await this.service.list()).filter((r) => r.kind === 'git');
+    // Longest matching path prefix wins (an org-scoped token over a host-wide one).
+    const covering = refs
+      .map((r) => ({ r, u: new URL(r.target.upstream) }))
+      .filter(({ u }) => {
+        const p = u.pathname.replace(/\/$/, '');
+        return u.origin === repo.origin && (!p || repo.pathname === p || repo.pathname.startsWith(p + '/'));
+      })
+      .sort((a, b) => b.u.pathname.length - a.u.pathname.length);
+    const best = covering[0];
+    if (!best) return undefined;
+    return { repoUrl: repo.origin + repo.pathname, credentialId: best.r.id, allowPush: opts.allowPush ?? false };
+  }
+
   proxyFor(taskId: string): CredentialProxy | undefined {
     return this.sandboxes.get(taskId)?.proxy;
   }

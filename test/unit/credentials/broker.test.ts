@@ -92,4 +92,15 @@ describe('CredentialBroker', () => {
     await broker.release({ taskId: 'task1' });
     expect(existsSync(path.join(sandboxDir, 'proxy.sock'))).toBe(false);
   });
+
+  it('finds the git credential that covers a task remote, and none for others', async () => {
+    const api = broker.api();
+    const host = await api['credentials.set']({ kind: 'git', label: 'host-wide', value: 'tok1', target: { upstream: 'https://git.example' } });
+    const org = await api['credentials.set']({ kind: 'git', label: 'org', value: 'tok2', target: { upstream: 'https://git.example/acme' } });
+    expect(await broker.gitRouteForRemote('https://git.example/acme/app.git', { allowPush: true })).toEqual({ repoUrl: 'https://git.example/acme/app.git', credentialId: org.id, allowPush: true });
+    expect((await broker.gitRouteForRemote('https://git.example/other/app.git'))?.credentialId).toBe(host.id);
+    expect(await broker.gitRouteForRemote('https://elsewhere.example/acme/app.git')).toBeUndefined();
+    expect(await broker.gitRouteForRemote('git@git.example:acme/app.git')).toBeUndefined();
+    expect(await broker.gitRouteForRemote('https://user:pw@git.example/acme/app.git')).toBeUndefined();
+  });
 });
