@@ -73,6 +73,8 @@ const STRIPPED_REQUEST_HEADERS = new Set([
   'x-real-ip',
   'via',
   'host',
+  // Node answers 100-continue to the guest itself; upstream gets the body straight away.
+  'expect',
 ]);
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 

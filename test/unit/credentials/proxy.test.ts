@@ -152,6 +152,19 @@ describe('CredentialProxy', () => {
     expect(up.body).not.toContain(REAL_ANTHROPIC);
   });
 
+  it('streams a large request body through unchanged (curl with Expect: 100-continue, chunked)', async () => {
+    const before = stub.requests.length;
+    const big = JSON.stringify({ model: 'claude-stub', max_tokens: 1, messages: [{ role: 'user', content: 'x'.repeat(3_000_000) + env.ANTHROPIC_API_KEY }] });
+    const file = path.join(dir, 'big.json');
+    writeFileSync(file, big);
+    const { stdout } = await execFileP('curl', ['-sS', '-H', 'Transfer-Encoding: chunked', '-H', `x-api-key: ${env.ANTHROPIC_API_KEY}`, '-H', 'content-type: application/json', '--data-binary', `@${file}`, `${fwd.url}/anthropic/v1/messages`]);
+    expect(JSON.parse(stdout).type).toBe('message');
+    const up = stub.requests[before]!;
+    expect(up.body.length).toBe(big.length);
+    expect(up.body === big).toBe(true);
+    expect(up.headers.expect).toBeUndefined();
+  });
+
   it('sends the OpenAI key as a Bearer header and drops a client-supplied Authorization', async () => {
     const before = stub.requests.length;
     const reply = await request(proxy.socketPath, {
