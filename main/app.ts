@@ -14,6 +14,8 @@ import {
   type TerminalDataEvent,
 } from '../common/contract.js';
 import type { SystemStatus } from '../common/domain.js';
+import { CredentialBroker } from './credentials/broker.js';
+import { KeychainStore } from './credentials/keychain.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
 import { builtInAgents } from './pipeline/agents/registry.js';
 import { GUEST_REPO_DIR } from './pipeline/guest-shell.js';
@@ -45,8 +47,10 @@ export interface FactoryAppOptions {
   vm?: { images?: ImageStorePort<unknown>; qemu?: QemuDriverPort<unknown> };
   /** More stage executors, or replacements by name, next to 'command' and the built-in agents (claude-code, codex). */
   executors?: StageExecutor[];
-  /** Per-sandbox add-ons such as the credential proxy (issue 3). */
+  /** More per-sandbox add-ons, after the credential broker. */
   sandboxExtensions?: SandboxExtension[];
+  /** Replace the credential broker (tests: a broker over a test secret store or test CA). */
+  credentials?: CredentialBroker;
   /** Settings to apply at start (persisted), e.g. from tests. */
   settings?: Partial<Settings>;
   bootTimeoutMs?: number;
@@ -93,6 +97,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   }
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
+  // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
+  const broker = opts.credentials ?? new CredentialBroker({ paths, secrets: new KeychainStore(), emit });
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
   const tasks = new TaskService({
     paths,
@@ -103,7 +109,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     runner,
     quarantine,
     emit,
-    ...(opts.sandboxExtensions ? { extensions: opts.sandboxExtensions } : {}),
+    extensions: [broker, ...(opts.sandboxExtensions ?? [])],
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
   });
   taskService = tasks;
@@ -114,6 +120,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
 
   let disposed = false;
   const impl: FactoryApi = {
+    ...broker.api(),
     'system.status': async () => {
       const q = await qemu.checkInstalled();
       const accel = tasks.lastAccel();
@@ -186,6 +193,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (disposed) return;
       disposed = true;
       await tasks.dispose();
+      await broker.dispose().catch(() => undefined);
       terminals.dispose();
       eventListeners.clear();
       dataListeners.clear();
