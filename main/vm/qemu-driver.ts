@@ -488,6 +488,7 @@ class QemuVm implements RunningVm {
           (this.stderr.trim() ? `: ${this.stderr.trim().split('\n').slice(-5).join(' / ')}` : '') +
           this.serialSection(),
       );
+    let lastLoginError: Error | undefined;
     while (Date.now() < deadline) {
       if (this.hasExited) throw exitedEarly();
       const banner = await Promise.race([probeSshBanner(this.sshPort, Math.min(3000, Math.max(200, deadline - Date.now()))), this.exited.then(() => false)]);
@@ -499,6 +500,7 @@ class QemuVm implements RunningVm {
         } catch (err) {
           if (err instanceof HostKeyMismatchError) throw err;
           if (this.hasExited) throw exitedEarly();
+          lastLoginError = err as Error;
         }
       }
       await sleep(200);
@@ -506,6 +508,7 @@ class QemuVm implements RunningVm {
     throw new FactoryError(
       'SandboxBootTimeout',
       `the sandbox did not answer SSH within ${Math.round(totalTimeoutMs / 1000)} s (accel ${this.accel}: ${this.accelChoice.reason}); the VM was stopped` +
+        (lastLoginError ? `; sshd answered but the login failed: ${lastLoginError.message}` : '') +
         this.serialSection(),
     );
   }

@@ -166,6 +166,9 @@ describe('sandbox VM', () => {
         expect(Math.abs(Number(guestNow) - Date.now() / 1000)).toBeLessThan(10);
         expect(fwd).toBe('clone-forward');
         expect(user).toBe('agent');
+        const agent = await vm.ssh({ username: 'agent' });
+        expect((await agent.run('id -un')).stdout).toBe('agent\n');
+        agent.close();
       }
       const [a, b] = dirs.map((d) => readFileSync(sandboxFiles(d).hostPublicKey, 'utf8'));
       expect(a).not.toBe(b);
