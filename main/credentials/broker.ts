@@ -4,7 +4,8 @@
 // CredentialProxy on a unix socket in the sandbox folder and hands back the
 // QEMU guestfwd entry and the guest environment (placeholders only); when the
 // VM is gone it closes the proxy.
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { credentialApiInputs, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import type { AppPaths } from '../state/paths.js';
@@ -33,6 +34,8 @@ export interface CredentialBrokerDeps {
 
 interface SandboxState {
   proxy: CredentialProxy;
+  /** A private folder for the socket when the sandbox path cannot carry it (too long, or spaces). */
+  socketDir?: string;
   sandboxDir: string;
   credentials: Array<{ id: string; basicUsernames?: string[] }>;
 }
@@ -72,7 +75,14 @@ export class CredentialBroker {
     const refs = await this.service.list();
     const git = await this.deps.gitRouteFor?.(ctx.taskId);
     const plan = planSandboxRoutes(refs, { taskId: ctx.taskId, ...(git ? { git } : {}) });
-    const socketPath = path.join(ctx.sandboxDir, 'proxy.sock');
+    let socketPath = path.join(ctx.sandboxDir, 'proxy.sock');
+    let socketDir: string | undefined;
+    // A unix socket path is limited to ~100 bytes, and QEMU/socat split on commas,
+    // colons and spaces (macOS "Application Support"): fall back to a private temp folder.
+    if (Buffer.byteLength(socketPath) > 100 || !/^\/[A-Za-z0-9._/-]+$/.test(socketPath)) {
+      socketDir = await mkdtemp(path.join(os.tmpdir(), 'fiab-proxy-'));
+      socketPath = path.join(socketDir, 'proxy.sock');
+    }
     const guestForward = proxyGuestForward(socketPath);
     const proxy = new CredentialProxy({
       sandboxId: ctx.taskId,
@@ -84,12 +94,17 @@ export class CredentialBroker {
       ...(this.deps.upstreamCa ? { upstreamCa: this.deps.upstreamCa } : {}),
       ...(this.deps.allowAddress ? { allowAddress: this.deps.allowAddress } : {}),
     });
-    await proxy.listen();
+    try {
+      await proxy.listen();
+    } catch (err) {
+      if (socketDir) await rm(socketDir, { recursive: true, force: true });
+      throw err;
+    }
     const credentials = plan.routes.map((r) => ({
       id: r.credentialId,
       ...(r.inject.format === 'basic' ? { basicUsernames: [r.inject.username ?? 'x-access-token'] } : {}),
     }));
-    this.sandboxes.set(ctx.taskId, { proxy, sandboxDir: ctx.sandboxDir, credentials });
+    this.sandboxes.set(ctx.taskId, { proxy, sandboxDir: ctx.sandboxDir, credentials, ...(socketDir ? { socketDir } : {}) });
     this.usedBy.set(ctx.taskId, { sandboxDir: ctx.sandboxDir, credentials });
     return { guestForwards: [guestForward], guestEnv: plan.guestEnv };
   }
@@ -100,6 +115,7 @@ export class CredentialBroker {
     if (!s) return;
     this.sandboxes.delete(ctx.taskId);
     await s.proxy.close().catch(() => undefined);
+    if (s.socketDir) await rm(s.socketDir, { recursive: true, force: true }).catch(() => undefined);
   }
 
   /**

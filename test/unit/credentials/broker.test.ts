@@ -103,4 +103,15 @@ describe('CredentialBroker', () => {
     expect(await broker.gitRouteForRemote('git@git.example:acme/app.git')).toBeUndefined();
     expect(await broker.gitRouteForRemote('https://user:pw@git.example/acme/app.git')).toBeUndefined();
   });
+
+  it('puts the socket in a private temp folder when the sandbox path has spaces (macOS Application Support)', async () => {
+    const sandboxDir = path.join(root, 'Application Support', 'sandboxes', 'task2');
+    const prepared = await broker.prepare({ taskId: 'task2', sandboxDir });
+    const command = prepared.guestForwards[0]!.command;
+    expect(command).toMatch(/^socat - UNIX-CONNECT:\/\S+\/fiab-proxy-[^/ ]+\/proxy\.sock$/);
+    const sock = command.slice('socat - UNIX-CONNECT:'.length);
+    expect(existsSync(sock)).toBe(true);
+    await broker.release({ taskId: 'task2' });
+    expect(existsSync(path.dirname(sock))).toBe(false);
+  });
 });
