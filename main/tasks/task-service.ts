@@ -54,6 +54,8 @@ interface Runtime {
   guestEnv: Record<string, string>;
   /** Extensions prepared for this sandbox, released when its VM is gone. */
   extensions: SandboxExtension[];
+  /** The repository is cloned in the guest (a retry needs it). */
+  seeded?: boolean;
   /** Set when we end the VM ourselves, so its exit is not taken for a crash. */
   tearingDown?: boolean;
 }
@@ -199,23 +201,30 @@ export class TaskService<Image = unknown> {
     if (t.phase !== 'failed' && t.phase !== 'cancelled') {
       throw new FactoryError('NotRetryable', `task ${taskId} is ${t.phase}; only a failed or cancelled task can be retried`);
     }
-    const old = this.runtimes.get(taskId);
-    if (!old?.vm || !old.ssh || t.sandbox.status !== 'running') {
-      throw new FactoryError('NoSandbox', `task ${taskId} has no running sandbox to retry in`);
+    const rt = this.runtimes.get(taskId);
+    if (!rt?.vm || !rt.ssh || !rt.seeded || t.sandbox.status !== 'running') {
+      throw new FactoryError('NoSandbox', `task ${taskId} has no running, seeded sandbox to retry in`);
     }
-    await old.done;
     const start = fromStage ?? t.stages.find((s) => s.status === 'failed' || s.status === 'cancelled')?.name ?? 'request';
     for (const s of t.stages) {
       if (s.name === start) break;
       if (s.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
     }
-    const config = await loadPipelineConfig(t.repoPath, t.baseCommit);
+    // Claimed synchronously, so a second retry call is refused above.
+    const before = record.task;
+    const { error: _previousError, ...rest } = before;
+    record.task = { ...rest, phase: 'running' };
+    let config: PipelineConfig;
+    try {
+      await rt.done;
+      config = await loadPipelineConfig(t.repoPath, t.baseCommit);
+    } catch (err) {
+      record.task = before;
+      throw err;
+    }
     // A fresh abort controller: the old one may have fired (cancel).
-    const rt = old;
     rt.abort = new AbortController();
-    const { error: _previousError, ...rest } = record.task;
-    record.task = rest;
-    await this.update(record, { phase: 'running' });
+    await this.persist(record);
     rt.done = (async () => {
       let release: (() => void) | undefined;
       try {
@@ -419,6 +428,7 @@ export class TaskService<Image = unknown> {
       await this.update(record, { phase: 'seeding' });
       rt.ssh = await vm.ssh();
       await this.seed(rt.ssh, task(), seed.bundlePath);
+      rt.seeded = true;
       await fsp.rm(seed.bundlePath, { force: true });
       this.checkAborted(signal);
 
