@@ -123,6 +123,7 @@ export class ImageStore {
           );
           await makeReadOnly(tmp);
           await rename(tmp, this.imageDir);
+          await this.pruneOtherVersions();
         } catch (err) {
           await rm(tmp, { recursive: true, force: true }).catch(() => {});
           throw err;
@@ -137,6 +138,20 @@ export class ImageStore {
     } catch (err) {
       this.emit({ state: 'failed', version: this.version, error: (err as Error).message }, onProgress);
       throw err;
+    }
+  }
+
+  /**
+   * Removes older builds of this recipe once a new one is in place. A running
+   * QEMU keeps its open base file, so sandboxes already running are unharmed.
+   */
+  private async pruneOtherVersions() {
+    const prefix = `${this.recipe.recipe.name}-r`;
+    for (const name of await readdir(this.imagesDir)) {
+      if (!name.startsWith(prefix) || name === this.version) continue;
+      const dir = path.join(this.imagesDir, name);
+      await chmod(dir, 0o755).catch(() => {});
+      await rm(dir, { recursive: true, force: true }).catch(() => {});
     }
   }
 

@@ -172,7 +172,7 @@ export class QemuDriver {
       const key = this.snapshotKeyFor(launch, installed.version ?? '');
       let template: string | undefined;
       try {
-        template = await snapshots.ensure(key, (dir) => this.bootTemplate(launch, dir));
+        template = await snapshots.ensure(key, (dir) => this.bootTemplate(launch, dir), { baseDisk: path.resolve(launch.image.disk) });
         const vm = await this.restoreClone(launch, template, keys, Math.min(bootTimeoutMs, 60_000));
         vm.bootMs = Date.now() - started;
         return vm;
@@ -216,7 +216,7 @@ export class QemuDriver {
       qmpSocket: '',
       cmdline: image.cmdline ?? image.manifest?.kernelCmdline ?? DEFAULT_CMDLINE,
     };
-    await this.snapshots.ensure(this.snapshotKeyFor(launch, installed.version ?? ''), (dir) => this.bootTemplate(launch, dir));
+    await this.snapshots.ensure(this.snapshotKeyFor(launch, installed.version ?? ''), (dir) => this.bootTemplate(launch, dir), { baseDisk: path.resolve(launch.image.disk) });
     return true;
   }
 

@@ -4,7 +4,7 @@
 // the template's SSH keys (host-only, 0600). Made once, atomically (temp folder
 // + rename), under a lock so concurrent starts share one.
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 export class SnapshotStore {
@@ -16,12 +16,12 @@ export class SnapshotStore {
   }
 
   /** The template folder for key, made by `make(tempDir)` if missing. */
-  ensure(key: string, make: (tempDir: string) => Promise<void>): Promise<string> {
+  ensure(key: string, make: (tempDir: string) => Promise<void>, meta: { baseDisk?: string } = {}): Promise<string> {
     const final = path.join(this.dir, key);
     if (existsSync(path.join(final, 'ready'))) return Promise.resolve(final);
     let p = this.pending.get(key);
     if (!p) {
-      p = this.create(key, final, make).finally(() => this.pending.delete(key));
+      p = this.create(key, final, make, meta).finally(() => this.pending.delete(key));
       this.pending.set(key, p);
     }
     return p;
@@ -32,7 +32,19 @@ export class SnapshotStore {
     await rm(path.join(this.dir, key), { recursive: true, force: true });
   }
 
-  private async create(key: string, final: string, make: (tempDir: string) => Promise<void>): Promise<string> {
+  /** Removes templates whose base image is gone (e.g. replaced by a newer build). */
+  private async pruneOrphans() {
+    for (const name of await readdir(this.dir)) {
+      if (name.startsWith('.')) continue;
+      const meta = await readFile(path.join(this.dir, name, 'meta.json'), 'utf8').then(
+        (t) => JSON.parse(t) as { baseDisk?: string },
+        () => undefined,
+      );
+      if (meta?.baseDisk && !existsSync(meta.baseDisk)) await rm(path.join(this.dir, name), { recursive: true, force: true });
+    }
+  }
+
+  private async create(key: string, final: string, make: (tempDir: string) => Promise<void>, meta: { baseDisk?: string }): Promise<string> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const lock = path.join(this.dir, `.${key}.lock`);
     for (;;) {
@@ -47,8 +59,10 @@ export class SnapshotStore {
       try {
         await mkdir(tmp, { mode: 0o700 });
         await make(tmp);
+        await writeFile(path.join(tmp, 'meta.json'), JSON.stringify({ created: new Date().toISOString(), ...meta }) + '\n');
         await writeFile(path.join(tmp, 'ready'), new Date().toISOString() + '\n');
         await rename(tmp, final);
+        await this.pruneOrphans();
       } catch (err) {
         await rm(tmp, { recursive: true, force: true });
         throw err;

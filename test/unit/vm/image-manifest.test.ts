@@ -97,6 +97,11 @@ describe('image manifest', () => {
       builder: new ImageBuilder({ runner, which: async (p) => `/usr/bin/${p}`, now: () => new Date('2026-01-02T03:04:05Z') }),
     });
     expect(store.status().state).toBe('missing');
+    // An older build of the same recipe, read-only as built: replaced by the new one.
+    const stale = path.join(imagesDir, 'debian-bookworm-r0-00000000');
+    await mkdir(stale);
+    await writeFile(path.join(stale, 'disk.qcow2'), 'old');
+    await import('node:child_process').then((cp) => cp.execFileSync('chmod', ['-R', 'a-w', stale]));
     const progress: number[] = [];
     const steps: string[] = [];
     const image = await store.ensure((s) => {
