@@ -5,6 +5,7 @@ export function Header() {
   const status = useFactory((s) => s.status);
   const statusError = useFactory((s) => s.statusError);
   const connection = useFactory((s) => s.connection);
+  const view = useFactory((s) => s.view);
   const controller = useController();
   const image = status?.image;
   // The probe runs at the first boot; until the status is fetched again, a running sandbox tells.
@@ -13,6 +14,14 @@ export function Header() {
   return (
     <header className="app-header" data-testid="system-status">
       <h1>Factory in a Box</h1>
+      <nav className="views">
+        <button type="button" className={view === 'tasks' ? 'nav active' : 'nav'} data-testid="nav-tasks" onClick={() => controller.showView('tasks')}>
+          Tasks
+        </button>
+        <button type="button" className={view === 'credentials' ? 'nav active' : 'nav'} data-testid="nav-credentials" onClick={() => controller.showView('credentials')}>
+          Credentials
+        </button>
+      </nav>
       <div className="status-items">
         {connection !== 'open' ? (
           <span className="pill warn" data-testid="connection-status">

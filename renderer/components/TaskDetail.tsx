@@ -3,6 +3,7 @@ import { useController, useFactory } from '../state/context.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ReviewPanel } from './ReviewPanel.js';
+import { SecurityPanel } from './SecurityPanel.js';
 import { TerminalSlot } from './TerminalSlot.js';
 
 interface Tab {
@@ -71,6 +72,11 @@ export function TaskDetail() {
           </p>
         </div>
         <div className="actions">
+          {(task.phase === 'failed' || task.phase === 'cancelled') && sandboxUp ? (
+            <button type="button" className="secondary" data-testid="retry-button" disabled={!!busy} onClick={() => void controller.retry(task.id)}>
+              {busy === 'retry' ? 'Retrying…' : 'Retry'}
+            </button>
+          ) : null}
           {active ? (
             <button type="button" className="secondary" data-testid="cancel-button" disabled={!!busy} onClick={() => void controller.cancel(task.id)}>
               Cancel
@@ -123,6 +129,7 @@ export function TaskDetail() {
         )}
       </div>
       <ReviewPanel task={task} />
+      <SecurityPanel task={task} />
     </section>
   );
 }

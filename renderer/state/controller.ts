@@ -1,8 +1,10 @@
 // What the UI does, in one place: calls through the bridge and folds the
 // answers and pushed events into the store. Components stay declarative.
 import type { FactoryBridge } from '../../common/contract.js';
+import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
 import type { Task } from '../../common/domain.js';
-import { applyEvent, toErrorInfo, type Connection, type FactoryStore } from './store.js';
+import type { StageName } from '../../common/domain.js';
+import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore } from './store.js';
 
 export class FactoryController {
   private readonly disposers: Array<() => void> = [];
@@ -132,6 +134,54 @@ export class FactoryController {
 
   async destroy(taskId: string): Promise<void> {
     await this.act(taskId, 'destroy', () => this.bridge.call('tasks.destroy', { taskId }).then((t) => this.upsert(t)));
+  }
+
+  async retry(taskId: string, fromStage?: StageName): Promise<void> {
+    await this.act(taskId, 'retry', () =>
+      this.bridge.call('tasks.retry', { taskId, ...(fromStage ? { fromStage } : {}) }).then((t) => this.upsert(t)),
+    );
+  }
+
+  showView(view: 'tasks' | 'credentials'): void {
+    this.store.setState({ view });
+    if (view === 'credentials') void this.loadCredentials().catch(() => {});
+  }
+
+  /** Throws so the credentials screen can show the error where it happened. */
+  async loadCredentials(): Promise<void> {
+    this.store.setState({ credentials: await this.bridge.call('credentials.list', {}) });
+  }
+
+  /** The value is write-only: it goes to the host once and is never read back. */
+  async saveCredential(input: CredentialSetInput): Promise<void> {
+    await this.bridge.call('credentials.set', input);
+    await this.loadCredentials();
+  }
+
+  async deleteCredential(id: string): Promise<void> {
+    await this.bridge.call('credentials.delete', { id });
+    await this.loadCredentials();
+  }
+
+  testCredential(id: string, callUpstream: boolean): Promise<CredentialTestResult> {
+    return this.bridge.call('credentials.test', { id, callUpstream });
+  }
+
+  /** Audit log and last leak-check report of one sandbox. */
+  async loadSecurity(taskId: string): Promise<void> {
+    const [audit, report] = await Promise.all([
+      this.bridge.call('audit.list', { sandboxId: taskId, limit: MAX_AUDIT_ROWS }),
+      this.bridge.call('leakcheck.get', { taskId }),
+    ]);
+    const s = this.store.getState();
+    this.store.setState({ audit: { ...s.audit, [taskId]: audit }, leakReports: { ...s.leakReports, [taskId]: report } });
+  }
+
+  async runLeakCheck(taskId: string): Promise<void> {
+    await this.act(taskId, 'leak check', async () => {
+      const report = await this.bridge.call('leakcheck.run', { taskId });
+      this.store.setState({ leakReports: { ...this.store.getState().leakReports, [taskId]: report } });
+    });
   }
 
   private upsert(task: Task): void {

@@ -2,6 +2,7 @@
 // straight from the bridge to the terminal views).
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import type { FactoryEvent } from '../../common/contract.js';
+import type { AuditEntry, CredentialRef, LeakReport } from '../../common/credentials.js';
 import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
 
 export type Connection = 'connecting' | 'open' | 'closed';
@@ -20,7 +21,15 @@ export interface FactoryState {
   actionErrors: Record<string, ErrorInfo | undefined>;
   /** Per-task action in flight, so buttons can disable themselves. */
   busy: Record<string, string | undefined>;
+  /** References only: credential values never reach the renderer. */
+  credentials?: CredentialRef[];
+  /** The proxy's audit log per sandbox (task id), newest last, capped. */
+  audit: Record<string, AuditEntry[] | undefined>;
+  leakReports: Record<string, LeakReport | null | undefined>;
+  view: 'tasks' | 'credentials';
 }
+
+export const MAX_AUDIT_ROWS = 500;
 
 export type FactoryStore = StoreApi<FactoryState>;
 
@@ -33,6 +42,9 @@ export function createFactoryStore(): FactoryStore {
     reviews: {},
     actionErrors: {},
     busy: {},
+    audit: {},
+    leakReports: {},
+    view: 'tasks',
   }));
 }
 
@@ -61,6 +73,17 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
     case 'terminal.opened':
     case 'terminal.status':
       store.setState({ terminals: { ...s.terminals, [event.info.id]: event.info } });
+      break;
+    case 'credentials.changed':
+      store.setState({ credentials: event.credentials });
+      break;
+    case 'audit.appended': {
+      const rows = [...(s.audit[event.entry.sandboxId] ?? []), event.entry].slice(-MAX_AUDIT_ROWS);
+      store.setState({ audit: { ...s.audit, [event.entry.sandboxId]: rows } });
+      break;
+    }
+    case 'leakcheck.finished':
+      store.setState({ leakReports: { ...s.leakReports, [event.report.sandboxId]: event.report } });
       break;
   }
 }

@@ -71,6 +71,8 @@ const baseHandlers = {
     scrollback: btoa(`scrollback of ${sessionId}\r\n`),
   }),
   'terminal.ack': () => undefined,
+  'audit.list': () => [],
+  'leakcheck.get': () => null,
 };
 
 function mount(handlers: Record<string, (input: any) => unknown> = {}) {
@@ -179,5 +181,49 @@ describe('renderer', () => {
     fireEvent.click(screen.getByTestId('destroy-button'));
     expect((await screen.findByTestId('action-error-name')).textContent).toBe('DestroyFailed');
     expect(screen.getByTestId('action-error-message').textContent).toBe('destroy: qemu did not exit');
+  });
+
+  it('saves a credential without ever showing its value, and lists only the reference', async () => {
+    const SECRET = 'sk-ant-very-secret-value-123';
+    const refs: unknown[] = [];
+    const { bridge } = mount({
+      'credentials.list': () => [...refs],
+      'credentials.set': (input: { kind: string; label: string }) => {
+        const ref = { id: 'anthropic-1', kind: input.kind, label: input.label, target: { upstream: 'https://api.anthropic.com' }, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z' };
+        refs.push(ref);
+        return ref;
+      },
+    });
+    fireEvent.click(screen.getByTestId('nav-credentials'));
+    await screen.findByTestId('credentials-empty');
+    fireEvent.change(screen.getByTestId('credential-label'), { target: { value: 'My key' } });
+    fireEvent.change(screen.getByTestId('credential-value'), { target: { value: SECRET } });
+    expect((screen.getByTestId('credential-value') as HTMLInputElement).type).toBe('password');
+    fireEvent.click(screen.getByTestId('credential-save'));
+    await screen.findByTestId('credential-row-anthropic-1');
+    expect(bridge.calls.find((c) => c.method === 'credentials.set')?.input).toMatchObject({ kind: 'anthropic', label: 'My key', value: SECRET });
+    expect((screen.getByTestId('credential-value') as HTMLInputElement).value).toBe('');
+    expect(document.body.innerHTML).not.toContain(SECRET);
+  });
+
+  it('shows a leak as a loud security failure on the sandbox', async () => {
+    mount({
+      'tasks.list': () => [task()],
+      'leakcheck.get': () => ({
+        sandboxId: 't1', at: '2026-01-01T00:00:00Z', verdict: 'leak', credentialIds: ['anthropic-1'], durationMs: 10,
+        scanned: [{ source: 'overlay', bytes: 100 }, { source: 'memory', bytes: 200 }],
+        hits: [{ credentialId: 'anthropic-1', encoding: 'base64', source: 'memory', offset: 4096 }],
+      }),
+      'audit.list': () => [
+        { time: '2026-01-01T00:00:01Z', sandboxId: 't1', method: 'POST', host: 'api.anthropic.com', path: '/v1/messages', rule: 'anthropic', status: 200, bytesIn: 10, bytesOut: 20, durationMs: 5 },
+      ],
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    const report = await screen.findByTestId('leak-report');
+    expect(report.dataset.verdict).toBe('leak');
+    expect(report.getAttribute('role')).toBe('alert');
+    expect(report.textContent).toContain('SECURITY FAILURE');
+    expect(screen.getByTestId('leak-hits').textContent).toContain('anthropic-1 as base64 in memory at offset 4096');
+    expect(screen.getByTestId('audit-log').textContent).toContain('/v1/messages');
   });
 });

@@ -1,0 +1,232 @@
+// Credentials: references only. A value is typed into a password field, sent to
+// the host once (which puts it in the OS keychain) and never shown or read back.
+import { useEffect, useState, type FormEvent } from 'react';
+import { CREDENTIAL_KINDS, type CredentialKind, type CredentialRef, type CredentialSetInput, type CredentialTestResult } from '../../common/credentials.js';
+import type { ErrorInfo } from '../../common/domain.js';
+import { useController, useFactory } from '../state/context.js';
+import { toErrorInfo } from '../state/store.js';
+import { ErrorBox } from './ErrorBox.js';
+
+const KIND_LABEL: Record<CredentialKind, string> = {
+  anthropic: 'Anthropic API key',
+  openai: 'OpenAI API key',
+  git: 'Git host token',
+  'custom-header': 'Custom header rule',
+};
+
+export function CredentialsScreen() {
+  const controller = useController();
+  const credentials = useFactory((s) => s.credentials);
+  const [error, setError] = useState<ErrorInfo>();
+
+  useEffect(() => {
+    controller.loadCredentials().catch((err) => setError(toErrorInfo(err)));
+  }, [controller]);
+
+  return (
+    <section className="credentials" data-testid="credentials-screen">
+      <h2>Credentials</h2>
+      <p className="hint">
+        Values are stored in the OS keychain and are write-only: the app never shows them again, and they never enter a
+        sandbox. Sandboxes reach these services through the app's proxy, which adds the credential.
+      </p>
+      {error ? <ErrorBox testId="credentials-error" error={error} /> : null}
+      {credentials === undefined ? null : credentials.length === 0 ? (
+        <p className="hint" data-testid="credentials-empty">
+          No credentials yet.
+        </p>
+      ) : (
+        <table className="credential-table">
+          <thead>
+            <tr>
+              <th>Label</th>
+              <th>For</th>
+              <th>Upstream</th>
+              <th>Updated</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {credentials.map((c) => (
+              <CredentialRow key={c.id} credential={c} />
+            ))}
+          </tbody>
+        </table>
+      )}
+      <CredentialForm />
+    </section>
+  );
+}
+
+function CredentialRow({ credential }: { credential: CredentialRef }) {
+  const controller = useController();
+  const [replacing, setReplacing] = useState(false);
+  const [value, setValue] = useState('');
+  const [result, setResult] = useState<CredentialTestResult>();
+  const [error, setError] = useState<ErrorInfo>();
+  const [busy, setBusy] = useState(false);
+
+  const run = async (fn: () => Promise<void>) => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await fn();
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      <tr data-testid={`credential-row-${credential.id}`}>
+        <td>{credential.label}</td>
+        <td>{KIND_LABEL[credential.kind]}</td>
+        <td>
+          <code>{credential.target.upstream}</code>
+        </td>
+        <td className="muted">{credential.updatedAt.slice(0, 16).replace('T', ' ')}</td>
+        <td className="actions">
+          <button type="button" className="secondary small" disabled={busy} onClick={() => void run(async () => setResult(await controller.testCredential(credential.id, true)))}>
+            Test
+          </button>
+          <button type="button" className="secondary small" onClick={() => setReplacing((r) => !r)}>
+            Replace value
+          </button>
+          <button
+            type="button"
+            className="danger small"
+            data-testid={`credential-delete-${credential.id}`}
+            disabled={busy}
+            onClick={() => void run(() => controller.deleteCredential(credential.id))}
+          >
+            Delete
+          </button>
+        </td>
+      </tr>
+      {replacing || result || error ? (
+        <tr>
+          <td colSpan={5}>
+            {replacing ? (
+              <form
+                className="inline-form"
+                onSubmit={(e) => {
+                  e.preventDefault();
+                  void run(async () => {
+                    await controller.saveCredential({ id: credential.id, kind: credential.kind, label: credential.label, value });
+                    setValue('');
+                    setReplacing(false);
+                  });
+                }}
+              >
+                <input type="password" autoComplete="off" placeholder="new value" value={value} onChange={(e) => setValue(e.target.value)} />
+                <button type="submit" className="small" disabled={!value || busy}>
+                  Save
+                </button>
+              </form>
+            ) : null}
+            {result ? (
+              <p data-testid={`credential-test-${credential.id}`} className={result.stored && result.upstream?.ok !== false ? 'ok' : 'bad'}>
+                {result.stored ? 'Stored in the keychain.' : 'Not found in the keychain.'}{' '}
+                {result.upstream ? `Upstream: ${result.upstream.ok ? 'accepted' : 'refused'}${result.upstream.status ? ` (HTTP ${result.upstream.status})` : ''} — ${result.upstream.message}` : ''}
+              </p>
+            ) : null}
+            {error ? <ErrorBox testId={`credential-error-${credential.id}`} error={error} /> : null}
+          </td>
+        </tr>
+      ) : null}
+    </>
+  );
+}
+
+function CredentialForm() {
+  const controller = useController();
+  const [kind, setKind] = useState<CredentialKind>('anthropic');
+  const [label, setLabel] = useState('');
+  const [value, setValue] = useState('');
+  const [upstream, setUpstream] = useState('');
+  const [header, setHeader] = useState('');
+  const [username, setUsername] = useState('');
+  const [error, setError] = useState<ErrorInfo>();
+  const [saved, setSaved] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const needsUpstream = kind === 'git' || kind === 'custom-header';
+
+  const onSubmit = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(undefined);
+    setSaved(undefined);
+    setBusy(true);
+    const target: NonNullable<CredentialSetInput['target']> = {
+      ...(upstream.trim() ? { upstream: upstream.trim() } : {}),
+      ...(kind === 'custom-header' && header.trim() ? { header: header.trim() } : {}),
+      ...(kind === 'git' && username.trim() ? { username: username.trim() } : {}),
+    };
+    try {
+      await controller.saveCredential({ kind, label, value, ...(Object.keys(target).length ? { target } : {}) });
+      setSaved(label);
+      setLabel('');
+      setValue('');
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      // The value leaves the page's memory either way.
+      setValue('');
+      setBusy(false);
+    }
+  };
+
+  return (
+    <form className="credential-form" data-testid="credential-form" onSubmit={onSubmit}>
+      <h3>Add a credential</h3>
+      <div className="form-grid">
+        <label>
+          For
+          <select data-testid="credential-kind" value={kind} onChange={(e) => setKind(e.target.value as CredentialKind)}>
+            {CREDENTIAL_KINDS.map((k) => (
+              <option key={k} value={k}>
+                {KIND_LABEL[k]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Label
+          <input type="text" data-testid="credential-label" value={label} onChange={(e) => setLabel(e.target.value)} />
+        </label>
+        <label>
+          Value
+          <input type="password" autoComplete="off" data-testid="credential-value" value={value} onChange={(e) => setValue(e.target.value)} />
+        </label>
+        {needsUpstream || upstream ? (
+          <label>
+            Upstream (https://…)
+            <input type="text" data-testid="credential-upstream" value={upstream} onChange={(e) => setUpstream(e.target.value)} />
+          </label>
+        ) : null}
+        {kind === 'custom-header' ? (
+          <label>
+            Header
+            <input type="text" data-testid="credential-header" value={header} onChange={(e) => setHeader(e.target.value)} />
+          </label>
+        ) : null}
+        {kind === 'git' ? (
+          <label>
+            User name (optional)
+            <input type="text" data-testid="credential-username" value={username} onChange={(e) => setUsername(e.target.value)} />
+          </label>
+        ) : null}
+      </div>
+      <button type="submit" data-testid="credential-save" disabled={busy || !label.trim() || !value}>
+        Save to keychain
+      </button>
+      {saved ? (
+        <p className="ok" data-testid="credential-saved">
+          Saved “{saved}”.
+        </p>
+      ) : null}
+      {error ? <ErrorBox testId="credential-form-error" error={error} /> : null}
+    </form>
+  );
+}
