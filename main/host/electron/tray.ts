@@ -4,15 +4,13 @@ import { pickRepoFolder } from './dialogs.js';
 
 export const NEW_TASK_CHANNEL = 'factory:new-task';
 
-// A 16x16 template-style icon drawn in code, so packaging needs no asset for it.
-const ICON_DATA_URL =
-  'data:image/svg+xml;base64,' +
-  Buffer.from(
-    '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16"><rect x="1" y="5" width="14" height="10" rx="2" fill="#2f6fde"/><rect x="4" y="1" width="8" height="4" fill="none" stroke="#1d2330" stroke-width="1.5"/></svg>',
-  ).toString('base64');
+// A 16x16 PNG drawn at build time and kept inline, so packaging needs no asset
+// for it (nativeImage reads PNG and JPEG, not SVG).
+const ICON_PNG_BASE64 =
+  'iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hAAAALklEQVR4nGNgGHRAVtngPz5MtAHEilPHAP38e//JwYPUAEKA9gYMfBgMUQMoAQBxvYpUx7oD7QAAAABJRU5ErkJggg==';
 
 export function createTray(win: BrowserWindow, quit: () => void): Tray {
-  const tray = new Tray(nativeImage.createFromDataURL(ICON_DATA_URL));
+  const tray = new Tray(nativeImage.createFromBuffer(Buffer.from(ICON_PNG_BASE64, 'base64')));
   const show = () => {
     if (win.isDestroyed()) return;
     if (win.isMinimized()) win.restore();
