@@ -12,7 +12,7 @@ import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
 import { CredentialService } from './credential-service.js';
 import type { SecretStore } from './keychain.js';
-import { dumpGuestMemory, LeakChecker } from './leak-check.js';
+import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor } from './leak-check.js';
 import type { AddressAllowance } from './net-guard.js';
 import { CredentialProxy } from './proxy.js';
 import { CredentialRefStore, writeAtomic } from './ref-store.js';
@@ -25,6 +25,11 @@ export interface CredentialBrokerDeps {
   emit?: (e: CredentialEvent) => void;
   /** The task's git remote and whether push is on, when the task has one; no git route otherwise. */
   gitRouteFor?: (taskId: string) => GitRouteOptions | undefined | Promise<GitRouteOptions | undefined>;
+  /**
+   * The running VM's own QMP client for a task (RunningVm.qmp), used for the memory
+   * dump: a QMP socket serves one client, and the VM keeps its connection open.
+   */
+  qmpFor?: (taskId: string) => (() => Promise<QmpExecutor>) | undefined;
   /** host:port pairs every sandbox may CONNECT to without injection (e.g. registry.npmjs.org:443). */
   connectAllow?: string[];
   /** Tests only: extra upstream trust root and the loopback allowance for local upstreams. */
@@ -123,10 +128,13 @@ export class CredentialBroker {
    * the leak check with a memory dump. Never throws; a failure is a report with
    * verdict 'incomplete', a hit is 'leak' (announced as leakcheck.finished).
    */
-  async beforeDestroy(ctx: { taskId: string; sandboxDir?: string }): Promise<LeakReport | undefined> {
+  async beforeDestroy(ctx: { taskId: string; sandboxDir?: string; qmp?: () => Promise<QmpExecutor> }): Promise<LeakReport | undefined> {
     try {
       const dir = this.usedBy.get(ctx.taskId)?.sandboxDir ?? ctx.sandboxDir;
-      return await this.leakCheck(ctx.taskId, dir ? { overlayPath: path.join(dir, 'overlay.qcow2'), qmpSocket: path.join(dir, 'qmp.sock') } : {});
+      return await this.leakCheck(ctx.taskId, {
+        ...(dir ? { overlayPath: path.join(dir, 'overlay.qcow2'), qmpSocket: path.join(dir, 'qmp.sock') } : {}),
+        ...(ctx.qmp ? { qmp: ctx.qmp } : {}),
+      });
     } catch (err) {
       console.error(`leak check of ${ctx.taskId} failed: ${(err as Error).message}`);
       return undefined;
@@ -172,13 +180,27 @@ export class CredentialBroker {
    */
   async leakCheck(
     taskId: string,
-    sources: { overlayPath?: string; qmpSocket?: string; dumpMemory?: (file: string) => Promise<void>; files?: string[] } = {},
+    sources: {
+      overlayPath?: string;
+      /** The VM's QMP client; else qmpFor(taskId); else a fresh connection to qmpSocket. */
+      qmp?: () => Promise<QmpExecutor>;
+      qmpSocket?: string;
+      dumpMemory?: (file: string) => Promise<void>;
+      files?: string[];
+    } = {},
   ): Promise<LeakReport> {
     const known = this.usedBy.get(taskId);
     const sandboxDir = known?.sandboxDir ?? path.join(this.deps.paths.sandboxes, taskId);
     const overlayPath = sources.overlayPath ?? path.join(sandboxDir, 'overlay.qcow2');
     const qmpSocket = sources.qmpSocket ?? path.join(sandboxDir, 'qmp.sock');
-    const dumpMemory = sources.dumpMemory ?? (this.sandboxes.has(taskId) ? (file: string) => dumpGuestMemory(qmpSocket, file) : undefined);
+    const qmp = sources.qmp ?? this.deps.qmpFor?.(taskId);
+    const dumpMemory =
+      sources.dumpMemory ??
+      (qmp
+        ? async (file: string) => dumpGuestMemoryWith(await qmp(), file)
+        : this.sandboxes.has(taskId)
+          ? (file: string) => dumpGuestMemory(qmpSocket, file)
+          : undefined);
     const report = await this.leaks.check({
       sandboxId: taskId,
       credentials: known?.credentials ?? [],

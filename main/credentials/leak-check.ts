@@ -107,14 +107,31 @@ export async function scanFile(file: string, needles: LeakNeedle[], opts: { chun
   return { bytes: total, hits };
 }
 
+/** Anything that runs a QMP command: the VM's own client (a QMP socket takes one client at a time). */
+export interface QmpExecutor {
+  execute(command: string, args?: Record<string, unknown>): Promise<unknown>;
+}
+
 /** Dumps the guest's memory to a file through QMP (`dump-guest-memory`, paging off: raw RAM as ELF). */
-export async function dumpGuestMemory(qmpSocket: string, outFile: string, opts: { timeoutMs?: number } = {}): Promise<void> {
-  const qmp = await QmpClient.connect(qmpSocket, { timeoutMs: 5000 });
+export async function dumpGuestMemoryWith(qmp: QmpExecutor, outFile: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
       qmp.execute('dump-guest-memory', { paging: false, protocol: `file:${outFile}` }),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('dump-guest-memory did not finish in time')), opts.timeoutMs ?? 300_000)),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('dump-guest-memory did not finish in time')), opts.timeoutMs ?? 300_000);
+      }),
     ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The same over a QMP socket nobody else holds (a fresh connection). */
+export async function dumpGuestMemory(qmpSocket: string, outFile: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  const qmp = await QmpClient.connect(qmpSocket, { timeoutMs: 5000 });
+  try {
+    await dumpGuestMemoryWith(qmp, outFile, opts);
   } finally {
     qmp.close();
   }

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
+import type { QmpExecutor } from '../../main/credentials/leak-check.js';
 import { guestEnvScript } from '../../main/credentials/routes.js';
 import type { SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
 import { appPaths } from '../../main/state/paths.js';
@@ -149,7 +150,10 @@ describe('credentials in a real sandbox', () => {
 
   it('the leak check finds no credential in the overlay or guest memory after use — and finds a planted one', async () => {
     await ssh.run('sync');
-    const clean = await broker.leakCheck(TASK);
+    // The VM keeps its own QMP connection (one client per socket): dump through it.
+    const vmQmp = (vm as unknown as { qmp?: () => Promise<QmpExecutor> }).qmp?.bind(vm);
+    const sources = vmQmp ? { qmp: vmQmp } : {};
+    const clean = await broker.leakCheck(TASK, sources);
     console.log(`leak check (clean): ${JSON.stringify(clean.scanned)} in ${clean.durationMs} ms`);
     expect(clean.scanned.map((s) => s.source).sort()).toEqual(['disk overlay', 'guest memory']);
     for (const s of clean.scanned) {
@@ -169,7 +173,7 @@ describe('credentials in a real sandbox', () => {
         `for i in $(seq 1 100); do [ -e /tmp/held ] && break; sleep 0.1; done; echo ok`,
     );
     expect(planted.stdout.trim()).toBe('ok');
-    const dirty = await broker.leakCheck(TASK);
+    const dirty = await broker.leakCheck(TASK, sources);
     expect(dirty.verdict).toBe('leak');
     const found = new Set(dirty.hits.map((h) => `${h.source}:${h.credentialId}:${h.encoding}`));
     console.log(`leak check (planted): ${[...found].join(', ')}`);
