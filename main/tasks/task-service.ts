@@ -80,8 +80,18 @@ class Slots {
   async acquire(signal: AbortSignal): Promise<() => void> {
     while (this.active >= this.limit()) {
       await new Promise<void>((resolve) => {
-        this.waiting.push(resolve);
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        const wake = () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        // A cancelled waiter leaves the queue, so a release always wakes a live one.
+        const onAbort = () => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          resolve();
+        };
+        this.waiting.push(wake);
+        signal.addEventListener('abort', onAbort, { once: true });
       });
       if (signal.aborted) throw new FactoryError('Cancelled', 'the task was cancelled before it started');
     }

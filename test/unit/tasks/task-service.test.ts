@@ -138,8 +138,11 @@ describe('parallel limit', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect((await a.api['tasks.get']({ taskId: second.id })).phase).toBe('creating');
     expect(ensureCalls).toBe(1);
+    // A third task queues behind the second; the second is cancelled while queued, which must not swallow the next free slot.
+    const third = await a.api['tasks.create']({ repoPath: repo.dir, title: 'three' });
+    expect((await a.api['tasks.cancel']({ taskId: second.id })).phase).toBe('cancelled');
     await a.api['tasks.cancel']({ taskId: first.id });
-    await expect.poll(async () => (await a.api['tasks.get']({ taskId: second.id })).phase).toBe('provisioning');
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: third.id })).phase).toBe('provisioning');
     expect(ensureCalls).toBe(2);
   });
 });
