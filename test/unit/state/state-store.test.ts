@@ -1,9 +1,19 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { StateStore, type TaskRecord } from '../../../main/state/state-store.js';
 import { SettingsStore } from '../../../main/state/settings.js';
-import { tempDir } from '../../support/repo.js';
+import { tempDir as makeTempDir } from '../../support/repo.js';
+
+const made: string[] = [];
+function tempDir(): string {
+  const d = makeTempDir('factory-state-');
+  made.push(d);
+  return d;
+}
+afterAll(() => {
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+});
 
 function record(id: string, title = 'do it'): TaskRecord {
   return {
