@@ -230,7 +230,14 @@ describe('CredentialProxy', () => {
       upstream: new URL(u),
     }));
     // No allowAddress here: this proxy is configured the way the app configures it.
-    const strict = new CredentialProxy({ sandboxId: 'sb-strict', socketPath: path.join(strictDir, 'p.sock'), routes: strictRoutes, secrets, upstreamCa: ca.cert });
+    const strict = new CredentialProxy({
+      sandboxId: 'sb-strict',
+      socketPath: path.join(strictDir, 'p.sock'),
+      routes: strictRoutes,
+      secrets,
+      upstreamCa: ca.cert,
+      connectAllow: [`localhost:${stub.port}`],
+    });
     await strict.listen();
     try {
       const before = stub.requests.length;
@@ -240,6 +247,19 @@ describe('CredentialProxy', () => {
         expect(reply.body).toMatch(/destination .* refused: .*(loopback|private|link-local)/);
       }
       expect(stub.requests.length).toBe(before);
+      // An allow-listed CONNECT target is still refused when it resolves to loopback.
+      const connect = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request({ socketPath: strict.socketPath, method: 'CONNECT', path: `localhost:${stub.port}` });
+        req.on('connect', (res, socket) => {
+          let body = '';
+          socket.on('data', (c: Buffer) => (body += c.toString()));
+          socket.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          socket.on('close', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(connect.status).toBe(403);
     } finally {
       await strict.close();
       rmSync(strictDir, { recursive: true, force: true });
