@@ -98,7 +98,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
-  const broker = opts.credentials ?? new CredentialBroker({ paths, secrets: new KeychainStore(), emit });
+  const broker = opts.credentials ?? new CredentialBroker({ paths, secrets: new KeychainStore(), emit, qmpFor: (taskId) => taskService?.qmpFor(taskId) });
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
   const tasks = new TaskService({
     paths,

@@ -9,6 +9,11 @@ export interface SandboxSshPort extends GuestSsh {
   close(): void;
 }
 
+/** A QMP connection of a running VM (one client per socket: use the VM's own). */
+export interface QmpPort {
+  execute(command: string, args?: Record<string, unknown>): Promise<unknown>;
+}
+
 export interface RunningVmPort {
   pid: number;
   accel: string;
@@ -20,6 +25,8 @@ export interface RunningVmPort {
   destroy(): Promise<void>;
   serialTail(lines: number): string;
   exited: Promise<void>;
+  /** The VM's own QMP client, where the driver offers it. */
+  qmp?(): Promise<QmpPort>;
 }
 
 export interface ImageStorePort<Image> {
@@ -55,7 +62,7 @@ export interface SandboxExtension {
   readonly name: string;
   prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
-  beforeDestroy?(ctx: { taskId: string; sandboxDir: string }): Promise<unknown>;
+  beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */
   release(ctx: { taskId: string }): Promise<void>;
 }

@@ -19,7 +19,7 @@ import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
 import { createSeedBundle, inspectRepo } from './host-repo.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
+import type { GuestForwardSpec, ImageStorePort, QmpPort, QemuDriverPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -321,6 +321,13 @@ export class TaskService<Image = unknown> {
     return { ...(this.runtimes.get(taskId)?.guestEnv ?? {}) };
   }
 
+  /** The QMP client of a task's running VM (e.g. for a leak check's memory dump), if the driver offers one. */
+  qmpFor(taskId: string): (() => Promise<QmpPort>) | undefined {
+    const vm = this.runtimes.get(taskId)?.vm;
+    if (!vm || typeof vm.qmp !== 'function') return undefined;
+    return () => vm.qmp!();
+  }
+
   /** The live SSH connection of a task's sandbox (for interactive shells). */
   sandboxSsh(taskId: string): SandboxSshPort {
     this.record(taskId);
@@ -564,7 +571,8 @@ export class TaskService<Image = unknown> {
     await this.update(record, { sandbox: { ...record.task.sandbox, status: 'stopping' } });
     for (const ext of rt.extensions) {
       if (!ext.beforeDestroy) continue;
-      await ext.beforeDestroy({ taskId: record.task.id, sandboxDir: rt.vm.sandboxDir }).catch(() => undefined);
+      const qmp = this.qmpFor(record.task.id);
+      await ext.beforeDestroy({ taskId: record.task.id, sandboxDir: rt.vm.sandboxDir, ...(qmp ? { qmp } : {}) }).catch(() => undefined);
     }
     try {
       rt.ssh?.close();

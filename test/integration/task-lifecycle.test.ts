@@ -22,9 +22,10 @@ const brokerExtension = {
       guestEnv: { BROKER_PLACEHOLDER: 'placeholder-not-a-secret' },
     };
   },
-  async beforeDestroy(ctx: { taskId: string; sandboxDir: string }) {
-    // The VM still runs here: its disk overlay exists.
-    extensionCalls.push(`beforeDestroy ${ctx.taskId} overlay=${fs.existsSync(path.join(ctx.sandboxDir, 'overlay.qcow2'))}`);
+  async beforeDestroy(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<{ execute(c: string): Promise<unknown> }> }) {
+    // The VM still runs here: its disk overlay exists and its own QMP client answers.
+    const status = ctx.qmp ? ((await (await ctx.qmp()).execute('query-status')) as { status?: string }).status : 'no qmp';
+    extensionCalls.push(`beforeDestroy ${ctx.taskId} overlay=${fs.existsSync(path.join(ctx.sandboxDir, 'overlay.qcow2'))} vm=${status}`);
   },
   async release(ctx: { taskId: string }) {
     extensionCalls.push(`release ${ctx.taskId}`);
@@ -182,7 +183,7 @@ describe('task lifecycle in a real sandbox', () => {
     expect(processAlive(qemuPid)).toBe(false);
     const left = fs.existsSync(sandboxDir) ? fs.readdirSync(sandboxDir) : [];
     expect(left.filter((n) => n.endsWith('.qcow2'))).toEqual([]);
-    expect(extensionCalls).toEqual([`prepare ${taskId}`, `beforeDestroy ${taskId} overlay=true`, `release ${taskId}`]);
+    expect(extensionCalls).toEqual([`prepare ${taskId}`, `beforeDestroy ${taskId} overlay=true vm=running`, `release ${taskId}`]);
   });
 
   it('reloads tasks, stage results, decisions and stage logs in a second app instance', async () => {
