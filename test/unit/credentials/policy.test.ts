@@ -69,3 +69,29 @@ describe('git route scope', () => {
     expect(() => planSandboxRoutes([ref], { taskId: 't', git: { repoUrl: 'https://u:p@github.com/acme/app.git', credentialId: 'gh' } })).toThrow(/must not contain/);
   });
 });
+
+describe('audit log', () => {
+  it('is per sandbox, survives a new instance, and stops at its size cap with a marker', async () => {
+    const { AuditLog } = await import('../../../main/credentials/audit.js');
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-audit-'));
+    try {
+      const log = new AuditLog(dir, { maxBytesPerSandbox: 2000 });
+      const entry = (i: number) => ({ time: new Date(0).toISOString(), sandboxId: 'a', method: 'GET', host: 'h', path: `/p${i}`, rule: 'r', status: 200, bytesIn: 0, bytesOut: 0, durationMs: 1 });
+      for (let i = 0; i < 50; i++) log.record(entry(i));
+      log.record({ ...entry(0), sandboxId: 'b' });
+      await log.flush();
+      const a = await new AuditLog(dir).list('a');
+      expect(a.length).toBeGreaterThan(5);
+      expect(a.length).toBeLessThan(50);
+      expect(a.at(-1)!.rule).toBe('audit log full');
+      expect(a.slice(0, -1).every((e) => e.rule === 'r')).toBe(true);
+      expect(await log.list('b')).toHaveLength(1);
+      expect(() => log.record({ ...entry(0), sandboxId: '../x' })).toThrow(/not a sandbox id/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
