@@ -65,6 +65,23 @@ export interface PipelineRunOutcome {
 
 const MAX_TASK_TEXT_BYTES = 64 * 1024;
 
+/**
+ * Every stage's environment before the repo config's own: no pager, and a
+ * commit identity for agents that commit (the agent user has no git config,
+ * and git refuses to guess one). The repo's pipeline.json env may override both.
+ */
+export const NON_INTERACTIVE_ENV: Readonly<Record<string, string>> = {
+  PAGER: 'cat',
+  GIT_PAGER: 'cat',
+  SYSTEMD_PAGER: '',
+  LESS: '-FRX',
+  GIT_TERMINAL_PROMPT: '0',
+  GIT_AUTHOR_NAME: 'Factory agent',
+  GIT_AUTHOR_EMAIL: 'agent@factory.invalid',
+  GIT_COMMITTER_NAME: 'Factory agent',
+  GIT_COMMITTER_EMAIL: 'agent@factory.invalid',
+};
+
 export function pendingStages(): StageResult[] {
   return STAGE_NAMES.map((name) => ({ name, status: 'pending' as const }));
 }
@@ -190,6 +207,9 @@ export class PipelineRunner {
         FACTORY_BASE_REF: task.baseRef,
       }),
       `FACTORY_TASK="$(cat ${GUEST_TASK_FILE})"; export FACTORY_TASK`,
+      // Stages run under a pty with nobody at the keyboard: a pager (git diff,
+      // git log, man) would wait for a key until the stage times out.
+      exportLines(NON_INTERACTIVE_ENV),
       exportLines(config.env),
       exportLines(input.guestEnv ?? {}),
       '',
