@@ -1,0 +1,149 @@
+// The credential broker inside the whole app: credentials stored through the
+// API into the real keychain, a task whose pipeline stages (run as the agent
+// user in a real sandbox) call the model-API stub and clone from the basic-auth
+// git server through the proxy, the audit log of that sandbox, and the leak
+// check the app runs at teardown while the VM still runs: clean, with the
+// overlay and a dump of guest memory both scanned.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CredentialEvent } from '../../common/credentials.js';
+import type { Task } from '../../common/domain.js';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { CredentialBroker } from '../../main/credentials/broker.js';
+import { KeychainStore } from '../../main/credentials/keychain.js';
+import { appPaths } from '../../main/state/paths.js';
+import { startGitServer, type GitServer } from '../support/git-server.js';
+import { createTestCa, type TestCa } from '../support/https.js';
+import { testImage } from '../support/image.js';
+import { requireSecretService } from '../support/keyring.js';
+import { startModelStub, type ModelStub } from '../support/model-stub.js';
+import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+
+const ANTHROPIC_KEY = `sk-ant-app-${randomBytes(20).toString('hex')}`;
+const GIT_TOKEN = `ghp_app${randomBytes(20).toString('hex')}`;
+
+function waitForTask(app: FactoryApp, taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(async () => {
+      off();
+      const t = await app.api['tasks.get']({ taskId });
+      reject(new Error(`timed out; task is ${t.phase}: ${JSON.stringify(t.error ?? t.stages)}`));
+    }, timeoutMs);
+    const check = (t: Task) => {
+      if (t.id === taskId && done(t)) {
+        clearTimeout(timer);
+        off();
+        resolve(t);
+      }
+    };
+    const off = app.onEvent((e) => {
+      if (e.type === 'task.updated') check(e.task);
+    });
+    void app.api['tasks.get']({ taskId }).then(check);
+  });
+}
+
+describe('credential broker in the app', () => {
+  let dataDir: string;
+  let ca: TestCa;
+  let stub: ModelStub;
+  let gitServer: GitServer;
+  let repo: FixtureRepo;
+  let app: FactoryApp | undefined;
+  let keychain: KeychainStore;
+  const events: CredentialEvent[] = [];
+  const output = new Map<string, string>();
+  const stored: string[] = [];
+
+  beforeAll(async () => {
+    requireSecretService();
+    await testImage();
+    dataDir = tempDir('fca-');
+    ca = createTestCa();
+    stub = await startModelStub(ca, { anthropicKey: ANTHROPIC_KEY, sseDelayMs: 20 });
+    gitServer = await startGitServer(ca, { user: 'x-access-token', token: GIT_TOKEN });
+    gitServer.createRepo('upstream', { 'UPSTREAM.md': 'fetched through the proxy\n' });
+    repo = await makeRepo({
+      files: {
+        'README.md': '# Fixture\n',
+        '.factory/pipeline.json': JSON.stringify({
+          stages: {
+            request: {
+              command:
+                `curl -sS -N --fail-with-body -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" ` +
+                `-H 'content-type: application/json' -d '{"model":"claude-stub","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}' ` +
+                `| grep -c '^event: content_block_delta'`,
+            },
+            build: { command: 'git clone -q "$FACTORY_GIT_URL" /tmp/upstream && cat /tmp/upstream/UPSTREAM.md >> README.md && echo built', timeoutSeconds: 180 },
+            test: { command: 'grep -q "fetched through the proxy" README.md && echo "tests: 1 passed"' },
+          },
+        }),
+      },
+    });
+    const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
+    keychain = new KeychainStore({ service: `factory-in-a-box-app-${randomBytes(4).toString('hex')}` });
+    const broker: CredentialBroker = new CredentialBroker({
+      paths,
+      secrets: keychain,
+      emit: (e) => events.push(e),
+      upstreamCa: ca.cert,
+      allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
+      // The app would take the task's remote from the host repo; here it is the test server's repo.
+      gitRouteFor: () => broker.gitRouteForRemote(gitServer.repoUrl('upstream')),
+    });
+    app = await createFactoryApp({ host: 'web', paths, credentials: broker });
+    app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+    const a = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: ANTHROPIC_KEY, target: { upstream: stub.url } });
+    const g = await app.api['credentials.set']({ kind: 'git', label: 'Git (stub)', value: GIT_TOKEN, target: { upstream: gitServer.url } });
+    stored.push(a.id, g.id);
+  });
+
+  afterAll(async () => {
+    await app?.dispose();
+    for (const id of stored) await keychain?.remove(id).catch(() => undefined);
+    await stub?.close();
+    await gitServer?.dispose();
+    ca?.dispose();
+    repo?.cleanup();
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('runs a pipeline that uses both credentials through the proxy, audits it, and finds no leak at teardown', async () => {
+    const listed = await app!.api['credentials.list']({});
+    expect(JSON.stringify(listed)).not.toContain(ANTHROPIC_KEY);
+    expect(JSON.stringify(listed)).not.toContain(GIT_TOKEN);
+
+    const created = await app!.api['tasks.create']({ repoPath: repo.dir, title: 'Use the model API and the git host' });
+    const t = await waitForTask(app!, created.id, (x) => ['review', 'failed', 'cancelled'].includes(x.phase));
+    expect(t.error).toBeUndefined();
+    expect(t.stages.slice(0, 4).map((s) => `${s.name}:${s.status}`)).toEqual(['request:passed', 'plan:passed', 'build:passed', 'test:passed']);
+    expect(output.get(t.stages[0]!.sessionId!)).toMatch(/^5\s*$/m); // five streamed deltas arrived
+    expect(stub.requests.some((r) => r.headers['x-api-key'] === ANTHROPIC_KEY)).toBe(true);
+    expect(gitServer.authSeen).toContain(`Basic ${Buffer.from(`x-access-token:${GIT_TOKEN}`).toString('base64')}`);
+    for (const s of t.stages) expect(output.get(s.sessionId ?? '') ?? '').not.toContain(ANTHROPIC_KEY);
+
+    const audit = await app!.api['audit.list']({ sandboxId: t.id });
+    expect(audit.some((e) => e.rule === 'anthropic' && e.status === 200 && e.bytesOut > 0)).toBe(true);
+    expect(audit.some((e) => e.rule === 'git' && e.path.endsWith('/git-upload-pack') && e.status === 200)).toBe(true);
+    expect(events.some((e) => e.type === 'audit.appended')).toBe(true);
+
+    const destroyed = await app!.api['tasks.destroy']({ taskId: t.id });
+    expect(destroyed.sandbox.status).toBe('destroyed');
+    const report = await app!.api['leakcheck.get']({ taskId: t.id });
+    expect(report).not.toBeNull();
+    console.log(`leak check at teardown: ${report!.verdict}, ${JSON.stringify(report!.scanned)}, ${report!.durationMs} ms`);
+    expect(report!.scanned.map((s) => s.source).sort()).toEqual(['disk overlay', 'guest memory']);
+    for (const s of report!.scanned) {
+      expect(s.error).toBeUndefined();
+      expect(s.bytes).toBeGreaterThan(1_000_000);
+    }
+    expect(report!.credentialIds.sort()).toEqual([...stored].sort());
+    expect(report!.hits).toEqual([]);
+    expect(report!.verdict).toBe('clean');
+    expect(events.some((e) => e.type === 'leakcheck.finished' && e.report.sandboxId === t.id)).toBe(true);
+    // The proxy socket is gone with the sandbox.
+    expect(fs.existsSync(path.join(dataDir, 'sandboxes', t.id, 'proxy.sock'))).toBe(false);
+  });
+});
