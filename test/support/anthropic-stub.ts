@@ -2,6 +2,7 @@
 // format (JSON and SSE, text and tool_use blocks), so the real Claude Code CLI
 // can run offline against it. Scripted per test; records every request.
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
@@ -20,6 +21,8 @@ export interface StubReply {
   usage?: { input_tokens: number; output_tokens: number };
   /** Answer with this HTTP status and an Anthropic-shaped error body instead. */
   errorStatus?: number;
+  /** Answer only once this settles (the request is recorded at once): an agent caught mid-request. */
+  hold?: Promise<unknown>;
 }
 
 export interface RecordedRequest {
@@ -55,6 +58,12 @@ export interface AnthropicStubOptions {
   sseDelayMs?: number;
   host?: string;
   port?: number;
+  /**
+   * Serve HTTPS with this certificate (e.g. from test/support/https.ts), so a
+   * client that verifies certificates (the credential proxy) can reach it; the
+   * URL then names `localhost`, which the certificate must cover.
+   */
+  tls?: { cert: string; key: string };
 }
 
 interface MessagesBody {
@@ -70,7 +79,7 @@ export class AnthropicStub {
   readonly requests: RecordedRequest[] = [];
   private agentTurn = 0;
   private constructor(
-    private readonly server: http.Server,
+    private readonly server: http.Server | https.Server,
     readonly url: string,
     readonly port: number,
     private readonly opts: AnthropicStubOptions,
@@ -78,19 +87,21 @@ export class AnthropicStub {
 
   static async start(opts: AnthropicStubOptions = {}): Promise<AnthropicStub> {
     let stub: AnthropicStub | undefined;
-    const server = http.createServer((req, res) => {
+    const listener: http.RequestListener = (req, res) => {
       stub!.handle(req, res).catch((err) => {
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ type: 'error', error: { type: 'api_error', message: String(err) } }));
       });
-    });
+    };
+    const server = opts.tls ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, listener) : http.createServer(listener);
     const host = opts.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(opts.port ?? 0, host, () => resolve());
     });
     const port = (server.address() as AddressInfo).port;
-    stub = new AnthropicStub(server, `http://${host}:${port}`, port, opts);
+    const url = opts.tls ? `https://${host === '127.0.0.1' ? 'localhost' : host}:${port}` : `http://${host}:${port}`;
+    stub = new AnthropicStub(server, url, port, opts);
     return stub;
   }
 
@@ -163,6 +174,8 @@ export class AnthropicStub {
         return;
       }
       const reply = this.pickReply(rec, mb);
+      if (reply.hold) await reply.hold.catch(() => undefined);
+      if (res.destroyed || res.writableEnded) return;
       if (reply.errorStatus) {
         sendError(res, reply.errorStatus, errorType(reply.errorStatus), reply.text ?? 'stub error');
         return;
@@ -312,4 +325,19 @@ function readBody(req: http.IncomingMessage): Promise<string> {
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     req.on('error', reject);
   });
+}
+
+/**
+ * Which pipeline stage an agent-loop request belongs to, from the default prompt
+ * text the agent executor rendered (main/pipeline/agents/prompts.ts).
+ */
+export function stageOfRequest(req: RecordedRequest): 'plan' | 'build' | 'test-repair' | 'review' | 'document' | 'unknown' {
+  const body = req.body as { messages?: Array<{ role: string; content: unknown }> } | undefined;
+  const firstUser = JSON.stringify(body?.messages?.find((m) => m.role === 'user')?.content ?? '');
+  if (firstUser.includes('Write an implementation plan')) return 'plan';
+  if (firstUser.includes('failed (repair round')) return 'test-repair';
+  if (firstUser.includes('Implement the task below')) return 'build';
+  if (firstUser.includes('You are reviewing a change')) return 'review';
+  if (firstUser.includes('Update the documentation')) return 'document';
+  return 'unknown';
 }

@@ -16,23 +16,11 @@ import { ClaudeCodeAdapter } from '../../../main/pipeline/agents/claude-code.js'
 import { shellQuote } from '../../../main/pipeline/agents/shell.js';
 import type { AgentEvent } from '../../../main/pipeline/agents/types.js';
 import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
-import { AnthropicStub, type RecordedRequest, type StubReply } from '../../support/anthropic-stub.js';
+import { AnthropicStub, stageOfRequest as stageOf, type StubReply } from '../../support/anthropic-stub.js';
 import { claudeCodeBinary, ensureHostAgentUser } from '../../support/claude-code-host.js';
 
 const offline = process.env.FACTORY_OFFLINE === '1';
 const isRoot = process.getuid?.() === 0;
-
-/** Which stage a request belongs to, from the prompt text the executor rendered. */
-function stageOf(req: RecordedRequest): string {
-  const body = req.body as { messages?: Array<{ role: string; content: unknown }> };
-  const firstUser = JSON.stringify(body.messages?.find((m) => m.role === 'user')?.content ?? '');
-  if (firstUser.includes('Write an implementation plan')) return 'plan';
-  if (firstUser.includes('failed (repair round')) return 'test-repair';
-  if (firstUser.includes('Implement the task below')) return 'build';
-  if (firstUser.includes('You are reviewing a change')) return 'review';
-  if (firstUser.includes('Update the documentation')) return 'document';
-  return 'unknown';
-}
 
 describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the host drives the agent executor', () => {
   let stub: AnthropicStub;
