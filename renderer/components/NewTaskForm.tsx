@@ -4,10 +4,19 @@ import { useController } from '../state/context.js';
 import { toErrorInfo } from '../state/store.js';
 import { ErrorBox } from './ErrorBox.js';
 
+/** The agents a task can choose; '' leaves it to the repo's .factory/pipeline.json, then the settings. */
+export const AGENT_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
+  { value: '', label: 'Default (repository, then settings)' },
+  { value: 'command', label: 'Command (pipeline.json commands)' },
+  { value: 'claude-code', label: 'Claude Code' },
+  { value: 'codex', label: 'Codex' },
+];
+
 export function NewTaskForm() {
   const controller = useController();
   const [repoPath, setRepoPath] = useState('');
   const [title, setTitle] = useState('');
+  const [agent, setAgent] = useState('');
   const [error, setError] = useState<ErrorInfo>();
   const [dropNote, setDropNote] = useState<string>();
   const [dragging, setDragging] = useState(false);
@@ -59,7 +68,7 @@ export function NewTaskForm() {
     setError(undefined);
     setStarting(true);
     try {
-      await controller.createTask(repoPath.trim(), title);
+      await controller.createTask(repoPath.trim(), title, agent || undefined);
       setTitle('');
     } catch (err) {
       setError(toErrorInfo(err));
@@ -116,6 +125,16 @@ export function NewTaskForm() {
           value={title}
           onChange={(e) => setTitle(e.target.value)}
         />
+      </label>
+      <label>
+        Agent
+        <select data-testid="agent-select" value={agent} onChange={(e) => setAgent(e.target.value)}>
+          {AGENT_CHOICES.map((c) => (
+            <option key={c.value} value={c.value}>
+              {c.label}
+            </option>
+          ))}
+        </select>
       </label>
       <div className="actions">
         <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>

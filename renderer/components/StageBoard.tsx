@@ -1,7 +1,7 @@
 import { STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { taskOrder } from '../state/store.js';
-import { formatDuration } from './format.js';
+import { formatCost, formatDuration, formatTokens } from './format.js';
 
 const STATUS_MARK: Record<string, string> = {
   pending: '○',
@@ -57,10 +57,19 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
             {task.phase}
           </span>{' '}
           <span className="muted">sandbox {task.sandbox.status}</span>
+          {task.agent ? (
+            <>
+              {' '}
+              <span className="muted" data-testid={`task-agent-${task.id}`}>
+                · {task.agent}
+              </span>
+            </>
+          ) : null}
         </div>
       </td>
       {STAGE_NAMES.map((name) => {
         const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
+        const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');
         return (
           <td key={name} className={`stage stage-${stage.status}`}>
             <button
@@ -74,6 +83,17 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
               <span className="duration">{formatDuration(stage.durationMs)}</span>
               {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
                 <span className="exit">exit {stage.exitCode}</span>
+              ) : null}
+              {stage.summary ? (
+                // Agent text and test counts come from the sandbox: React escapes it; CSS keeps it to one line.
+                <span className="summary" data-testid={`stage-summary-${task.id}-${name}`}>
+                  {stage.summary}
+                </span>
+              ) : null}
+              {usage ? (
+                <span className="usage" data-testid={`stage-usage-${task.id}-${name}`}>
+                  {usage}
+                </span>
               ) : null}
             </button>
           </td>

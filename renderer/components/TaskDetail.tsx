@@ -11,6 +11,7 @@ interface Tab {
   label: string;
   kind: 'stage' | 'shell' | 'host';
   state?: string;
+  testId?: string;
 }
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled']);
@@ -21,6 +22,13 @@ function tabsFor(task: Task, terminals: Record<string, TerminalInfo>): Tab[] {
     if (!st.sessionId) continue;
     const info = terminals[st.sessionId];
     tabs.push({ sessionId: st.sessionId, label: st.name, kind: 'stage', state: info ? termState(info) : st.status });
+  }
+  // A stage may run several sessions (the test stage's repair rounds): the card
+  // points at the last one; the others get their own tabs so the whole log stays readable.
+  const listed = new Set(tabs.map((t) => t.sessionId));
+  for (const info of Object.values(terminals)) {
+    if (info.taskId !== task.id || info.kind !== 'stage' || listed.has(info.id)) continue;
+    tabs.push({ sessionId: info.id, label: info.title || info.kind, kind: 'stage', state: termState(info), testId: `terminal-tab-${info.id}` });
   }
   for (const info of Object.values(terminals)) {
     if (info.taskId !== task.id || info.kind === 'stage') continue;
@@ -51,7 +59,7 @@ export function TaskDetail() {
   const tabs = tabsFor(task, terminals);
   // Follow the running stage unless the user picked a tab.
   const running = task.stages.find((s) => s.status === 'running' && s.sessionId);
-  const fallback = running?.sessionId ?? tabs.filter((t) => t.kind === 'stage').at(-1)?.sessionId;
+  const fallback = running?.sessionId ?? tabs.filter((t) => t.kind === 'stage' && !t.testId).at(-1)?.sessionId;
   const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
@@ -104,7 +112,7 @@ export function TaskDetail() {
               role="tab"
               aria-selected={current?.sessionId === t.sessionId}
               className={current?.sessionId === t.sessionId ? 'tab active' : 'tab'}
-              data-testid={`terminal-tab-${t.kind === 'stage' ? t.label : t.sessionId}`}
+              data-testid={t.testId ?? `terminal-tab-${t.kind === 'stage' ? t.label : t.sessionId}`}
               data-session-id={t.sessionId}
               onClick={() => controller.selectTab(task.id, t.sessionId)}
             >

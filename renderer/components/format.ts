@@ -6,3 +6,22 @@ export function formatDuration(ms: number | undefined): string {
   const m = Math.floor(s / 60);
   return `${m} m ${Math.round(s - m * 60)} s`;
 }
+
+/** Token counts for a card: "1.2k in · 340 out". */
+export function formatTokens(tokens: { input: number; output: number } | undefined): string {
+  if (!tokens) return '';
+  return `${compactCount(tokens.input)} in · ${compactCount(tokens.output)} out`;
+}
+
+function compactCount(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return '?';
+  if (n < 1000) return String(Math.round(n));
+  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+/** Agent cost in US dollars: cents precision above a dollar, four decimals below. */
+export function formatCost(usd: number | undefined): string {
+  if (usd === undefined || !Number.isFinite(usd) || usd < 0) return '';
+  return usd >= 1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}

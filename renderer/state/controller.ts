@@ -82,8 +82,9 @@ export class FactoryController {
   }
 
   /** Throws so the form can show the error where the user typed. */
-  async createTask(repoPath: string, title: string): Promise<Task> {
-    const task = await this.bridge.call('tasks.create', { repoPath, title });
+  /** `agent` overrides the repo's .factory/pipeline.json and the default in settings; omit it to use those. */
+  async createTask(repoPath: string, title: string, agent?: string): Promise<Task> {
+    const task = await this.bridge.call('tasks.create', { repoPath, title, ...(agent ? { agent } : {}) });
     const s = this.store.getState();
     this.store.setState({ tasks: { ...s.tasks, [task.id]: task }, selectedTaskId: task.id });
     return task;

@@ -226,4 +226,59 @@ describe('renderer', () => {
     expect(screen.getByTestId('leak-hits').textContent).toContain('anthropic-1 as base64 in memory at offset 4096');
     expect(screen.getByTestId('audit-log').textContent).toContain('/v1/messages');
   });
+  it('sends the agent chosen in the new-task form, and nothing when left to the default', async () => {
+    const { bridge } = mount({ 'tasks.create': (input: { repoPath: string; title: string }) => task({ id: 't9', title: input.title }) });
+    const select = screen.getByTestId('agent-select') as HTMLSelectElement;
+    expect([...select.options].map((o) => o.value)).toEqual(['', 'command', 'claude-code', 'codex']);
+    fireEvent.change(screen.getByTestId('repo-path-input'), { target: { value: '/home/me/repo' } });
+    fireEvent.change(screen.getByTestId('task-text-input'), { target: { value: 'first' } });
+    fireEvent.click(screen.getByTestId('start-button'));
+    await waitFor(() => expect(bridge.calls.filter((c) => c.method === 'tasks.create')).toHaveLength(1));
+    fireEvent.change(select, { target: { value: 'claude-code' } });
+    fireEvent.change(screen.getByTestId('task-text-input'), { target: { value: 'second' } });
+    fireEvent.click(screen.getByTestId('start-button'));
+    await waitFor(() => expect(bridge.calls.filter((c) => c.method === 'tasks.create')).toHaveLength(2));
+    const creates = bridge.calls.filter((c) => c.method === 'tasks.create').map((c) => c.input);
+    expect(creates).toEqual([
+      { repoPath: '/home/me/repo', title: 'first' },
+      { repoPath: '/home/me/repo', title: 'second', agent: 'claude-code' },
+    ]);
+  });
+
+  it("shows each stage's summary line, tokens, cost and test counts on its card, and the task's agent", async () => {
+    const stages = task().stages.map((s) =>
+      s.name === 'plan'
+        ? { ...s, summary: 'Add greeting.txt with a hello line', tokens: { input: 12_345, output: 678 }, costUsd: 0.04321 }
+        : s.name === 'build'
+          ? { ...s, status: 'passed' as const, summary: '<b>Added</b> greeting.txt', tokens: { input: 900, output: 40 }, costUsd: 1.5 }
+          : s.name === 'test'
+            ? { ...s, status: 'passed' as const, summary: '12 passed, 0 failed after 1 repair round', sessionId: 's-test' }
+            : s,
+    );
+    mount({ 'tasks.list': () => [task({ agent: 'claude-code', stages })] });
+    expect((await screen.findByTestId('stage-summary-t1-plan')).textContent).toBe('Add greeting.txt with a hello line');
+    expect(screen.getByTestId('stage-usage-t1-plan').textContent).toBe('12k in · 678 out · $0.0432');
+    expect(screen.getByTestId('stage-usage-t1-build').textContent).toBe('900 in · 40 out · $1.50');
+    // Agent text is shown as text, never as markup.
+    expect(screen.getByTestId('stage-summary-t1-build').textContent).toBe('<b>Added</b> greeting.txt');
+    expect(screen.getByTestId('stage-summary-t1-build').querySelector('b')).toBeNull();
+    expect(screen.getByTestId('stage-summary-t1-test').textContent).toBe('12 passed, 0 failed after 1 repair round');
+    expect(screen.queryByTestId('stage-usage-t1-test')).toBeNull();
+    expect(screen.getByTestId('task-agent-t1').textContent).toContain('claude-code');
+  });
+
+  it("lists every session of a stage (the test stage's repair rounds) as tabs of the task", async () => {
+    const stages = task().stages.map((s) => (s.name === 'test' ? { ...s, status: 'passed' as const, sessionId: 's-test-2' } : s));
+    const term = (id: string, title: string) => ({ id, taskId: 't1', kind: 'stage', title, status: 'exited', exitCode: 0, cols: 80, rows: 24 });
+    mount({
+      'tasks.list': () => [task({ phase: 'review', stages })],
+      'terminal.list': () => [term('s-test-1', 'test'), term('s-repair-1', 'test-repair'), term('s-test-2', 'test (after repair 1)')],
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    await waitFor(() => expect(screen.getByTestId('terminal-tab-s-repair-1')).toBeTruthy());
+    expect(screen.getByTestId('terminal-tab-s-test-1').textContent).toContain('test');
+    expect(screen.getByTestId('terminal-tab-test').dataset.sessionId).toBe('s-test-2');
+    fireEvent.click(screen.getByTestId('terminal-tab-s-repair-1'));
+    await waitFor(() => expect(screen.getByTestId('terminal-pane').dataset.sessionId).toBe('s-repair-1'));
+  });
 });
