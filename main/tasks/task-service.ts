@@ -618,7 +618,10 @@ export class TaskService<Image = unknown> {
 }
 
 function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new FactoryError('Cancelled', 'the task was cancelled'));
+  if (signal.aborted) {
+    p.catch(() => undefined); // its later failure must not surface as an unhandled rejection
+    return Promise.reject(new FactoryError('Cancelled', 'the task was cancelled'));
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(new FactoryError('Cancelled', 'the task was cancelled'));
     signal.addEventListener('abort', onAbort, { once: true });
