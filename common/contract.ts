@@ -37,6 +37,16 @@ export const apiInputs = {
   /** Runs a failed or cancelled task's pipeline again in its sandbox, from a stage (default: the one that failed). */
   'tasks.retry': z.object({ taskId: id, fromStage: StageName.optional() }),
 
+  /** User settings (not secrets) and the agents a task may choose. */
+  'settings.get': z.object({}),
+  /** Changes some settings; an unknown default agent is refused by name. */
+  'settings.set': z.object({
+    defaultAgent: z.string().min(1).max(64).regex(/^[a-z0-9-]+$/, 'must be lowercase letters, digits or dashes').optional(),
+    maxParallelTasks: z.number().int().min(1).max(32).optional(),
+    vmMemoryMb: z.number().int().min(256).max(65536).optional(),
+    vmCpus: z.number().int().min(1).max(64).optional(),
+  }),
+
   'terminal.list': z.object({ taskId: id.optional() }),
   'terminal.openShell': z.object({ taskId: id, ...dims }),
   /** Returns the session's scrollback (base64) so a reopened tab replays, then continues live. */
@@ -68,6 +78,8 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.approve': Task;
   'tasks.reject': Task;
   'tasks.retry': Task;
+  'settings.get': SettingsView;
+  'settings.set': SettingsView;
   'terminal.list': TerminalInfo[];
   'terminal.openShell': TerminalInfo;
   'terminal.attach': { info: TerminalInfo; scrollback: string };
@@ -75,6 +87,15 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'terminal.resize': void;
   'terminal.ack': void;
   'terminal.close': void;
+}
+
+/** The settings as the UI sees them, with the agent names a task may choose ('command' runs pipeline.json's commands). */
+export interface SettingsView {
+  defaultAgent: string;
+  maxParallelTasks: number;
+  vmMemoryMb: number;
+  vmCpus: number;
+  agents: string[];
 }
 
 /** Service-shaped API: what the renderer calls and what the hosts implement. */

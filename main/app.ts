@@ -155,6 +155,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage }) => tasks.retry(taskId, fromStage),
+    'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
+    'settings.set': async (patch) => {
+      if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {
+        throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${[...executors.keys()].join(', ')}`);
+      }
+      const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
+      return { ...settings.set(defined), agents: [...executors.keys()] };
+    },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
       const ssh = tasks.sandboxSsh(taskId);

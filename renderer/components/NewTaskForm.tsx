@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react';
 import type { ErrorInfo } from '../../common/domain.js';
-import { useController } from '../state/context.js';
+import { useController, useFactory } from '../state/context.js';
 import { toErrorInfo } from '../state/store.js';
 import { ErrorBox } from './ErrorBox.js';
 
@@ -12,11 +12,17 @@ export const AGENT_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
   { value: 'codex', label: 'Codex' },
 ];
 
+function agentLabel(name: string): string {
+  return AGENT_CHOICES.find((c) => c.value === name)?.label.replace(/ \(.*\)$/, '') ?? name;
+}
+
 export function NewTaskForm() {
   const controller = useController();
   const [repoPath, setRepoPath] = useState('');
   const [title, setTitle] = useState('');
   const [agent, setAgent] = useState('');
+  const settings = useFactory((s) => s.settings);
+  const settingsError = useFactory((s) => s.settingsError);
   const [error, setError] = useState<ErrorInfo>();
   const [dropNote, setDropNote] = useState<string>();
   const [dragging, setDragging] = useState(false);
@@ -131,11 +137,17 @@ export function NewTaskForm() {
         <select data-testid="agent-select" value={agent} onChange={(e) => setAgent(e.target.value)}>
           {AGENT_CHOICES.map((c) => (
             <option key={c.value} value={c.value}>
-              {c.label}
+              {c.value === '' && settings ? `Default (repository, else ${agentLabel(settings.defaultAgent)})` : c.label}
             </option>
           ))}
         </select>
       </label>
+      {settings && agent && agent !== settings.defaultAgent ? (
+        <button type="button" className="secondary small" data-testid="set-default-agent" onClick={() => void controller.setDefaultAgent(agent)}>
+          Use {agentLabel(agent)} by default
+        </button>
+      ) : null}
+      {settingsError ? <ErrorBox testId="settings-error" error={settingsError} /> : null}
       <div className="actions">
         <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>
           {starting ? 'Starting…' : 'Start'}

@@ -37,7 +37,24 @@ export class FactoryController {
   }
 
   async refresh(): Promise<void> {
-    await Promise.all([this.refreshStatus(), this.refreshTasks(), this.refreshTerminals()]);
+    await Promise.all([this.refreshStatus(), this.refreshTasks(), this.refreshTerminals(), this.refreshSettings()]);
+  }
+
+  async refreshSettings(): Promise<void> {
+    try {
+      this.store.setState({ settings: await this.bridge.call('settings.get', {}) });
+    } catch {
+      // Optional for the form: without settings it offers the plain "Default" choice.
+    }
+  }
+
+  /** The agent new tasks get when neither the form nor the repository's pipeline.json chooses one. */
+  async setDefaultAgent(agent: string): Promise<void> {
+    try {
+      this.store.setState({ settings: await this.bridge.call('settings.set', { defaultAgent: agent }), settingsError: undefined });
+    } catch (err) {
+      this.store.setState({ settingsError: toErrorInfo(err) });
+    }
   }
 
   async refreshStatus(): Promise<void> {

@@ -1,7 +1,7 @@
 // UI state: metadata only. Terminal bytes never pass through here (they go
 // straight from the bridge to the terminal views).
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { FactoryEvent } from '../../common/contract.js';
+import type { FactoryEvent, SettingsView } from '../../common/contract.js';
 import type { AuditEntry, CredentialRef, LeakReport } from '../../common/credentials.js';
 import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
 
@@ -27,6 +27,10 @@ export interface FactoryState {
   audit: Record<string, AuditEntry[] | undefined>;
   leakReports: Record<string, LeakReport | null | undefined>;
   view: 'tasks' | 'credentials';
+  /** User settings and the agents a task may choose; absent until loaded (or when the host lacks them). */
+  settings?: SettingsView;
+  /** A settings change the host refused. */
+  settingsError?: ErrorInfo;
 }
 
 export const MAX_AUDIT_ROWS = 500;

@@ -281,4 +281,27 @@ describe('renderer', () => {
     fireEvent.click(screen.getByTestId('terminal-tab-s-repair-1'));
     await waitFor(() => expect(screen.getByTestId('terminal-pane').dataset.sessionId).toBe('s-repair-1'));
   });
+  it('names the default agent from the settings and makes the chosen one the default', async () => {
+    let defaultAgent = 'command';
+    const view = () => ({ defaultAgent, maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 2, agents: ['command', 'claude-code', 'codex'] });
+    const { bridge } = mount({
+      'settings.get': view,
+      'settings.set': (input: { defaultAgent: string }) => {
+        if (input.defaultAgent === 'codex') throw new FactoryError('UnknownAgent', 'no agent named "codex"');
+        defaultAgent = input.defaultAgent;
+        return view();
+      },
+    });
+    const select = screen.getByTestId('agent-select') as HTMLSelectElement;
+    await waitFor(() => expect(select.options[0]!.textContent).toBe('Default (repository, else Command)'));
+    expect(screen.queryByTestId('set-default-agent')).toBeNull();
+    fireEvent.change(select, { target: { value: 'claude-code' } });
+    fireEvent.click(screen.getByTestId('set-default-agent'));
+    await waitFor(() => expect(select.options[0]!.textContent).toBe('Default (repository, else Claude Code)'));
+    expect(bridge.calls.find((c) => c.method === 'settings.set')!.input).toEqual({ defaultAgent: 'claude-code' });
+    expect(screen.queryByTestId('set-default-agent')).toBeNull(); // the choice is the default now
+    fireEvent.change(select, { target: { value: 'codex' } });
+    fireEvent.click(screen.getByTestId('set-default-agent'));
+    expect((await screen.findByTestId('settings-error-message')).textContent).toBe('no agent named "codex"');
+  });
 });
