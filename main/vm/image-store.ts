@@ -3,12 +3,13 @@
 // temporary folder next to it and is renamed into place, so a half-built image
 // is never seen; a lock file keeps two processes from building it twice.
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { ImageStatus } from '../../common/domain.js';
 import { ImageBuilder, type BuildProgress } from './image-builder.js';
 import { parseManifest, type ImageManifest } from './image-manifest.js';
 import { findRecipeDir, loadRecipe, type LoadedRecipe } from './image-recipe.js';
+import { processAlive, takeLock } from './file-lock.js';
 
 export interface BaseImage {
   version: string;
@@ -164,33 +165,7 @@ export class ImageStore {
   }
 }
 
-async function takeLock(lockFile: string): Promise<boolean> {
-  try {
-    const fh = await open(lockFile, 'wx');
-    await fh.writeFile(String(process.pid));
-    await fh.close();
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const holder = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
-  if (!holder || !processAlive(holder)) {
-    // Stale lock of a process that died mid-build: remove it and race again.
-    const age = Date.now() - (await stat(lockFile).catch(() => ({ mtimeMs: 0 }))).mtimeMs;
-    if (holder || age > 10_000) await rm(lockFile, { force: true });
-  }
-  return false;
-}
 
-function processAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 async function makeReadOnly(dir: string) {
   for (const name of await readdir(dir)) {

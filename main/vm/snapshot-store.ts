@@ -4,8 +4,9 @@
 // the template's SSH keys (host-only, 0600). Made once, atomically (temp folder
 // + rename), under a lock so concurrent starts share one.
 import { existsSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { takeLock } from './file-lock.js';
 
 export class SnapshotStore {
   private readonly dir: string;
@@ -74,26 +75,3 @@ export class SnapshotStore {
   }
 }
 
-async function takeLock(lockFile: string): Promise<boolean> {
-  try {
-    const fh = await open(lockFile, 'wx');
-    await fh.writeFile(String(process.pid));
-    await fh.close();
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const holder = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
-  let alive = false;
-  if (holder) {
-    try {
-      process.kill(holder, 0);
-      alive = true;
-    } catch (err) {
-      alive = (err as NodeJS.ErrnoException).code === 'EPERM';
-    }
-  }
-  const age = Date.now() - (await stat(lockFile).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
-  if ((holder && !alive) || (!holder && age > 10_000)) await rm(lockFile, { force: true });
-  return false;
-}
