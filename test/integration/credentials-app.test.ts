@@ -9,7 +9,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialEvent } from '../../common/credentials.js';
-import type { Task } from '../../common/domain.js';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
@@ -20,30 +19,10 @@ import { testImage } from '../support/image.js';
 import { requireSecretService } from '../support/keyring.js';
 import { startModelStub, type ModelStub } from '../support/model-stub.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { waitForTask } from '../support/wait-for-task.js';
 
 const ANTHROPIC_KEY = `sk-ant-app-${randomBytes(20).toString('hex')}`;
 const GIT_TOKEN = `ghp_app${randomBytes(20).toString('hex')}`;
-
-function waitForTask(app: FactoryApp, taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(async () => {
-      off();
-      const t = await app.api['tasks.get']({ taskId });
-      reject(new Error(`timed out; task is ${t.phase}: ${JSON.stringify(t.error ?? t.stages)}`));
-    }, timeoutMs);
-    const check = (t: Task) => {
-      if (t.id === taskId && done(t)) {
-        clearTimeout(timer);
-        off();
-        resolve(t);
-      }
-    };
-    const off = app.onEvent((e) => {
-      if (e.type === 'task.updated') check(e.task);
-    });
-    void app.api['tasks.get']({ taskId }).then(check);
-  });
-}
 
 describe('credential broker in the app', () => {
   let dataDir: string;

@@ -5,32 +5,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { appPaths } from '../../main/state/paths.js';
-import type { Task } from '../../common/domain.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { testImage } from '../support/image.js';
+import { waitForTask } from '../support/wait-for-task.js';
 
 let dataDir: string;
 let app: FactoryApp;
 const repos: FixtureRepo[] = [];
 const output = new Map<string, string>();
-
-function waitFor(taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      off();
-      reject(new Error(`timed out waiting for task ${taskId}`));
-    }, timeoutMs);
-    const check = (t: Task) => {
-      if (t.id === taskId && done(t)) {
-        clearTimeout(timer);
-        off();
-        resolve(t);
-      }
-    };
-    const off = app.onEvent((e) => e.type === 'task.updated' && check(e.task));
-    void app.api['tasks.get']({ taskId }).then(check);
-  });
-}
 
 beforeAll(async () => {
   await testImage();
@@ -72,7 +54,7 @@ describe('failing and cancelled pipelines', () => {
     ]);
 
     // The slow task reaches its build stage; then it is cancelled.
-    const running = await waitFor(b.id, (t) => t.stages[2]!.status === 'running' && !!t.stages[2]!.sessionId);
+    const running = await waitForTask(app, b.id, (t) => t.stages[2]!.status === 'running' && !!t.stages[2]!.sessionId);
     await expect.poll(() => output.get(running.stages[2]!.sessionId!) ?? '', { timeout: 60_000 }).toContain('STARTED-SLOW');
     expect(output.get(running.stages[2]!.sessionId!)).toContain('NOT-YET-COMMITTED');
     const cancelled = await app.api['tasks.cancel']({ taskId: b.id });
@@ -85,7 +67,7 @@ describe('failing and cancelled pipelines', () => {
     await expect.poll(() => output.get(shell.id) ?? '', { timeout: 30_000 }).toMatch(/AGENT-PROCS=\d/);
     expect(output.get(shell.id)).toContain('AGENT-PROCS=0');
 
-    const failed = await waitFor(a.id, (t) => ['failed', 'review'].includes(t.phase));
+    const failed = await waitForTask(app, a.id, (t) => ['failed', 'review'].includes(t.phase));
     expect(failed.phase).toBe('failed');
     expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped']);
     const test = failed.stages[3]!;
@@ -99,7 +81,7 @@ describe('failing and cancelled pipelines', () => {
     const retried = await app.api['tasks.retry']({ taskId: a.id });
     expect(retried.phase).toBe('running');
     expect(retried.error).toBeUndefined();
-    const again = await waitFor(a.id, (t) => ['failed', 'review'].includes(t.phase));
+    const again = await waitForTask(app, a.id, (t) => ['failed', 'review'].includes(t.phase));
     expect(again.phase).toBe('failed');
     expect(again.stages.slice(0, 3)).toEqual(failed.stages.slice(0, 3));
     expect(again.stages[3]).toMatchObject({ status: 'failed', exitCode: 3 });

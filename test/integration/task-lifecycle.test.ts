@@ -7,9 +7,9 @@ import path from 'node:path';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { appPaths, type AppPaths } from '../../main/state/paths.js';
 import { StateStore } from '../../main/state/state-store.js';
-import type { Task } from '../../common/domain.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { testImage } from '../support/image.js';
+import { waitForTask } from '../support/wait-for-task.js';
 
 // A stand-in for the credential proxy: one guest forward and one variable for every guest command.
 const extensionCalls: string[] = [];
@@ -40,27 +40,6 @@ let paths: AppPaths;
 let repo: FixtureRepo;
 let app: FactoryApp | undefined;
 const output = new Map<string, string>();
-
-function waitForTask(a: FactoryApp, taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(async () => {
-      off();
-      const t = await a.api['tasks.get']({ taskId });
-      reject(new Error(`timed out waiting; task is ${t.phase}: ${JSON.stringify(t.error ?? t.stages)}`));
-    }, timeoutMs);
-    const check = (t: Task) => {
-      if (t.id === taskId && done(t)) {
-        clearTimeout(timer);
-        off();
-        resolve(t);
-      }
-    };
-    const off = a.onEvent((e) => {
-      if (e.type === 'task.updated') check(e.task);
-    });
-    void a.api['tasks.get']({ taskId }).then(check);
-  });
-}
 
 function processAlive(pid: number): boolean {
   try {
