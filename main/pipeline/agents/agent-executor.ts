@@ -6,6 +6,7 @@
 // by its adapter (schemas, caps); the board gets its summary, tokens and cost.
 import { randomBytes } from 'node:crypto';
 import type { Task } from '../../../common/domain.js';
+import { runGit } from '../../pullback/host-git.js';
 import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../guest-shell.js';
 import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
 import { capText, firstLine } from './json-lines.js';
@@ -40,6 +41,7 @@ export interface AgentStageExecutorDeps {
 }
 
 const MAX_FILE_READ = 256 * 1024;
+const MAX_PROMPT_OVERRIDE_BYTES = 64 * 1024;
 const REPAIR_OUTPUT_BYTES = 8 * 1024;
 
 interface AgentRun {
@@ -236,10 +238,17 @@ export class AgentStageExecutor implements StageExecutor {
     return { run, outcome };
   }
 
-  /** `.factory/prompts/<stage>.md` at the base commit, or null. */
+  /**
+   * `.factory/prompts/<stage>.md` at the base commit, or null. Read from the
+   * host repository (the commit the sandbox was seeded from, like
+   * pipeline.json): no guest round trip before every agent run. The guest's
+   * clone answers when the host repository no longer has the commit.
+   */
   private async repoPromptOverride(ctx: StageRunContext, stage: PromptStage): Promise<string | null> {
     const spec = `${ctx.task.baseCommit}:${promptOverridePath(stage)}`;
     if (!/^[0-9a-f]{7,64}$/.test(ctx.task.baseCommit)) return null;
+    const fromHost = await hostPromptOverride(ctx.task.repoPath, ctx.task.baseCommit, spec);
+    if (fromHost !== undefined) return fromHost;
     const r = await ctx.ssh.run(
       this.opts.asAgent(`cd ${shellQuote(this.opts.repoDir)} && git cat-file -e ${shellQuote(spec)} 2>/dev/null && git show ${shellQuote(spec)} | head -c 65536`),
       { maxBytes: 128 * 1024, timeoutMs: 30_000 },
@@ -256,6 +265,21 @@ export class AgentStageExecutor implements StageExecutor {
       { maxBytes: MAX_FILE_READ + 1024, timeoutMs: 30_000 },
     );
     return r.code === 0 ? r.stdout : null;
+  }
+}
+
+/** The override from the host repository: text, null when absent, undefined when the repository cannot answer. */
+async function hostPromptOverride(repoPath: string, commit: string, spec: string): Promise<string | null | undefined> {
+  try {
+    const has = await runGit(['cat-file', '-e', `${commit}^{commit}`], { cwd: repoPath, timeoutMs: 15_000 });
+    if (has.code !== 0) return undefined;
+    const type = await runGit(['cat-file', '-t', spec], { cwd: repoPath, timeoutMs: 15_000 });
+    if (type.code !== 0 || type.stdout.trim() !== 'blob') return null;
+    const blob = await runGit(['cat-file', 'blob', spec], { cwd: repoPath, timeoutMs: 15_000, maxStdoutBytes: MAX_PROMPT_OVERRIDE_BYTES });
+    if (blob.code !== 0 && !blob.truncated) return undefined;
+    return blob.stdout.trim() !== '' ? blob.stdout : null;
+  } catch {
+    return undefined;
   }
 }
 

@@ -65,6 +65,9 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     user = ensureHostAgentUser();
     git(['init', '-q', '-b', 'factory/t1']);
     fs.writeFileSync(path.join(repo, 'Makefile'), 'test:\n\t@if [ -f fixed.txt ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; exit 1; fi\n');
+    // A repository's own prompt for one stage, read at the base commit.
+    fs.mkdirSync(path.join(repo, '.factory', 'prompts'), { recursive: true });
+    fs.writeFileSync(path.join(repo, '.factory', 'prompts', 'document.md'), 'Document task {{taskId}} the house way (OVERRIDE-MARKER).\n');
     git(['add', '.']);
     git(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'base']);
     fs.writeFileSync(path.join(home, '.gitconfig'), '[user]\n\tname = agent\n\temail = agent@sandbox\n[safe]\n\tdirectory = *\n');
@@ -172,6 +175,9 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     expect(agentRequests.length).toBeGreaterThanOrEqual(9);
     expect(new Set(agentRequests.map((r) => r.headers['x-api-key']))).toEqual(new Set([apiKey]));
     expect(events.some((e) => e.stage === 'build' && e.event.kind === 'tool-use' && e.event.name === 'Bash')).toBe(true);
+    // The document stage ran the repository's prompt, rendered, instead of the default.
+    expect(agentRequests.some((r) => r.rawBody.includes('Document task t1 the house way (OVERRIDE-MARKER).'))).toBe(true);
+    expect(agentRequests.some((r) => stageOf(r) === 'document')).toBe(false);
   });
 
   it('fails the review stage on a blocking verdict', async (ctx) => {
