@@ -4,11 +4,12 @@ import { appendFile, mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AuditEntry } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
+import { Listeners } from '../../common/listeners.js';
 
 const SANDBOX_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 export class AuditLog {
-  private readonly listeners = new Set<(e: AuditEntry) => void>();
+  private readonly listeners = new Listeners<AuditEntry>();
   private writes: Promise<void> = Promise.resolve();
   /** Bytes per sandbox file, learned on first write; a guest must not fill the host's disk. */
   private readonly sizes = new Map<string, number>();
@@ -43,12 +44,11 @@ export class AuditLog {
         // Never take the proxy down for a log write; say so once per failure.
         console.error(`audit log write failed: ${(err as Error).message}`);
       });
-    for (const l of this.listeners) l(entry);
+    this.listeners.emit(entry);
   }
 
   onEntry(listener: (e: AuditEntry) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   /** Resolves when every recorded entry is on disk. */

@@ -11,6 +11,7 @@ import {
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../../common/contract.js';
+import { Listeners } from '../../common/listeners.js';
 import { decodeTerminalFrame } from '../../common/terminal-frame.js';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';
@@ -27,9 +28,9 @@ export class WebSocketBridge implements FactoryBridge {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readonly queued: string[] = [];
-  private readonly eventListeners = new Set<(e: FactoryEvent) => void>();
-  private readonly dataListeners = new Set<(e: TerminalDataEvent) => void>();
-  private readonly stateListeners = new Set<(s: ConnectionState) => void>();
+  private readonly eventListeners = new Listeners<FactoryEvent>();
+  private readonly dataListeners = new Listeners<TerminalDataEvent>();
+  private readonly stateListeners = new Listeners<ConnectionState>();
   private state: ConnectionState = 'connecting';
   private retryMs = 250;
   private disposed = false;
@@ -53,20 +54,18 @@ export class WebSocketBridge implements FactoryBridge {
   }
 
   onEvent(listener: (event: FactoryEvent) => void): () => void {
-    this.eventListeners.add(listener);
-    return () => this.eventListeners.delete(listener);
+    return this.eventListeners.add(listener);
   }
 
   onTerminalData(listener: (event: TerminalDataEvent) => void): () => void {
-    this.dataListeners.add(listener);
-    return () => this.dataListeners.delete(listener);
+    return this.dataListeners.add(listener);
   }
 
   /** Connection changes, so the UI can say "reconnecting" and refetch after a drop. */
   onConnectionState(listener: (state: ConnectionState) => void): () => void {
-    this.stateListeners.add(listener);
+    const off = this.stateListeners.add(listener);
     listener(this.state);
-    return () => this.stateListeners.delete(listener);
+    return off;
   }
 
   dispose(): void {
@@ -77,7 +76,7 @@ export class WebSocketBridge implements FactoryBridge {
 
   private setState(s: ConnectionState): void {
     this.state = s;
-    for (const l of this.stateListeners) l(s);
+    this.stateListeners.emit(s);
   }
 
   private open(): void {
@@ -119,7 +118,7 @@ export class WebSocketBridge implements FactoryBridge {
       } catch {
         return;
       }
-      for (const l of this.dataListeners) l(frame);
+      this.dataListeners.emit(frame);
       return;
     }
     if (typeof data !== 'string') return;
@@ -130,7 +129,7 @@ export class WebSocketBridge implements FactoryBridge {
       return;
     }
     if (msg.event) {
-      for (const l of this.eventListeners) l(msg.event);
+      this.eventListeners.emit(msg.event);
       return;
     }
     if (typeof msg.id !== 'number') return;

@@ -15,6 +15,7 @@ import {
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../../common/contract.js';
+import { Listeners } from '../../common/listeners.js';
 import { spawnHostShell } from '../../main/terminal/host-shell.js';
 import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
@@ -28,18 +29,18 @@ vi.hoisted(() => {
 
 class LoopbackBridge implements FactoryBridge {
   readonly service: TerminalService;
-  private readonly events = new Set<(e: FactoryEvent) => void>();
-  private readonly data = new Set<(e: TerminalDataEvent) => void>();
+  private readonly events = new Listeners<FactoryEvent>();
+  private readonly data = new Listeners<TerminalDataEvent>();
   readonly calls: Array<{ method: string; input: unknown }> = [];
 
   constructor(logDir: string, options?: Partial<TerminalServiceOptions>) {
     this.service = new TerminalService({
       logDir,
-      emit: (e) => this.deliver(() => this.events.forEach((l) => l(e))),
+      emit: (e) => this.deliver(() => this.events.emit(e)),
       // The host hands the bytes to a transport: copy, as a socket would.
       emitData: (e) => {
         const copy = { sessionId: e.sessionId, data: new Uint8Array(e.data) };
-        this.deliver(() => this.data.forEach((l) => l(copy)));
+        this.deliver(() => this.data.emit(copy));
       },
       ...(options ? { options } : {}),
     });
@@ -96,12 +97,10 @@ class LoopbackBridge implements FactoryBridge {
   }
 
   onEvent(l: (e: FactoryEvent) => void) {
-    this.events.add(l);
-    return () => this.events.delete(l);
+    return this.events.add(l);
   }
   onTerminalData(l: (e: TerminalDataEvent) => void) {
-    this.data.add(l);
-    return () => this.data.delete(l);
+    return this.data.add(l);
   }
 }
 

@@ -7,6 +7,7 @@ import { App } from '../../renderer/App.js';
 import { FactoryController } from '../../renderer/state/controller.js';
 import { ControllerContext } from '../../renderer/state/context.js';
 import { createFactoryStore } from '../../renderer/state/store.js';
+import { Listeners } from '../../common/listeners.js';
 
 // jsdom lacks canvas and matchMedia, which xterm.js probes; answer as a browser without WebGL would.
 vi.hoisted(() => {
@@ -32,8 +33,8 @@ function task(over: Partial<Task> = {}): Task {
 
 class RecordingBridge implements FactoryBridge {
   calls: Array<{ method: string; input: unknown }> = [];
-  events = new Set<(e: FactoryEvent) => void>();
-  data = new Set<(e: TerminalDataEvent) => void>();
+  events = new Listeners<FactoryEvent>();
+  data = new Listeners<TerminalDataEvent>();
   constructor(public handlers: Record<string, (input: any) => unknown>) {}
   async call(method: any, input: any): Promise<any> {
     this.calls.push({ method, input });
@@ -42,18 +43,16 @@ class RecordingBridge implements FactoryBridge {
     return h(input);
   }
   onEvent(l: (e: FactoryEvent) => void) {
-    this.events.add(l);
-    return () => this.events.delete(l);
+    return this.events.add(l);
   }
   onTerminalData(l: (e: TerminalDataEvent) => void) {
-    this.data.add(l);
-    return () => this.data.delete(l);
+    return this.data.add(l);
   }
   emit(e: FactoryEvent) {
-    for (const l of this.events) l(e);
+    this.events.emit(e);
   }
   emitData(sessionId: string, text: string) {
-    for (const l of this.data) l({ sessionId, data: new TextEncoder().encode(text) });
+    this.data.emit({ sessionId, data: new TextEncoder().encode(text) });
   }
 }
 
@@ -303,5 +302,14 @@ describe('renderer', () => {
     fireEvent.change(select, { target: { value: 'codex' } });
     fireEvent.click(screen.getByTestId('set-default-agent'));
     expect((await screen.findByTestId('settings-error-message')).textContent).toBe('no agent named "codex"');
+  });
+  it('offers to override a failed review and retries with the override', async () => {
+    const stages = task().stages.map((s) =>
+      s.name === 'review' ? { ...s, status: 'failed' as const, summary: 'review blocked the change: no tests' } : s.name === 'document' ? { ...s, status: 'skipped' as const } : { ...s, status: 'passed' as const },
+    );
+    const { bridge } = mount({ 'tasks.list': () => [task({ phase: 'failed', stages })], 'tasks.retry': () => task({ phase: 'running' }) });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    fireEvent.click(await screen.findByTestId('override-review-button'));
+    await waitFor(() => expect(bridge.calls.find((c) => c.method === 'tasks.retry')?.input).toEqual({ taskId: 't1', overrideReview: true }));
   });
 });

@@ -7,6 +7,7 @@ import { STAGE_NAMES, type Task, type TerminalInfo } from '../../common/domain.j
 import type { HostedApp } from '../../main/host/hosted-app.js';
 import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
+import { Listeners } from '../../common/listeners.js';
 
 export const TERMINAL_TASK_ID = 'task-terminal';
 
@@ -20,15 +21,15 @@ export interface TerminalHostAppOptions {
 export class TerminalHostApp implements HostedApp {
   readonly api: FactoryApi;
   readonly terminals: TerminalService;
-  private readonly events = new Set<(e: FactoryEvent) => void>();
-  private readonly data = new Set<(e: TerminalDataEvent) => void>();
+  private readonly events = new Listeners<FactoryEvent>();
+  private readonly data = new Listeners<TerminalDataEvent>();
   private task: Task;
 
   constructor(private readonly opts: TerminalHostAppOptions) {
     this.terminals = new TerminalService({
       logDir: opts.logDir,
-      emit: (e) => this.events.forEach((l) => l(e)),
-      emitData: (e) => this.data.forEach((l) => l(e)),
+      emit: (e) => this.events.emit(e),
+      emitData: (e) => this.data.emit(e),
       ...(opts.service ? { options: opts.service } : {}),
     });
     this.task = {
@@ -85,12 +86,10 @@ export class TerminalHostApp implements HostedApp {
   }
 
   onEvent(l: (e: FactoryEvent) => void) {
-    this.events.add(l);
-    return () => this.events.delete(l);
+    return this.events.add(l);
   }
   onTerminalData(l: (e: TerminalDataEvent) => void) {
-    this.data.add(l);
-    return () => this.data.delete(l);
+    return this.data.add(l);
   }
   async dispose() {
     this.terminals.dispose();
@@ -103,6 +102,6 @@ export class TerminalHostApp implements HostedApp {
 
   private setStage(name: string, patch: Partial<Task['stages'][number]>) {
     this.task = { ...this.task, stages: this.task.stages.map((s) => (s.name === name ? { ...s, ...patch } : s)) };
-    this.events.forEach((l) => l({ type: 'task.updated', task: this.task }));
+    this.events.emit({ type: 'task.updated', task: this.task });
   }
 }

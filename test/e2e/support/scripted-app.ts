@@ -6,14 +6,15 @@ import path from 'node:path';
 import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
 import { STAGE_NAMES, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
 import type { HostedApp } from '../../../main/host/hosted-app.js';
+import { Listeners } from '../../../common/listeners.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
 export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
 
 export class ScriptedApp implements HostedApp {
   readonly api: FactoryApi;
-  private readonly events = new Set<(e: FactoryEvent) => void>();
-  private readonly data = new Set<(e: TerminalDataEvent) => void>();
+  private readonly events = new Listeners<FactoryEvent>();
+  private readonly data = new Listeners<TerminalDataEvent>();
   private readonly tasks = new Map<string, Task>();
   private readonly terminals = new Map<string, TerminalInfo>();
   private readonly scrollback = new Map<string, string>();
@@ -65,19 +66,17 @@ export class ScriptedApp implements HostedApp {
   }
 
   onEvent(l: (e: FactoryEvent) => void) {
-    this.events.add(l);
-    return () => this.events.delete(l);
+    return this.events.add(l);
   }
   onTerminalData(l: (e: TerminalDataEvent) => void) {
-    this.data.add(l);
-    return () => this.data.delete(l);
+    return this.data.add(l);
   }
   async dispose() {
     for (const t of this.timers) clearTimeout(t);
   }
 
   private emit(e: FactoryEvent) {
-    for (const l of this.events) l(e);
+    this.events.emit(e);
   }
 
   private task(id: string): Task {
@@ -103,7 +102,7 @@ export class ScriptedApp implements HostedApp {
   private output(sessionId: string, text: string) {
     this.scrollback.set(sessionId, (this.scrollback.get(sessionId) ?? '') + text);
     const bytes = new TextEncoder().encode(text);
-    for (const l of this.data) l({ sessionId, data: bytes });
+    this.data.emit({ sessionId, data: bytes });
   }
 
   private readonly lines = new Map<string, string>();
