@@ -21,7 +21,14 @@ export class ScriptedApp implements HostedApp {
   private readonly timers = new Set<NodeJS.Timeout>();
   private seq = 0;
 
-  constructor(private readonly stageMs = 150) {
+  /**
+   * @param stageMs how long each stage runs
+   * @param chatterLines lines of output each stage prints while it runs, spread over its time
+   */
+  constructor(
+    private readonly stageMs = 150,
+    private readonly chatterLines = 0,
+  ) {
     const handlers: Partial<Record<keyof FactoryApi, (input: any) => Promise<unknown>>> = {
       'system.status': async () => ({
         qemu: { ok: true, version: '7.2 (scripted)' },
@@ -159,6 +166,14 @@ export class ScriptedApp implements HostedApp {
     set({ status: 'running', sessionId: info.id, startedAt: new Date().toISOString() });
     this.output(info.id, `\x1b[1m== ${name}\x1b[0m\r\n`);
     if (name === 'build') this.output(info.id, `${SCRIPTED_MARKER}\r\n`);
+    for (let n = 0; n < this.chatterLines; n += 50) {
+      const upTo = Math.min(n + 50, this.chatterLines);
+      this.later((this.stageMs * n) / this.chatterLines, () => {
+        let text = '';
+        for (let k = n; k < upTo; k++) text += `${id} ${name} line ${k} ${'.'.repeat(60)}\r\n`;
+        this.output(info.id, text);
+      });
+    }
     this.later(this.stageMs, () => {
       this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 0 });
       this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });

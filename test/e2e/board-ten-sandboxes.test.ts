@@ -1,0 +1,94 @@
+// Ten sandboxes at once, as a user running a batch of tasks would see them: the
+// board keeps every row current and the page keeps answering while all ten
+// pipelines run and print. The app behind the web host is the scripted one, so
+// the browser (not ten TCG guests on two cores) is what is measured.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
+import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
+import { ensureRendererBuilt } from './support/build.js';
+import { ScriptedApp } from './support/scripted-app.js';
+import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const missing = chromiumMissingReason();
+if (missing) console.log(`board-ten-sandboxes skipped: ${missing}`);
+
+const TASKS = 10;
+
+describe.skipIf(!!missing)('stage board with ten sandboxes', () => {
+  let host: WebHost;
+  let app: ScriptedApp;
+  let browser: OpenBrowser;
+  let repo: string;
+
+  beforeAll(async () => {
+    ensureRendererBuilt(root);
+    // Each stage runs 1.5 s and prints 600 lines: ten pipelines take ~10 s each.
+    app = new ScriptedApp(1500, 600);
+    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
+    browser = await openBrowser();
+    repo = mkdtempSync(path.join(os.tmpdir(), 'factory-board-repo-'));
+    mkdirSync(path.join(repo, '.git'));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await host?.close();
+    await app?.dispose();
+    if (repo) rmSync(repo, { recursive: true, force: true });
+  });
+
+  it('shows all ten pipelines to the end and answers input meanwhile', async () => {
+    const { page, problems } = browser;
+    await page.goto(host.url);
+    await page.getByTestId('qemu-status').waitFor();
+
+    const ids: string[] = [];
+    for (let i = 0; i < TASKS; i++) ids.push(await startTask(page, repo, `Task number ${i}`));
+    expect(new Set(ids).size).toBe(TASKS);
+
+    // While the ten run: a frame gets painted and typed text appears, promptly.
+    const frameWaits: number[] = [];
+    const typingWaits: number[] = [];
+    const input = page.getByTestId('task-text-input');
+    let round = 0;
+    const allDone = () => Promise.all(ids.map((id) => page.getByTestId(`task-phase-${id}`).textContent()));
+    while ((await allDone()).some((phase) => phase !== 'review')) {
+      const t0 = Date.now();
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r(null))));
+      frameWaits.push(Date.now() - t0);
+      const text = `still typing ${round++}`;
+      const t1 = Date.now();
+      await input.fill(text);
+      await expect.poll(() => input.inputValue(), { timeout: 5_000 }).toBe(text);
+      typingWaits.push(Date.now() - t1);
+      if (round > 400) throw new Error('the ten pipelines did not finish');
+      await page.waitForTimeout(100);
+    }
+    const worst = (xs: number[]) => Math.max(...xs);
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    console.log(
+      `[board] ${TASKS} sandboxes, ${round} probes: frame wait median ${median(frameWaits)} ms, worst ${worst(frameWaits)} ms; ` +
+        `typing median ${median(typingWaits)} ms, worst ${worst(typingWaits)} ms`,
+    );
+    expect(round).toBeGreaterThan(5); // the probes really ran while the pipelines did
+    expect(median(frameWaits)).toBeLessThan(250);
+    expect(worst(frameWaits)).toBeLessThan(2_000);
+    expect(worst(typingWaits)).toBeLessThan(2_000);
+
+    // Every row is on the board with six passed stages.
+    expect(await page.locator('[data-testid^="task-row-"]').count()).toBe(TASKS);
+    for (const id of ids) await waitForAllStagesPassed(page, id, 5_000);
+
+    // Any row can be opened and shows its own output.
+    const seventh = ids[6]!;
+    await page.getByTestId(`task-select-${seventh}`).click();
+    await expect.poll(() => page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(seventh);
+    await page.getByTestId('terminal-tab-build').click();
+    await expect.poll(() => terminalText(page)).toContain(`${seventh} build line 599`);
+    expect(problems).toEqual([]);
+  });
+});
