@@ -35,7 +35,12 @@ export const apiInputs = {
   'tasks.approve': z.object({ taskId: id }),
   'tasks.reject': z.object({ taskId: id }),
   /** Runs a failed or cancelled task's pipeline again in its sandbox, from a stage (default: the one that failed). */
-  'tasks.retry': z.object({ taskId: id, fromStage: StageName.optional() }),
+  'tasks.retry': z.object({
+    taskId: id,
+    fromStage: StageName.optional(),
+    /** The user overrides a review that failed (e.g. blocked the change): it counts as passed and the pipeline goes on after it. */
+    overrideReview: z.boolean().optional(),
+  }),
 
   /** User settings (not secrets) and the agents a task may choose. */
   'settings.get': z.object({}),

@@ -154,7 +154,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
     'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
-    'tasks.retry': async ({ taskId, fromStage }) => tasks.retry(taskId, fromStage),
+    'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),
     'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
     'settings.set': async (patch) => {
       if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {

@@ -205,15 +205,24 @@ export class TaskService<Image = unknown> {
    * `fromStage` (default: the stage that failed or was cancelled); earlier
    * stages keep their results.
    */
-  async retry(taskId: string, fromStage?: StageName): Promise<Task> {
+  async retry(taskId: string, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): Promise<Task> {
     const record = this.record(taskId);
-    const t = record.task;
+    let t = record.task;
     if (t.phase !== 'failed' && t.phase !== 'cancelled') {
       throw new FactoryError('NotRetryable', `task ${taskId} is ${t.phase}; only a failed or cancelled task can be retried`);
     }
     const rt = this.runtimes.get(taskId);
     if (!rt?.vm || !rt.ssh || !rt.seeded || t.sandbox.status !== 'running') {
       throw new FactoryError('NoSandbox', `task ${taskId} has no running, seeded sandbox to retry in`);
+    }
+    if (opts.overrideReview) {
+      // The user accepts the change the review stage refused: it counts as passed, marked as overridden.
+      const review = t.stages.find((s) => s.name === 'review');
+      if (review?.status !== 'failed') throw new FactoryError('InvalidInput', `the review of task ${taskId} did not fail; there is nothing to override`);
+      if (fromStage && fromStage !== 'document') throw new FactoryError('InvalidInput', 'an overridden review goes on with the document stage');
+      fromStage = 'document';
+      const summary = `overridden by the user: ${review.summary ?? 'review failed'}`.slice(0, 240);
+      t = { ...t, stages: t.stages.map((s) => (s.name === 'review' ? { ...s, status: 'passed' as const, summary } : s)) };
     }
     const start = fromStage ?? t.stages.find((s) => s.status === 'failed' || s.status === 'cancelled')?.name ?? 'request';
     for (const s of t.stages) {
@@ -222,7 +231,7 @@ export class TaskService<Image = unknown> {
     }
     // Claimed synchronously, so a second retry call is refused above.
     const before = record.task;
-    const { error: _previousError, ...rest } = before;
+    const { error: _previousError, ...rest } = t;
     record.task = { ...rest, phase: 'running' };
     let config: PipelineConfig;
     try {

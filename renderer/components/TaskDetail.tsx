@@ -85,6 +85,18 @@ export function TaskDetail() {
               {busy === 'retry' ? 'Retrying…' : 'Retry'}
             </button>
           ) : null}
+          {task.phase === 'failed' && sandboxUp && task.stages.find((s) => s.name === 'review')?.status === 'failed' ? (
+            <button
+              type="button"
+              className="secondary"
+              data-testid="override-review-button"
+              title="Accept the change although the review failed, and go on with the document stage"
+              disabled={!!busy}
+              onClick={() => void controller.retry(task.id, undefined, { overrideReview: true })}
+            >
+              Override review
+            </button>
+          ) : null}
           {active ? (
             <button type="button" className="secondary" data-testid="cancel-button" disabled={!!busy} onClick={() => void controller.cancel(task.id)}>
               Cancel

@@ -154,9 +154,10 @@ export class FactoryController {
     await this.act(taskId, 'destroy', () => this.bridge.call('tasks.destroy', { taskId }).then((t) => this.upsert(t)));
   }
 
-  async retry(taskId: string, fromStage?: StageName): Promise<void> {
+  /** `overrideReview`: accept a change the review stage failed and go on with the next stage. */
+  async retry(taskId: string, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): Promise<void> {
     await this.act(taskId, 'retry', () =>
-      this.bridge.call('tasks.retry', { taskId, ...(fromStage ? { fromStage } : {}) }).then((t) => this.upsert(t)),
+      this.bridge.call('tasks.retry', { taskId, ...(fromStage ? { fromStage } : {}), ...(opts.overrideReview ? { overrideReview: true } : {}) }).then((t) => this.upsert(t)),
     );
   }
 

@@ -6,7 +6,8 @@
 //  1. the plan stage's first model request is held; the run is cancelled
 //     there: no agent process is left in the guest and the sandbox stays;
 //  2. a retry from plan runs plan, build (the stub's tool calls write and
-//     commit a file), test (fails, one repair round, passes), review, document;
+//     commit a file), test (fails, one repair round, passes), and review,
+//     which blocks the change; the user overrides it and document runs;
 //  3. the commit comes back for review and lands on the approved branch;
 //     the stub saw the real key, the guest only ever the placeholder.
 import fs from 'node:fs';
@@ -44,8 +45,8 @@ const scripts: Record<string, StubReply[]> = {
     { text: 'Created fixed.txt so the test passes.' },
   ],
   review: [
-    { toolUses: [{ name: 'Write', input: { file_path: `${REPO}/REVIEW.md`, content: 'Small and tested.\n\nVerdict: approve\n' } }] },
-    { text: 'Approved: small and tested.' },
+    { toolUses: [{ name: 'Write', input: { file_path: `${REPO}/REVIEW.md`, content: 'greeting.txt has no test of its own.\n\nVerdict: block\n' } }] },
+    { text: 'Blocked: greeting.txt has no test.' },
   ],
   document: [{ text: 'Nothing to document.' }],
 };
@@ -122,16 +123,25 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     releaseHold();
   });
 
-  it('a retry runs plan, build, test with one repair round, review and document with the real CLI', async () => {
+  it('a retry runs plan, build, test with one repair round, and a review that blocks the change, with the real CLI', async () => {
     const requestsBefore = env.stub.requests.length;
     await env.app.api['tasks.retry']({ taskId });
     const started = Date.now();
-    const t = await waitForTask(env.app, taskId, (x) => ['review', 'failed', 'cancelled'].includes(x.phase), 10 * 60_000);
-    const stage = (name: string) => t.stages.find((s) => s.name === name)!;
+    const blocked = await waitForTask(env.app, taskId, (x) => ['review', 'failed', 'cancelled'].includes(x.phase), 10 * 60_000);
     console.log(
-      `claude-code-sandbox: retry to review ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
-        t.stages.map((s) => `${s.name} ${s.durationMs} ms`).join(', '),
+      `claude-code-sandbox: retry to the blocked review ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
+        blocked.stages.map((s) => `${s.name} ${s.durationMs} ms`).join(', '),
     );
+    expect(blocked.stages.map((s) => `${s.name}:${s.status}`)).toEqual([
+      'request:passed', 'plan:passed', 'build:passed', 'test:passed', 'review:failed', 'document:skipped',
+    ]);
+    expect(blocked.stages.find((s) => s.name === 'review')!.summary).toBe('review blocked the change: Blocked: greeting.txt has no test.');
+    expect(blocked.error?.detail).toContain('Verdict: block');
+
+    // The user overrides the review: it counts as passed and the document stage runs.
+    await env.app.api['tasks.retry']({ taskId, overrideReview: true });
+    const t = await waitForTask(env.app, taskId, (x) => ['review', 'failed', 'cancelled'].includes(x.phase), 5 * 60_000);
+    const stage = (name: string) => t.stages.find((s) => s.name === name)!;
     expect(t.error, JSON.stringify(t.error)).toBeUndefined();
     expect(t.stages.map((s) => `${s.name}:${s.status}`)).toEqual([
       'request:passed', 'plan:passed', 'build:passed', 'test:passed', 'review:passed', 'document:passed',
@@ -139,7 +149,8 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     expect(stage('plan').summary).toBe('Add greeting.txt with a hello line');
     expect(stage('build').summary).toBe('Added greeting.txt and committed it.');
     expect(stage('test').summary).toBe('1 passed, 0 failed after 1 repair round');
-    expect(stage('review').summary).toMatch(/^approved: Approved: small and tested\./);
+    expect(stage('review').summary).toBe('overridden by the user: review blocked the change: Blocked: greeting.txt has no test.');
+    expect(stage('document').summary).toBe('Nothing to document.');
     for (const name of ['plan', 'build', 'test', 'review', 'document']) {
       const s: StageResult = stage(name);
       expect(s.tokens?.input, `${name} tokens`).toBeGreaterThan(0);
