@@ -20,9 +20,11 @@ import { makeRepo, type FixtureRepo } from '../../support/repo.js';
 
 const REPO = '/work/repo';
 const NUMBERS = Array.from({ length: 100 }, (_, i) => `line ${i + 1}`).join('\n') + '\n';
-// A hundred lines on the stage's pty: with a pager, `git show` would wait for a key.
+// A hundred lines on the stage's pty through a pager the repository's git config
+// could name (the image has `more`, not `less`): without GIT_PAGER=cat in the stage
+// environment, `more` waits for a key until the stage times out.
 const TEST_COMMAND =
-  'git show HEAD:numbers.txt; if [ -f fixed.txt ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; exit 1; fi';
+  'git -c core.pager=more show HEAD:numbers.txt; if [ -f fixed.txt ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; exit 1; fi';
 
 const scripts: Record<string, StubReply[]> = {
   plan: [
@@ -76,7 +78,7 @@ beforeAll(async () => {
     files: {
       'README.md': '# Fixture\n',
       'numbers.txt': NUMBERS,
-      '.factory/pipeline.json': JSON.stringify({ agent: 'claude-code', stages: { test: { command: TEST_COMMAND, timeoutSeconds: 180 } } }),
+      '.factory/pipeline.json': JSON.stringify({ agent: 'claude-code', stages: { test: { command: TEST_COMMAND, timeoutSeconds: 90 } } }),
     },
   });
 }, 15 * 60_000);
