@@ -2,11 +2,11 @@
 // real credential broker over the real keychain (a throwaway keychain service),
 // an Anthropic credential whose upstream is the scripted Messages API stub
 // served over HTTPS by the test CA (the proxy verifies it), and helpers to wait
-// for a task and to run commands in its sandbox through the app's own shell.
+// for a task (the shared helper) and to run commands in its sandbox through
+// the app's own shell.
 // Used by the sandbox integration test and the agent overhead bench.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import type { Task } from '../../common/domain.js';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
@@ -15,6 +15,8 @@ import { AnthropicStub, type AnthropicStubOptions } from './anthropic-stub.js';
 import { createTestCa, type TestCa } from './https.js';
 import { requireSecretService } from './keyring.js';
 import { tempDir } from './repo.js';
+
+export { waitForTask } from './wait-for-task.js';
 
 export interface AgentApp {
   app: FactoryApp;
@@ -64,27 +66,6 @@ export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tl
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-export function waitForTask(app: FactoryApp, taskId: string, done: (t: Task) => boolean, timeoutMs = 8 * 60_000): Promise<Task> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(async () => {
-      off();
-      const t = await app.api['tasks.get']({ taskId });
-      reject(new Error(`timed out waiting; task is ${t.phase}: ${JSON.stringify(t.error ?? t.stages)}`));
-    }, timeoutMs);
-    const check = (t: Task) => {
-      if (t.id === taskId && done(t)) {
-        clearTimeout(timer);
-        off();
-        resolve(t);
-      }
-    };
-    const off = app.onEvent((e) => {
-      if (e.type === 'task.updated') check(e.task);
-    });
-    void app.api['tasks.get']({ taskId }).then(check);
-  });
 }
 
 /**
