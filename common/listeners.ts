@@ -12,7 +12,17 @@ export class Listeners<T> {
 
   emit(value: T): void {
     // A copy, so a listener that unsubscribes while being called does not skip another.
-    for (const listener of [...this.set]) listener(value);
+    for (const listener of [...this.set]) {
+      try {
+        listener(value);
+      } catch {
+        /* one listener's failure (e.g. a closed socket) must not starve the others */
+      }
+    }
+  }
+
+  clear(): void {
+    this.set.clear();
   }
 
   get size(): number {

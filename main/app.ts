@@ -31,6 +31,7 @@ import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
 import { QemuDriver } from './vm/qemu-driver.js';
+import { Listeners } from '../common/listeners.js';
 
 export interface FactoryApp {
   api: FactoryApi;
@@ -60,26 +61,10 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const paths = opts.paths ?? appPaths();
   for (const dir of [paths.data, paths.state, paths.logs, paths.sandboxes]) fs.mkdirSync(dir, { recursive: true });
 
-  const eventListeners = new Set<(e: FactoryEvent) => void>();
-  const dataListeners = new Set<(e: TerminalDataEvent) => void>();
-  const emit = (e: FactoryEvent) => {
-    for (const l of eventListeners) {
-      try {
-        l(e);
-      } catch {
-        /* one listener's failure must not starve the others */
-      }
-    }
-  };
-  const emitData = (e: TerminalDataEvent) => {
-    for (const l of dataListeners) {
-      try {
-        l(e);
-      } catch {
-        /* as above */
-      }
-    }
-  };
+  const eventListeners = new Listeners<FactoryEvent>();
+  const dataListeners = new Listeners<TerminalDataEvent>();
+  const emit = (e: FactoryEvent) => eventListeners.emit(e);
+  const emitData = (e: TerminalDataEvent) => dataListeners.emit(e);
 
   const settings = new SettingsStore({ dir: paths.data });
   if (opts.settings) settings.set(opts.settings);
@@ -189,14 +174,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
 
   return {
     api: api as unknown as FactoryApi,
-    onEvent(listener) {
-      eventListeners.add(listener);
-      return () => eventListeners.delete(listener);
-    },
-    onTerminalData(listener) {
-      dataListeners.add(listener);
-      return () => dataListeners.delete(listener);
-    },
+    onEvent: (listener) => eventListeners.add(listener),
+    onTerminalData: (listener) => dataListeners.add(listener),
     async dispose() {
       if (disposed) return;
       disposed = true;
