@@ -12,6 +12,24 @@ export const DEFAULT_UPSTREAMS = {
   openai: 'https://api.openai.com',
 } as const;
 
+/** The model APIs a sandbox may reach: where the key goes, and what the agent CLIs read. */
+const MODEL_APIS: ReadonlyArray<{
+  kind: keyof typeof DEFAULT_UPSTREAMS;
+  inject: ProxyRoute['inject'];
+  guestEnv: (placeholder: string) => Record<string, string>;
+}> = [
+  {
+    kind: 'anthropic',
+    inject: { header: 'x-api-key', format: 'raw' },
+    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_URL}/anthropic`, ANTHROPIC_API_KEY: placeholder }),
+  },
+  {
+    kind: 'openai',
+    inject: { header: 'authorization', format: 'bearer' },
+    guestEnv: (placeholder) => ({ OPENAI_BASE_URL: `${GUEST_PROXY_URL}/openai/v1`, OPENAI_API_KEY: placeholder }),
+  },
+];
+
 export interface GitRouteOptions {
   /** https URL of the task's repository, e.g. https://github.com/owner/repo.git */
   repoUrl: string;
@@ -35,37 +53,21 @@ export function planSandboxRoutes(refs: CredentialRef[], opts: { taskId: string;
   const guestEnv: Record<string, string> = {};
   const firstOf = (kind: CredentialRef['kind']) => refs.find((r) => r.kind === kind);
 
-  const anthropic = firstOf('anthropic');
-  if (anthropic) {
+  for (const api of MODEL_APIS) {
+    const ref = firstOf(api.kind);
+    if (!ref) continue;
     const placeholder = newPlaceholder();
     routes.push({
-      name: 'anthropic',
-      mount: '/anthropic',
-      credentialId: anthropic.id,
-      upstream: new URL(anthropic.target.upstream || DEFAULT_UPSTREAMS.anthropic),
-      pathPrefixes: anthropic.target.pathPrefixes ?? ['/v1/'],
-      methods: anthropic.target.methods ?? ['GET', 'POST'],
-      inject: { header: 'x-api-key', format: 'raw' },
+      name: api.kind,
+      mount: `/${api.kind}`,
+      credentialId: ref.id,
+      upstream: new URL(ref.target.upstream || DEFAULT_UPSTREAMS[api.kind]),
+      pathPrefixes: ref.target.pathPrefixes ?? ['/v1/'],
+      methods: ref.target.methods ?? ['GET', 'POST'],
+      inject: api.inject,
       placeholder,
     });
-    guestEnv.ANTHROPIC_BASE_URL = `${GUEST_PROXY_URL}/anthropic`;
-    guestEnv.ANTHROPIC_API_KEY = placeholder;
-  }
-  const openai = firstOf('openai');
-  if (openai) {
-    const placeholder = newPlaceholder();
-    routes.push({
-      name: 'openai',
-      mount: '/openai',
-      credentialId: openai.id,
-      upstream: new URL(openai.target.upstream || DEFAULT_UPSTREAMS.openai),
-      pathPrefixes: openai.target.pathPrefixes ?? ['/v1/'],
-      methods: openai.target.methods ?? ['GET', 'POST'],
-      inject: { header: 'authorization', format: 'bearer' },
-      placeholder,
-    });
-    guestEnv.OPENAI_BASE_URL = `${GUEST_PROXY_URL}/openai/v1`;
-    guestEnv.OPENAI_API_KEY = placeholder;
+    Object.assign(guestEnv, api.guestEnv(placeholder));
   }
   for (const ref of refs.filter((r) => r.kind === 'custom-header')) {
     if (!ref.target.header) throw new FactoryError('InvalidCredential', `credential "${ref.id}" is a custom header rule without a header name`);
