@@ -54,6 +54,8 @@ export const apiInputs = {
 
   'terminal.list': z.object({ taskId: id.optional() }),
   'terminal.openShell': z.object({ taskId: id, ...dims }),
+  /** A shell on the host, as the user, in the task's host repository (to inspect an approved branch). */
+  'terminal.openHostShell': z.object({ taskId: id, ...dims }),
   /** Returns the session's scrollback (base64) so a reopened tab replays, then continues live. */
   'terminal.attach': z.object({ sessionId: id }),
   'terminal.write': z.object({ sessionId: id, data: z.string().max(1 << 20) }),
@@ -87,6 +89,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'settings.set': SettingsView;
   'terminal.list': TerminalInfo[];
   'terminal.openShell': TerminalInfo;
+  'terminal.openHostShell': TerminalInfo;
   'terminal.attach': { info: TerminalInfo; scrollback: string };
   'terminal.write': void;
   'terminal.resize': void;

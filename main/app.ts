@@ -25,8 +25,10 @@ import { PullbackQuarantine } from './pullback/quarantine.js';
 import { appPaths, type AppPaths } from './state/paths.js';
 import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
+import { checkHostRepo } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { TaskService } from './tasks/task-service.js';
+import { spawnHostShell } from './terminal/host-shell.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
@@ -154,6 +156,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       // A login shell (root, for inspection) that starts in the task's repository.
       const channel = await ssh.exec(`cd ${GUEST_REPO_DIR} 2>/dev/null; exec bash -l`, { pty: { cols, rows } });
       return terminals.register({ taskId, kind: 'shell', title: 'shell', cols, rows, source: sshChannelSource(channel) });
+    },
+    'terminal.openHostShell': async ({ taskId, cols, rows }) => {
+      // Runs on this computer as the user, so only on the user's own request and
+      // only in the folder the task came from, while that is still its repository.
+      const { repoPath } = tasks.get(taskId);
+      await checkHostRepo(repoPath);
+      const { source } = spawnHostShell({ cwd: repoPath, cols, rows });
+      return terminals.register({ taskId, kind: 'host', title: `host: ${path.basename(repoPath)}`, cols, rows, source });
     },
     'terminal.attach': async ({ sessionId }) => terminals.attach(sessionId),
     'terminal.write': async ({ sessionId, data }) => terminals.write(sessionId, data),

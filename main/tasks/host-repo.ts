@@ -161,3 +161,26 @@ export async function createSeedBundle(opts: {
   await fsp.rm(path.join(workDir, 'seed.index'), { force: true });
   return { bundlePath, seedCommit, uncommittedFiles };
 }
+
+/**
+ * Checks that a task's host repository is still the git repository the task
+ * started from (the folder may have been deleted, moved or replaced since):
+ * it exists and git finds its top level (or git dir, when bare) right there,
+ * not in some parent folder.
+ */
+export async function checkHostRepo(repoPath: string): Promise<void> {
+  const stat = await fsp.stat(repoPath).catch(() => null);
+  if (!stat?.isDirectory()) throw new FactoryError('NotAGitRepository', `${repoPath} no longer exists`);
+  const probe = await runGit(['rev-parse', '--is-bare-repository', '--absolute-git-dir'], { cwd: repoPath, timeoutMs: 15_000 });
+  if (probe.code !== 0) throw new FactoryError('NotAGitRepository', `${repoPath} is no longer a git repository`, firstLine(probe.stderr) || undefined);
+  const [isBare, gitDir] = probe.stdout.trim().split('\n');
+  let root = gitDir ?? '';
+  if (isBare !== 'true') {
+    const top = await runGit(['rev-parse', '--show-toplevel'], { cwd: repoPath, timeoutMs: 15_000 });
+    root = top.code === 0 ? top.stdout.trim() : '';
+  }
+  const real = await fsp.realpath(repoPath).catch(() => repoPath);
+  if (root !== repoPath && root !== real) {
+    throw new FactoryError('NotAGitRepository', `${repoPath} is no longer the top of a git repository${root ? ` (git finds ${root})` : ''}`);
+  }
+}

@@ -141,6 +141,16 @@ export function TaskDetail() {
           >
             + Shell
           </button>
+          <button
+            type="button"
+            className="tab add"
+            data-testid="host-shell-button"
+            disabled={busy === 'host shell'}
+            title={`Open a shell on this computer in ${task.repoPath} (e.g. to inspect the approved branch)`}
+            onClick={() => void controller.openHostShell(task.id)}
+          >
+            Host shell
+          </button>
         </div>
         {current ? (
           <TerminalSlot sessionId={current.sessionId} interactive={current.kind !== 'stage'} />

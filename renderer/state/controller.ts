@@ -131,6 +131,18 @@ export class FactoryController {
     });
   }
 
+  /** A shell on the host in the task's repository folder; only ever opened by this explicit request. */
+  async openHostShell(taskId: string, cols = 100, rows = 30): Promise<void> {
+    await this.act(taskId, 'host shell', async () => {
+      const info = await this.bridge.call('terminal.openHostShell', { taskId, cols, rows });
+      const s = this.store.getState();
+      this.store.setState({
+        terminals: { ...s.terminals, [info.id]: info },
+        activeTab: { ...s.activeTab, [taskId]: info.id },
+      });
+    });
+  }
+
   async loadReview(taskId: string): Promise<void> {
     await this.act(taskId, 'review', async () => {
       const review = await this.bridge.call('tasks.review', { taskId });

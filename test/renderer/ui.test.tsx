@@ -303,6 +303,20 @@ describe('renderer', () => {
     fireEvent.click(screen.getByTestId('set-default-agent'));
     expect((await screen.findByTestId('settings-error-message')).textContent).toBe('no agent named "codex"');
   });
+  it('opens a host shell in the task repository only when its button is pressed, as a tab of the task', async () => {
+    const { bridge } = mount({
+      'tasks.list': () => [task({ phase: 'approved', sandbox: { status: 'destroyed' } })],
+      'terminal.openHostShell': ({ taskId, cols, rows }: { taskId: string; cols: number; rows: number }) => ({ id: 'h1', taskId, kind: 'host', title: 'host: repo', status: 'live', cols, rows }),
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect((screen.getByTestId('shell-button') as HTMLButtonElement).disabled).toBe(true); // no sandbox to open a shell in
+    const button = screen.getByTestId('host-shell-button') as HTMLButtonElement;
+    expect(button.disabled).toBe(false);
+    expect(bridge.calls.some((c) => c.method === 'terminal.openHostShell')).toBe(false);
+    fireEvent.click(button);
+    await waitFor(() => expect(bridge.calls.find((c) => c.method === 'terminal.openHostShell')?.input).toEqual({ taskId: 't1', cols: 100, rows: 30 }));
+    expect((await screen.findByTestId('terminal-tab-h1')).getAttribute('aria-selected')).toBe('true');
+  });
   it('offers to override a failed review and retries with the override', async () => {
     const stages = task().stages.map((s) =>
       s.name === 'review' ? { ...s, status: 'failed' as const, summary: 'review blocked the change: no tests' } : s.name === 'document' ? { ...s, status: 'skipped' as const } : { ...s, status: 'passed' as const },
