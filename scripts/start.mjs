@@ -57,6 +57,12 @@ function run(title, cmd, cmdArgs) {
   }
 }
 
+// System packages (QEMU, mmdebstrap, socat...): installed with apt-get when this
+// runs as root, else the exact command is printed. The app still starts without
+// them and says in its header what is missing.
+const system = spawnSync('bash', [path.join(root, 'scripts/ensure-system.sh'), 'start'], { cwd: root, stdio: 'inherit' });
+if (system.status !== 0) console.error('Continuing without them: the app shows what is missing.');
+
 const electron = forceWeb ? undefined : electronBinary();
 const mainSources = ['common', 'main', 'tsconfig.main.json', 'tsconfig.base.json'];
 
