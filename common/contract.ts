@@ -28,6 +28,8 @@ export const apiInputs = {
     baseRef: z.string().min(1).max(256).optional(),
     includeUncommitted: z.boolean().optional(),
     agent: z.string().max(64).optional(),
+    /** Lets the sandbox push new branches under refs/heads/factory/<task-id>/ through the proxy (default off). */
+    allowPush: z.boolean().optional(),
   }),
   'tasks.cancel': z.object({ taskId: id }),
   'tasks.destroy': z.object({ taskId: id }),

@@ -83,6 +83,8 @@ export const Task = z.object({
   decision: Decision.optional(),
   /** Agent chosen for the task (issue 4); 'command' runs the pipeline.json commands. */
   agent: z.string().optional(),
+  /** Git push through the credential proxy, only to new branches under refs/heads/factory/<id>/; off unless the user turned it on. */
+  allowPush: z.boolean().optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -13,9 +13,10 @@ import {
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../common/contract.js';
-import type { SystemStatus } from '../common/domain.js';
+import type { SystemStatus, Task } from '../common/domain.js';
 import { CredentialBroker } from './credentials/broker.js';
 import { KeychainStore } from './credentials/keychain.js';
+import type { GitRouteOptions } from './credentials/routes.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
 import { builtInAgents } from './pipeline/agents/registry.js';
 import { GUEST_REPO_DIR } from './pipeline/guest-shell.js';
@@ -25,7 +26,7 @@ import { PullbackQuarantine } from './pullback/quarantine.js';
 import { appPaths, type AppPaths } from './state/paths.js';
 import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
-import { checkHostRepo } from './tasks/host-repo.js';
+import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { TaskService } from './tasks/task-service.js';
 import { spawnHostShell } from './terminal/host-shell.js';
@@ -85,7 +86,15 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
-  const broker = opts.credentials ?? new CredentialBroker({ paths, secrets: new KeychainStore(), emit, qmpFor: (taskId) => taskService?.qmpFor(taskId) });
+  const broker: CredentialBroker =
+    opts.credentials ??
+    new CredentialBroker({
+      paths,
+      secrets: new KeychainStore(),
+      emit,
+      qmpFor: (taskId) => taskService?.qmpFor(taskId),
+      gitRouteFor: async (taskId) => (taskService ? gitRouteForTask(broker, taskService.get(taskId)) : undefined),
+    });
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
   const tasks = new TaskService({
     paths,
@@ -135,6 +144,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.baseRef !== undefined ? { baseRef: input.baseRef } : {}),
         ...(input.includeUncommitted !== undefined ? { includeUncommitted: input.includeUncommitted } : {}),
         ...(input.agent !== undefined ? { agent: input.agent } : {}),
+        ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
       }),
     'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
@@ -196,4 +206,17 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       dataListeners.clear();
     },
   };
+}
+
+/**
+ * The git route through the credential proxy for a task: the host repository's
+ * `origin`, when it is an https URL that a stored git credential covers (the
+ * broker decides), with push only if the task allows it.
+ */
+export async function gitRouteForTask(
+  broker: Pick<CredentialBroker, 'gitRouteForRemote'>,
+  task: Pick<Task, 'repoPath' | 'allowPush'>,
+): Promise<GitRouteOptions | undefined> {
+  const origin = await originHttpsUrl(task.repoPath);
+  return broker.gitRouteForRemote(origin, { allowPush: task.allowPush ?? false });
 }

@@ -184,3 +184,33 @@ export async function checkHostRepo(repoPath: string): Promise<void> {
     throw new FactoryError('NotAGitRepository', `${repoPath} is no longer the top of a git repository${root ? ` (git finds ${root})` : ''}`);
   }
 }
+
+/**
+ * A remote URL as read from a repository's (untrusted) config, reduced to what
+ * the credential proxy may use: only https URLs count, and a user name or token
+ * embedded in the URL is dropped (never used, never sent anywhere), as are a
+ * query and a fragment. Anything else (ssh, scp-style, file, http) gives undefined.
+ */
+export function httpsRemoteUrl(raw: string | undefined): string | undefined {
+  const s = raw?.trim();
+  if (!s || s.length > 2048 || /[\s\0]/.test(s)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'https:' || !url.hostname) return undefined;
+  url.username = '';
+  url.password = '';
+  url.search = '';
+  url.hash = '';
+  return url.toString();
+}
+
+/** The https URL of the repository's `origin` remote (see httpsRemoteUrl); undefined when there is none or git fails. */
+export async function originHttpsUrl(repoPath: string): Promise<string | undefined> {
+  const r = await runGit(['config', '--get', 'remote.origin.url'], { cwd: repoPath, timeoutMs: 15_000, maxStdoutBytes: 8192 }).catch(() => undefined);
+  if (!r || r.code !== 0 || r.truncated) return undefined;
+  return httpsRemoteUrl(r.stdout);
+}

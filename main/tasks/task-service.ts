@@ -42,6 +42,8 @@ export interface CreateTaskInput {
   baseRef?: string;
   includeUncommitted?: boolean;
   agent?: string;
+  /** Git push through the proxy to refs/heads/factory/<id>/* (default off). */
+  allowPush?: boolean;
 }
 
 interface Runtime {
@@ -177,6 +179,7 @@ export class TaskService<Image = unknown> {
       sandbox: { status: 'none' },
       stages: pendingStages(),
       agent,
+      ...(input.allowPush ? { allowPush: true } : {}),
     };
     // Fails here, not in the background, when the agent is unknown.
     this.deps.runner.executorFor(task, config);
@@ -453,7 +456,7 @@ export class TaskService<Image = unknown> {
 
       await this.update(record, { phase: 'seeding' });
       rt.ssh = await vm.ssh();
-      await this.seed(rt.ssh, task(), seed.bundlePath);
+      await this.seed(rt.ssh, task(), seed.bundlePath, rt.guestEnv.FACTORY_GIT_URL);
       rt.seeded = true;
       await fsp.rm(seed.bundlePath, { force: true });
       this.checkAborted(signal);
@@ -528,8 +531,12 @@ export class TaskService<Image = unknown> {
     if (signal.aborted) throw new FactoryError('Cancelled', 'the task was cancelled');
   }
 
-  /** Upload the seed bundle and clone it as the agent user on the task branch. */
-  private async seed(ssh: SandboxSshPort, task: Task, bundlePath: string): Promise<void> {
+  /**
+   * Upload the seed bundle and clone it as the agent user on the task branch.
+   * With a git route through the credential proxy, its URL (placeholder only)
+   * becomes the remote `upstream`, so `git fetch upstream` works in the sandbox.
+   */
+  private async seed(ssh: SandboxSshPort, task: Task, bundlePath: string, upstreamUrl?: string): Promise<void> {
     const prep = await ssh.run(
       `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
       { timeoutMs: 30_000 },
@@ -542,6 +549,7 @@ export class TaskService<Image = unknown> {
         `git clone -q -b ${shellQuote(task.branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
         `cd ${GUEST_REPO_DIR}`,
         'git remote remove origin',
+        ...(upstreamUrl ? [`git remote add upstream ${shellQuote(upstreamUrl)}`] : []),
         'git rev-parse HEAD',
       ].join('\n'),
     );

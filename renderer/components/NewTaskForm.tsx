@@ -21,6 +21,7 @@ export function NewTaskForm() {
   const [repoPath, setRepoPath] = useState('');
   const [title, setTitle] = useState('');
   const [agent, setAgent] = useState('');
+  const [allowPush, setAllowPush] = useState(false);
   const settings = useFactory((s) => s.settings);
   const settingsError = useFactory((s) => s.settingsError);
   const [error, setError] = useState<ErrorInfo>();
@@ -74,7 +75,7 @@ export function NewTaskForm() {
     setError(undefined);
     setStarting(true);
     try {
-      await controller.createTask(repoPath.trim(), title, agent || undefined);
+      await controller.createTask(repoPath.trim(), title, agent || undefined, { allowPush });
       setTitle('');
     } catch (err) {
       setError(toErrorInfo(err));
@@ -147,6 +148,10 @@ export function NewTaskForm() {
           Use {agentLabel(agent)} by default
         </button>
       ) : null}
+      <label className="checkbox" title="Off: the sandbox may fetch from the repository's https origin through the proxy but never push">
+        <input type="checkbox" data-testid="allow-push-checkbox" checked={allowPush} onChange={(e) => setAllowPush(e.target.checked)} />
+        Allow push to factory/&lt;id&gt;/* through the proxy
+      </label>
       {settingsError ? <ErrorBox testId="settings-error" error={settingsError} /> : null}
       <div className="actions">
         <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>

@@ -100,8 +100,9 @@ export class FactoryController {
 
   /** Throws so the form can show the error where the user typed. */
   /** `agent` overrides the repo's .factory/pipeline.json and the default in settings; omit it to use those. */
-  async createTask(repoPath: string, title: string, agent?: string): Promise<Task> {
-    const task = await this.bridge.call('tasks.create', { repoPath, title, ...(agent ? { agent } : {}) });
+  /** `allowPush` lets the sandbox push new branches under factory/<id>/ through the proxy; off unless the user ticks it. */
+  async createTask(repoPath: string, title: string, agent?: string, opts: { allowPush?: boolean } = {}): Promise<Task> {
+    const task = await this.bridge.call('tasks.create', { repoPath, title, ...(agent ? { agent } : {}), ...(opts.allowPush ? { allowPush: true } : {}) });
     const s = this.store.getState();
     this.store.setState({ tasks: { ...s.tasks, [task.id]: task }, selectedTaskId: task.id });
     return task;

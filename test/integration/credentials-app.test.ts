@@ -1,7 +1,10 @@
 // The credential broker inside the whole app: credentials stored through the
 // API into the real keychain, a task whose pipeline stages (run as the agent
-// user in a real sandbox) call the model-API stub and clone from the basic-auth
-// git server through the proxy, the audit log of that sandbox, and the leak
+// user in a real sandbox) call the model-API stub and fetch from the basic-auth
+// git server through the proxy (the route the app derives from the host repo's
+// https origin, seeded as the sandbox repo's `upstream` remote; the task allows
+// push, so a new branch under factory/<id>/ goes through and main is refused),
+// the audit log of that sandbox, and the leak
 // check the app runs at teardown while the VM still runs: clean, with the
 // overlay and a dump of guest memory both scanned.
 import { randomBytes } from 'node:crypto';
@@ -9,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialEvent } from '../../common/credentials.js';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { createFactoryApp, gitRouteForTask, type FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
 import { appPaths } from '../../main/state/paths.js';
@@ -55,12 +58,21 @@ describe('credential broker in the app', () => {
                 `-H 'content-type: application/json' -d '{"model":"claude-stub","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}' ` +
                 `| grep -c '^event: content_block_delta'`,
             },
-            build: { command: 'git clone -q "$FACTORY_GIT_URL" /tmp/upstream && cat /tmp/upstream/UPSTREAM.md >> README.md && echo built', timeoutSeconds: 180 },
+            build: {
+              command:
+                'git fetch -q upstream && git show upstream/main:UPSTREAM.md >> README.md && ' +
+                // Forced, so that the proxy (not git's own fast-forward check) is what refuses it.
+                '{ git push --force upstream HEAD:refs/heads/main 2>&1; true; } | tee /tmp/push-main.txt && grep -q "refused" /tmp/push-main.txt && ' +
+                'git push -q upstream "HEAD:refs/heads/$(git rev-parse --abbrev-ref HEAD)/wip" && echo built',
+              timeoutSeconds: 180,
+            },
             test: { command: 'grep -q "fetched through the proxy" README.md && echo "tests: 1 passed"' },
           },
         }),
       },
     });
+    // The host repo's origin carries a token in its URL: the app drops it and uses the stored credential.
+    repo.git('remote', 'add', 'origin', gitServer.repoUrl('upstream').replace('https://', 'https://someone:not-the-token@'));
     const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
     keychain = new KeychainStore({ service: `factory-in-a-box-app-${randomBytes(4).toString('hex')}` });
     const broker: CredentialBroker = new CredentialBroker({
@@ -69,8 +81,8 @@ describe('credential broker in the app', () => {
       emit: (e) => events.push(e),
       upstreamCa: ca.cert,
       allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
-      // The app would take the task's remote from the host repo; here it is the test server's repo.
-      gitRouteFor: () => broker.gitRouteForRemote(gitServer.repoUrl('upstream')),
+      // As the app wires it (main/app.ts): the route from the task's host repo origin and its allowPush flag.
+      gitRouteFor: async (taskId) => gitRouteForTask(broker, await app!.api['tasks.get']({ taskId })),
     });
     app = await createFactoryApp({ host: 'web', paths, credentials: broker });
     app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
@@ -94,14 +106,23 @@ describe('credential broker in the app', () => {
     expect(JSON.stringify(listed)).not.toContain(ANTHROPIC_KEY);
     expect(JSON.stringify(listed)).not.toContain(GIT_TOKEN);
 
-    const created = await app!.api['tasks.create']({ repoPath: repo.dir, title: 'Use the model API and the git host' });
+    const upstreamMain = gitServer.refs('upstream')['refs/heads/main'];
+    const created = await app!.api['tasks.create']({ repoPath: repo.dir, title: 'Use the model API and the git host', allowPush: true });
+    expect(created.allowPush).toBe(true);
     const t = await waitForTask(app!, created.id, (x) => ['review', 'failed', 'cancelled'].includes(x.phase));
-    expect(t.error).toBeUndefined();
+    const failedLog = t.stages.filter((s) => s.status === 'failed').map((s) => `${s.name}: ${(output.get(s.sessionId ?? '') ?? '').slice(-2000)}`).join('\n');
+    expect(t.error, failedLog).toBeUndefined();
     expect(t.stages.slice(0, 4).map((s) => `${s.name}:${s.status}`)).toEqual(['request:passed', 'plan:passed', 'build:passed', 'test:passed']);
     expect(output.get(t.stages[0]!.sessionId!)).toMatch(/^5\s*$/m); // five streamed deltas arrived
     expect(stub.requests.some((r) => r.headers['x-api-key'] === ANTHROPIC_KEY)).toBe(true);
     expect(gitServer.authSeen).toContain(`Basic ${Buffer.from(`x-access-token:${GIT_TOKEN}`).toString('base64')}`);
     for (const s of t.stages) expect(output.get(s.sessionId ?? '') ?? '').not.toContain(ANTHROPIC_KEY);
+    // Push: main refused by the proxy, a new branch under factory/<id>/ created upstream.
+    expect(output.get(t.stages[2]!.sessionId!)).toContain('push to refs/heads/main refused');
+    const upstreamRefs = gitServer.refs('upstream');
+    expect(upstreamRefs['refs/heads/main']).toBe(upstreamMain);
+    expect(upstreamRefs[`refs/heads/factory/${t.id}/wip`]).toBe(t.baseCommit);
+    expect(gitServer.authSeen).not.toContain(`Basic ${Buffer.from('someone:not-the-token').toString('base64')}`);
 
     const audit = await app!.api['audit.list']({ sandboxId: t.id });
     expect(audit.some((e) => e.rule === 'anthropic' && e.status === 200 && e.bytesOut > 0)).toBe(true);

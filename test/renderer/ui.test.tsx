@@ -243,6 +243,17 @@ describe('renderer', () => {
       { repoPath: '/home/me/repo', title: 'second', agent: 'claude-code' },
     ]);
   });
+  it('sends allowPush only when the push checkbox is ticked (off by default)', async () => {
+    const { bridge } = mount({ 'tasks.create': (input: { title: string }) => task({ id: 't8', title: input.title }) });
+    const box = screen.getByTestId('allow-push-checkbox') as HTMLInputElement;
+    expect(box.checked).toBe(false);
+    expect(box.closest('label')!.textContent).toBe('Allow push to factory/<id>/* through the proxy');
+    fireEvent.change(screen.getByTestId('repo-path-input'), { target: { value: '/home/me/repo' } });
+    fireEvent.change(screen.getByTestId('task-text-input'), { target: { value: 'may push' } });
+    fireEvent.click(box);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await waitFor(() => expect(bridge.calls.find((c) => c.method === 'tasks.create')?.input).toEqual({ repoPath: '/home/me/repo', title: 'may push', allowPush: true }));
+  });
 
   it("shows each stage's summary line, tokens, cost and test counts on its card, and the task's agent", async () => {
     const stages = task().stages.map((s) =>
