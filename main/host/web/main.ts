@@ -21,7 +21,10 @@ async function main(): Promise<void> {
   const staticDir = path.resolve(here, '../../../renderer');
   const port = portFromArgs(process.argv.slice(2));
   const app = await createFactoryApp({ host: 'web' });
-  const host = await startWebHost(app, { staticDir, port, token: process.env.FACTORY_WEB_TOKEN || undefined });
+  const token = process.env.FACTORY_WEB_TOKEN || undefined;
+  // The token opens the whole API: keep it out of the environment that host shells inherit.
+  delete process.env.FACTORY_WEB_TOKEN;
+  const host = await startWebHost(app, { staticDir, port, token });
 
   let stopping = false;
   const stop = async (why: string) => {

@@ -35,9 +35,11 @@ function fakeTools(opts: { failMmdebstrap?: boolean } = {}): { runner: CommandRu
       return ok(JSON.stringify([{ filename: 'pkg.tgz', version, integrity: 'sha512-abc' }]));
     }
     if (cmd === 'tar') {
+      // Extracts the one member asked for (the last argument), as tar does.
       const dir = args[args.indexOf('-C') + 1]!;
-      await mkdir(path.join(dir, 'package'), { recursive: true });
-      await writeFile(path.join(dir, 'package', 'claude'), 'binary');
+      const member = path.join(dir, args[args.length - 1]!);
+      await mkdir(path.dirname(member), { recursive: true });
+      await writeFile(member, 'binary');
       return ok();
     }
     if (cmd === 'mv') {
