@@ -10,6 +10,7 @@ import { StateStore } from '../../main/state/state-store.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { testImage } from '../support/image.js';
 import { waitForTask } from '../support/wait-for-task.js';
+import { processAlive } from '../../main/vm/file-lock.js';
 
 // A stand-in for the credential proxy: one guest forward and one variable for every guest command.
 const extensionCalls: string[] = [];
@@ -40,15 +41,6 @@ let paths: AppPaths;
 let repo: FixtureRepo;
 let app: FactoryApp | undefined;
 const output = new Map<string, string>();
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 beforeAll(async () => {
   await testImage(); // built once into the shared image cache

@@ -11,15 +11,7 @@ import { HostKeyMismatchError, SandboxSsh } from '../../main/ssh/sandbox-ssh.js'
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { QemuDriver, sandboxFiles, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { processAlive } from '../../main/vm/file-lock.js';
 
 /** Pids of processes whose command line mentions the folder (by /proc, not by name). */
 function processesUsing(dir: string): number[] {
@@ -65,7 +57,7 @@ describe('sandbox VM', () => {
       });
       console.log(`booted in ${vm.bootMs} ms with ${vm.accel}, pid ${vm.pid}, ssh 127.0.0.1:${vm.sshPort}`);
       expect(vm.bootMode).toBe('cold');
-      expect(alive(vm.pid)).toBe(true);
+      expect(processAlive(vm.pid)).toBe(true);
       expect(Number(readFileSync(sandboxFiles(sandboxDir).pidFile, 'utf8').trim())).toBe(vm.pid);
 
       const ssh = await vm.ssh();
@@ -119,7 +111,7 @@ describe('sandbox VM', () => {
       loopback.close();
       await vm?.destroy();
     }
-    expect(alive(vm!.pid)).toBe(false);
+    expect(processAlive(vm!.pid)).toBe(false);
     expect(processesUsing(sandboxDir)).toEqual([]);
     const files = sandboxFiles(sandboxDir);
     expect(existsSync(files.overlay)).toBe(false);
@@ -183,7 +175,7 @@ describe('sandbox VM', () => {
     } finally {
       for (const vm of vms) await vm.destroy();
     }
-    for (const vm of vms) expect(alive(vm.pid)).toBe(false);
+    for (const vm of vms) expect(processAlive(vm.pid)).toBe(false);
     for (const d of dirs) {
       expect(processesUsing(d)).toEqual([]);
       expect(existsSync(sandboxFiles(d).overlay)).toBe(false);

@@ -8,6 +8,7 @@ import type { ImageStatus } from '../../../common/domain.js';
 import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
 import { appPaths } from '../../../main/state/paths.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
+import { processAlive } from '../../../main/vm/file-lock.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -40,15 +41,6 @@ async function appWithTask(): Promise<{ app: FactoryApp; repo: FixtureRepo; task
   return { app, repo, taskId: task.id, repoPath: task.repoPath, output: (id) => plain(out.get(id) ?? '') };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe('terminal.openHostShell', () => {
   it('opens a shell only when asked, in the host repository, follows resizes, and leaves no process when closed', async () => {
     const { app, taskId, repoPath, output } = await appWithTask();
@@ -66,7 +58,7 @@ describe('terminal.openHostShell', () => {
     expect(output(info.id)).toMatch(/^ {2}factory\/approved-one$/m);
     const pid = Number(/shell pid: (\d+)/.exec(output(info.id))?.[1]);
     expect(pid).toBeGreaterThan(1);
-    expect(alive(pid)).toBe(true);
+    expect(processAlive(pid)).toBe(true);
 
     await app.api['terminal.resize']({ sessionId: info.id, cols: 123, rows: 41 });
     await type('stty size');
@@ -74,7 +66,7 @@ describe('terminal.openHostShell', () => {
 
     await app.api['terminal.close']({ sessionId: info.id });
     await expect.poll(async () => (await app.api['terminal.list']({ taskId })).find((t) => t.id === info.id)?.status, { timeout: 10_000 }).not.toBe('live');
-    await expect.poll(() => alive(pid), { timeout: 10_000 }).toBe(false);
+    await expect.poll(() => processAlive(pid), { timeout: 10_000 }).toBe(false);
   });
 
   it('refuses a folder that is no longer a git repository, and an unknown task', async () => {
