@@ -2,52 +2,35 @@
 // board keeps every row current and the page keeps answering while all ten
 // pipelines run and print. The app behind the web host is the scripted one, so
 // the browser (not ten TCG guests on two cores) is what is measured.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
-import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
-import { ensureRendererBuilt } from './support/build.js';
+import { chromiumMissingReason } from './support/browser.js';
 import { ScriptedApp } from './support/scripted-app.js';
+import { ScriptedUi } from './support/scripted-ui.js';
 import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const missing = chromiumMissingReason();
 if (missing) console.log(`board-ten-sandboxes skipped: ${missing}`);
 
 const TASKS = 10;
 
 describe.skipIf(!!missing)('stage board with ten sandboxes', () => {
-  let host: WebHost;
-  let app: ScriptedApp;
-  let browser: OpenBrowser;
-  let repo: string;
+  let ui: ScriptedUi;
 
+  // Each stage runs 1.5 s and prints 600 lines: ten pipelines take ~10 s each.
   beforeAll(async () => {
-    ensureRendererBuilt(root);
-    // Each stage runs 1.5 s and prints 600 lines: ten pipelines take ~10 s each.
-    app = new ScriptedApp(1500, 600);
-    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
-    browser = await openBrowser();
-    repo = mkdtempSync(path.join(os.tmpdir(), 'factory-board-repo-'));
-    mkdirSync(path.join(repo, '.git'));
+    ui = await ScriptedUi.start(new ScriptedApp(1500, 600));
   });
   afterAll(async () => {
-    await browser?.close();
-    await host?.close();
-    await app?.dispose();
-    if (repo) rmSync(repo, { recursive: true, force: true });
+    await ui?.close();
   });
 
   it('shows all ten pipelines to the end and answers input meanwhile', async () => {
-    const { page, problems } = browser;
-    await page.goto(host.url);
+    const { page, problems } = ui.browser;
+    await page.goto(ui.host.url);
     await page.getByTestId('qemu-status').waitFor();
 
     const ids: string[] = [];
-    for (let i = 0; i < TASKS; i++) ids.push(await startTask(page, repo, `Task number ${i}`));
+    for (let i = 0; i < TASKS; i++) ids.push(await startTask(page, ui.repo, `Task number ${i}`));
     expect(new Set(ids).size).toBe(TASKS);
 
     // While the ten run: a frame gets painted and typed text appears, promptly.

@@ -1,51 +1,37 @@
 // The UI in Chromium against the real web host, with a scripted app behind it:
 // fast checks of what the real end-to-end test cannot isolate (CSP, the token
 // leaving the address bar, escaping of hostile text, the no-repo error).
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
-import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
+import { startWebHost } from '../../main/host/web/web-host.js';
+import { chromiumMissingReason } from './support/browser.js';
 import { HOSTILE_PATCH_LINE, SCRIPTED_MARKER, ScriptedApp } from './support/scripted-app.js';
 import { startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
-import { ensureRendererBuilt } from './support/build.js';
+import { projectRoot, ScriptedUi, staticDir } from './support/scripted-ui.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const missing = chromiumMissingReason();
 if (missing) console.log(`web-ui-smoke skipped: ${missing}`);
 
 describe.skipIf(!!missing)('web UI with a scripted app', () => {
-  let host: WebHost;
-  let app: ScriptedApp;
-  let browser: OpenBrowser;
-  let repo: string;
+  let ui: ScriptedUi;
 
   beforeAll(async () => {
-    ensureRendererBuilt(root);
-    app = new ScriptedApp(120);
-    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
-    browser = await openBrowser();
-    repo = mkdtempSync(path.join(os.tmpdir(), 'factory-smoke-repo-'));
-    mkdirSync(path.join(repo, '.git'));
+    ui = await ScriptedUi.start(new ScriptedApp(120));
   });
   afterAll(async () => {
-    await browser?.close();
-    await host?.close();
-    await app?.dispose();
-    if (repo) rmSync(repo, { recursive: true, force: true });
+    await ui?.close();
   });
 
   it('runs the whole flow: token handling, board, terminal, escaped diff, approve, destroy', async () => {
-    const { page, problems } = browser;
-    await page.goto(host.url);
+    const { page, problems } = ui.browser;
+    await page.goto(ui.host.url);
     await page.getByTestId('qemu-status').waitFor();
     // The token left the address bar but stays in the tab's sessionStorage.
     expect(page.url()).not.toContain('token');
-    expect(await page.evaluate(() => sessionStorage.getItem('factory.token'))).toBe(host.token);
+    expect(await page.evaluate(() => sessionStorage.getItem('factory.token'))).toBe(ui.host.token);
 
-    const taskId = await startTask(page, repo, 'Say hello');
+    const taskId = await startTask(page, ui.repo, 'Say hello');
     await waitForAllStagesPassed(page, taskId, 30_000);
     await page.getByTestId('terminal-tab-build').click();
     await expect.poll(() => terminalText(page)).toContain(SCRIPTED_MARKER);
@@ -66,14 +52,14 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
 
     await page.getByTestId('destroy-button').click();
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status')).toBe('destroyed');
-    mkdirSync(path.join(root, 'test-results'), { recursive: true });
-    await page.screenshot({ path: path.join(root, 'test-results/web-ui-smoke.png'), fullPage: true });
+    mkdirSync(path.join(projectRoot, 'test-results'), { recursive: true });
+    await page.screenshot({ path: path.join(projectRoot, 'test-results/web-ui-smoke.png'), fullPage: true });
     expect(problems).toEqual([]);
   });
 
   it('shows a clear error for a path that is not a repository', async () => {
-    const { page } = browser;
-    await page.getByTestId('repo-path-input').fill(path.join(repo, 'nope'));
+    const { page } = ui.browser;
+    await page.getByTestId('repo-path-input').fill(path.join(ui.repo, 'nope'));
     await page.getByTestId('task-text-input').fill('anything');
     await page.getByTestId('start-button').click();
     await expect.poll(() => page.getByTestId('new-task-error-name').textContent()).toBe('NotAGitRepository');
@@ -82,15 +68,15 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
 
   // The terminal registry re-attaches on reconnect (renderer/terminal); this checks it end to end.
   it('reconnects after the host restarts, reloads the board and replays the terminal', async () => {
-    const { page } = browser;
+    const { page } = ui.browser;
     await expect.poll(() => terminalText(page)).toContain('you typed: echo hi');
-    const { port, token } = host;
-    await host.close();
+    const { port, token } = ui.host;
+    await ui.host.close();
     await expect.poll(() => page.getByTestId('connection-status').count()).toBe(1);
     // Output produced while the page is disconnected must show up after the reconnect (scrollback replay).
     const sessionId = (await page.getByTestId('terminal-pane').getAttribute('data-session-id'))!;
-    await app.api['terminal.write']({ sessionId, data: 'while-away\r' });
-    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer'), port, token });
+    await ui.app.api['terminal.write']({ sessionId, data: 'while-away\r' });
+    ui.host = await startWebHost(ui.app, { staticDir, port, token });
     await expect.poll(() => page.getByTestId('connection-status').count(), { timeout: 15_000 }).toBe(0);
     await expect.poll(() => terminalText(page)).toContain('you typed: while-away');
     expect(await terminalText(page)).toContain('you typed: echo hi');
@@ -98,8 +84,8 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
   });
 
   it('shows what to do when the page is opened without its token', async () => {
-    const page = await browser.context.newPage();
-    await page.goto(`http://127.0.0.1:${host.port}/`);
+    const page = await ui.browser.context.newPage();
+    await page.goto(`http://127.0.0.1:${ui.host.port}/`);
     await page.getByTestId('no-token').waitFor();
     await page.close();
   });
