@@ -4,11 +4,15 @@ import type { Page } from 'playwright-core';
 import { STAGE_NAMES } from '../../../common/domain.js';
 
 export async function startTask(page: Page, repoPath: string, text: string): Promise<string> {
+  const detail = page.getByTestId('task-detail');
+  // The view may still show the task started before this one: wait for the new one.
+  const shownBefore = (await detail.count()) > 0 ? await detail.getAttribute('data-task-id') : null;
   await page.getByTestId('repo-path-input').fill(repoPath);
   await page.getByTestId('task-text-input').fill(text);
   await page.getByTestId('start-button').click();
-  const detail = page.getByTestId('task-detail');
-  await detail.waitFor({ timeout: 60_000 });
+  await expect
+    .poll(async () => ((await detail.count()) > 0 ? await detail.getAttribute('data-task-id') : null), { timeout: 60_000 })
+    .not.toBe(shownBefore);
   const taskId = await detail.getAttribute('data-task-id');
   expect(taskId).toBeTruthy();
   return taskId!;
