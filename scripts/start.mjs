@@ -75,7 +75,7 @@ if (electron) {
   run('build main', 'npx', ['tsc', '-p', 'tsconfig.main.json']);
 }
 if (isStale('dist/renderer/index.html', ['renderer', 'common'])) {
-  run('build renderer', 'npx', ['vite', 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'warn']);
+  run('build renderer', 'npx', ['vite', 'build', '--config', 'vite.config.ts', '--logLevel', 'warn']);
 }
 
 if (!electron && !forceWeb) console.log('No Electron runtime installed: serving the UI from the web host.');

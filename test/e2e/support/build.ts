@@ -18,5 +18,5 @@ export function ensureRendererBuilt(root: string): void {
   const builtAt = existsSync(index) ? statSync(index).mtimeMs : 0;
   const sourcesAt = Math.max(newestMtime(path.join(root, 'renderer')), newestMtime(path.join(root, 'common')));
   if (builtAt >= sourcesAt && !process.env.FACTORY_REBUILD_RENDERER) return;
-  execFileSync('npx', ['vite', 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'warn'], { cwd: root, stdio: 'inherit' });
+  execFileSync('npx', ['vite', 'build', '--config', 'vite.config.ts', '--logLevel', 'warn'], { cwd: root, stdio: 'inherit' });
 }
