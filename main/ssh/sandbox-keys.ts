@@ -16,8 +16,8 @@ export interface SandboxKeys {
 }
 
 export function generateSandboxKeys(label = 'factory-sandbox'): SandboxKeys {
-  const client = ssh2.utils.generateKeyPairSync('ed25519', { comment: `${label}-client` });
-  const host = ssh2.utils.generateKeyPairSync('ed25519', { comment: `${label}-host` });
+  const client = generateEd25519(`${label}-client`);
+  const host = generateEd25519(`${label}-host`);
   return {
     clientPrivateKey: client.private,
     clientPublicKey: client.public.trim() + '\n',
@@ -33,4 +33,23 @@ export function publicKeyBlob(publicKey: string): Buffer {
   const key = Array.isArray(parsed) ? parsed[0] : parsed;
   if (!key) throw new Error('not a public key');
   return key.getPublicSSH();
+}
+
+/**
+ * ssh2's ed25519 keygen strips leading zero bytes of the public key, so about 1
+ * in 256 pairs it makes cannot be parsed again (by ssh2 or by sshd). Such a pair
+ * is thrown away and another made, so a sandbox never gets an unusable key.
+ */
+export function generateEd25519(comment: string, generate = ssh2.utils.generateKeyPairSync): { private: string; public: string } {
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const pair = generate('ed25519', { comment });
+    if (isUsableKey(pair.private) && isUsableKey(pair.public)) return pair;
+  }
+  throw new Error('could not generate a usable ed25519 key pair');
+}
+
+function isUsableKey(text: string): boolean {
+  const parsed = ssh2.utils.parseKey(text);
+  const key = Array.isArray(parsed) ? parsed[0] : parsed;
+  return !!key && !(key instanceof Error) && key.getPublicSSH().length === 51; // 4+11 ("ssh-ed25519") + 4+32
 }
