@@ -4,14 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import ssh2 from 'ssh2';
 import type { ServerChannel } from 'ssh2';
+import { generateEd25519 } from '../../../main/ssh/sandbox-keys.js';
 import { sshChannelSource } from '../../../main/terminal/ssh-channel-source.js';
 import { TerminalService } from '../../../main/terminal/terminal-service.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-const { Client, Server, utils } = ssh2;
-const hostKey = utils.generateKeyPairSync('ed25519').private;
+const { Client, Server } = ssh2;
+const hostKey = generateEd25519('test-guest').private;
 
 interface Guest {
   onExec: (cmd: string, stream: ServerChannel) => void;
