@@ -2,8 +2,7 @@
 // answers and pushed events into the store. Components stay declarative.
 import type { FactoryBridge } from '../../common/contract.js';
 import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
-import type { Task } from '../../common/domain.js';
-import type { StageName } from '../../common/domain.js';
+import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
 import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore } from './store.js';
 
 export class FactoryController {
@@ -122,8 +121,18 @@ export class FactoryController {
   }
 
   async openShell(taskId: string, cols = 100, rows = 30): Promise<void> {
-    await this.act(taskId, 'shell', async () => {
-      const info = await this.bridge.call('terminal.openShell', { taskId, cols, rows });
+    await this.openTerminalTab(taskId, 'shell', () => this.bridge.call('terminal.openShell', { taskId, cols, rows }));
+  }
+
+  /** A shell on the host in the task's repository folder; only ever opened by this explicit request. */
+  async openHostShell(taskId: string, cols = 100, rows = 30): Promise<void> {
+    await this.openTerminalTab(taskId, 'host shell', () => this.bridge.call('terminal.openHostShell', { taskId, cols, rows }));
+  }
+
+  /** Opens a terminal session and shows it as the task's active tab. */
+  private async openTerminalTab(taskId: string, what: string, open: () => Promise<TerminalInfo>): Promise<void> {
+    await this.act(taskId, what, async () => {
+      const info = await open();
       const s = this.store.getState();
       this.store.setState({
         terminals: { ...s.terminals, [info.id]: info },
@@ -132,17 +141,6 @@ export class FactoryController {
     });
   }
 
-  /** A shell on the host in the task's repository folder; only ever opened by this explicit request. */
-  async openHostShell(taskId: string, cols = 100, rows = 30): Promise<void> {
-    await this.act(taskId, 'host shell', async () => {
-      const info = await this.bridge.call('terminal.openHostShell', { taskId, cols, rows });
-      const s = this.store.getState();
-      this.store.setState({
-        terminals: { ...s.terminals, [info.id]: info },
-        activeTab: { ...s.activeTab, [taskId]: info.id },
-      });
-    });
-  }
 
   async loadReview(taskId: string): Promise<void> {
     await this.act(taskId, 'review', async () => {
