@@ -5,7 +5,7 @@
 // credential (from the keychain) in a header only, and forwards over verified
 // HTTPS. Bodies stream through untouched in both directions.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmod, mkdir, rm } from 'node:fs/promises';
+import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';

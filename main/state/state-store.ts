@@ -74,7 +74,7 @@ export class StateStore {
   private readonly writeChains = new Map<string, Promise<void>>();
   readonly problems: StateProblem[] = [];
 
-  constructor(private readonly opts: { dir: string }) {
+  constructor(opts: { dir: string }) {
     this.tasksDir = path.join(opts.dir, 'tasks');
   }
 

@@ -25,7 +25,7 @@ export class TerminalHostApp implements HostedApp {
   private readonly data = new Listeners<TerminalDataEvent>();
   private task: Task;
 
-  constructor(private readonly opts: TerminalHostAppOptions) {
+  constructor(opts: TerminalHostAppOptions) {
     this.terminals = new TerminalService({
       logDir: opts.logDir,
       emit: (e) => this.events.emit(e),

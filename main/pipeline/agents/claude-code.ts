@@ -15,6 +15,7 @@ import type {
   AgentStreamParser,
   AgentTokens,
   ParserLimits,
+  CliAdapterOptions,
 } from './types.js';
 
 export const CLAUDE_CODE_GUEST_BINARY = '/usr/local/bin/claude';
@@ -87,12 +88,7 @@ const ResultLine = z.looseObject({
 
 const AnyLine = z.looseObject({ type: z.string().max(64) });
 
-export interface ClaudeCodeAdapterOptions {
-  /** Guest path of the CLI (default /usr/local/bin/claude). */
-  binary?: string;
-  /** Extra CLI flags, e.g. ['--append-system-prompt', '...']. */
-  extraArgs?: string[];
-}
+export type ClaudeCodeAdapterOptions = CliAdapterOptions;
 
 export class ClaudeCodeAdapter implements AgentAdapter {
   readonly id = 'claude-code';

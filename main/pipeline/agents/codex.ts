@@ -17,6 +17,7 @@ import type {
   AgentStreamParser,
   AgentTokens,
   ParserLimits,
+  CliAdapterOptions,
 } from './types.js';
 
 export const CODEX_GUEST_BINARY = '/usr/local/bin/codex';
@@ -57,10 +58,7 @@ const Line = z.discriminatedUnion('type', [
 
 const KNOWN = new Set(['thread.started', 'turn.started', 'turn.completed', 'turn.failed', 'error', 'item.started', 'item.updated', 'item.completed']);
 
-export interface CodexAdapterOptions {
-  binary?: string;
-  extraArgs?: string[];
-}
+export type CodexAdapterOptions = CliAdapterOptions;
 
 export class CodexAdapter implements AgentAdapter {
   readonly id = 'codex';

@@ -96,6 +96,14 @@ export interface ParserLimits {
   maxSummaryChars?: number;
 }
 
+/** What a user may change about a built-in CLI adapter. */
+export interface CliAdapterOptions {
+  /** Guest path of the CLI (default: where the base image installs it). */
+  binary?: string;
+  /** Extra CLI flags appended to the adapter's own. */
+  extraArgs?: string[];
+}
+
 export interface AgentAdapter {
   readonly id: AgentId;
   readonly displayName: string;
