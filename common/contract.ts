@@ -4,6 +4,7 @@
 // promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
 import { z } from 'zod';
 import { StageName } from './domain.js';
+import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent } from './credentials.js';
 import type {
   PullbackReview,
@@ -34,7 +35,13 @@ export const apiInputs = {
   'tasks.cancel': z.object({ taskId: id }),
   'tasks.destroy': z.object({ taskId: id }),
   'tasks.review': z.object({ taskId: id }),
-  'tasks.approve': z.object({ taskId: id }),
+  /** The full review, or one file of it: its own patch and leading bytes (for files the whole patch could not show). */
+  'tasks.reviewFile': z.object({ taskId: id, path: z.string().min(1).max(4096) }),
+  /**
+   * Approve is refused (ApproveNeedsConfirmation) while the review has confirmations
+   * whose kinds are not all named here: the user's deliberate second step.
+   */
+  'tasks.approve': z.object({ taskId: id, confirm: z.array(ReviewConfirmationKind).max(8).optional() }),
   'tasks.reject': z.object({ taskId: id }),
   /** Runs a failed or cancelled task's pipeline again in its sandbox, from a stage (default: the one that failed). */
   'tasks.retry': z.object({
@@ -84,6 +91,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.cancel': Task;
   'tasks.destroy': Task;
   'tasks.review': PullbackReview;
+  'tasks.reviewFile': ReviewFileDetail;
   'tasks.approve': Task;
   'tasks.reject': Task;
   'tasks.retry': Task;

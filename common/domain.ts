@@ -88,32 +88,8 @@ export const Task = z.object({
 });
 export type Task = z.infer<typeof Task>;
 
-export const DiffFile = z.object({
-  path: z.string(),
-  oldPath: z.string().optional(),
-  status: z.enum(['added', 'modified', 'deleted', 'renamed', 'other']),
-  added: z.number(),
-  removed: z.number(),
-  binary: z.boolean(),
-});
-export type DiffFile = z.infer<typeof DiffFile>;
-
-/** What came back from the sandbox, verified and held in quarantine until the user decides. */
-export const PullbackReview = z.object({
-  taskId: z.string(),
-  branch: z.string(),
-  baseCommit: z.string(),
-  headCommit: z.string(),
-  files: z.array(DiffFile),
-  added: z.number(),
-  removed: z.number(),
-  /** The unified patch, capped; `patchTruncated` says when the cap cut it. */
-  patch: z.string(),
-  patchTruncated: z.boolean(),
-  bundleBytes: z.number(),
-  checks: z.array(z.object({ name: z.string(), ok: z.boolean(), message: z.string() })),
-});
-export type PullbackReview = z.infer<typeof PullbackReview>;
+// The review of a result (files, flags, secrets, what Approve must confirm) lives in review.ts.
+export { DiffFile, PullbackReview } from './review.js';
 
 export const TerminalKind = z.enum(['stage', 'shell', 'host']);
 export const TerminalStatus = z.enum(['live', 'exited', 'lost']);

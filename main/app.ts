@@ -149,6 +149,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
+    'tasks.reviewFile': async () => {
+      throw new FactoryError('NotImplemented', 'tasks.reviewFile is not implemented yet');
+    },
     'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),

@@ -223,6 +223,10 @@ export class PullbackQuarantine {
         ...diff,
         bundleBytes: stat.size,
         checks,
+        filesOmitted: 0,
+        flags: [],
+        secrets: [],
+        confirmations: [],
       },
       headCommit,
       bundleSha256,
@@ -295,7 +299,7 @@ export class PullbackQuarantine {
 }
 
 function emptyReview(taskId: string, branch: string, baseCommit: string, checks: PullbackReview['checks']): PullbackReview {
-  return { taskId, branch, baseCommit, headCommit: baseCommit, files: [], added: 0, removed: 0, patch: '', patchTruncated: false, bundleBytes: 0, checks };
+  return { taskId, branch, baseCommit, headCommit: baseCommit, files: [], added: 0, removed: 0, patch: '', patchTruncated: false, bundleBytes: 0, checks, filesOmitted: 0, flags: [], secrets: [], confirmations: [] };
 }
 
 interface NameStatusEntry { status: DiffFile['status']; path: string; oldPath?: string }

@@ -146,6 +146,7 @@ describe('renderer', () => {
       files: [{ path: 'src/<img src=x>.ts', status: 'modified', added: 1, removed: 1, binary: false }],
       added: 1, removed: 1, patch: '--- a/x\n+++ b/x\n-old\n+<script>alert(1)</script>', patchTruncated: false,
       bundleBytes: 100, checks: [{ name: 'only expected ref', ok: true, message: 'refs/heads/factory/t1' }],
+      filesOmitted: 0, flags: [], secrets: [], confirmations: [],
     };
     const { bridge } = mount({
       'tasks.list': () => [task({ phase: 'review' })],

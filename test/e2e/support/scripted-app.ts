@@ -199,6 +199,7 @@ export class ScriptedApp implements HostedApp {
       ].join('\n'),
       patchTruncated: false, bundleBytes: 812,
       checks: [{ name: 'bundle verify', ok: true, message: 'only refs/heads/' + t.branch }],
+      filesOmitted: 0, flags: [], secrets: [], confirmations: [],
     };
   }
 }
