@@ -60,7 +60,7 @@ async function main(): Promise<void> {
     return;
   }
   await app.whenReady();
-  hardenSession();
+  hardenSession(PAGE_FILE);
   factory = await createFactoryApp({ host: 'electron' });
   const win = createWindow();
   cleanups.push(connectBridge(electronParts, factory, win, PAGE_FILE, () => void quit()));
