@@ -18,7 +18,7 @@ import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type LaunchContext } from './qemu-vm.js';
-import { qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { qemuGuestName, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shq, SnapshotBoot } from './snapshot-boot.js';
 import { SnapshotStore } from './snapshot-store.js';
@@ -237,6 +237,7 @@ export class QemuDriver {
     await rm(files.pidFile, { force: true });
     const serialOffset = await appendMarker(files.serialLog, `${how.bootMode} boot ${new Date().toISOString()} accel=${ctx.accel.accel}`);
     const args = buildQemuArgs({
+      name: qemuGuestName(ctx.sandboxDir),
       accel: ctx.accel,
       memoryMb: ctx.memoryMb,
       cpus: ctx.cpus,

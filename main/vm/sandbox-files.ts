@@ -1,4 +1,6 @@
-// The files of one sandbox folder: overlay, keys, logs, pidfile, QMP socket.
+// The files of one sandbox folder (overlay, keys, logs, pidfile, QMP socket)
+// and how a QEMU process started for that folder names itself, so that a crash
+// cleanup can recognise it later without any state but the folder.
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -21,6 +23,23 @@ export function sandboxFiles(sandboxDir: string) {
     pidFile: path.join(sandboxDir, 'qemu.pid'),
     qmpSocket: path.join(sandboxDir, 'qmp.sock'),
   };
+}
+
+/**
+ * The first arguments of every QEMU the driver starts for a sandbox folder:
+ * a guest name carrying the sandbox id (shown by ps and QMP) and the folder's
+ * own pidfile. Together they say "the QEMU of this folder" in the process's
+ * command line, which `ps` shows on Linux and macOS alike.
+ */
+export function qemuIdentityArgs(sandboxDir: string): string[] {
+  const dir = path.resolve(sandboxDir);
+  return ['-name', qemuGuestName(dir), '-pidfile', sandboxFiles(dir).pidFile];
+}
+
+/** `factory-<folder name>`, reduced to characters QEMU's option parser and ps show unchanged. */
+export function qemuGuestName(sandboxDir: string): string {
+  const id = path.basename(path.resolve(sandboxDir)).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64);
+  return `factory-${id || 'sandbox'}`;
 }
 
 export async function writeKeys(files: SandboxFiles, keys: SandboxKeys): Promise<void> {
