@@ -76,7 +76,7 @@ const DEFAULT_CMDLINE = 'root=/dev/vda rw rootfstype=ext4 console=ttyS0 net.ifna
 const PORT_ATTEMPTS = 4;
 
 export class QemuDriver {
-  readonly qemuBinary: string;
+  private readonly qemuBinary: string;
   private readonly qemuImgBinary: string;
   private readonly chooseAccel: () => Promise<AccelChoice>;
   private readonly snapshots: SnapshotBoot | undefined;
@@ -90,7 +90,14 @@ export class QemuDriver {
     this.qemuImgBinary = opts.qemuImgBinary ?? 'qemu-img';
     const forced = opts.forceAccel;
     this.chooseAccel = opts.accel ?? (() => AccelProbe.cached({ qemuBinary: this.qemuBinary, ...(forced ? { forced } : {}) }));
-    this.snapshots = opts.snapshotsDir ? new SnapshotBoot(new SnapshotStore({ dir: opts.snapshotsDir }), this) : undefined;
+    this.snapshots = opts.snapshotsDir
+      ? new SnapshotBoot(new SnapshotStore({ dir: opts.snapshotsDir }), {
+          qemuBinary: this.qemuBinary,
+          launch: (ctx, keys, how) => this.launch(ctx, keys, how),
+          coldBoot: (ctx, keys, timeoutMs, totalTimeoutMs) => this.coldBoot(ctx, keys, timeoutMs, totalTimeoutMs),
+          createOverlay: (baseDisk, overlay) => this.createOverlay(baseDisk, overlay),
+        })
+      : undefined;
   }
 
   static installHint(platform: NodeJS.Platform = process.platform): string {
@@ -194,16 +201,15 @@ export class QemuDriver {
     };
   }
 
-  /** @internal for SnapshotBoot */
-  createOverlay(baseDisk: string, overlay: string): Promise<void> {
+  private createOverlay(baseDisk: string, overlay: string): Promise<void> {
     return createOverlay(baseDisk, overlay, { qemuImg: this.qemuImgBinary });
   }
 
   /**
    * Boots from the kernel, retrying on another port if QEMU could not bind the
-   * SSH forward (another process took the free port first). @internal for SnapshotBoot
+   * SSH forward (another process took the free port first).
    */
-  async coldBoot(ctx: LaunchContext, keys: SandboxKeys, timeoutMs: number, totalTimeoutMs: number): Promise<QemuVm> {
+  private async coldBoot(ctx: LaunchContext, keys: SandboxKeys, timeoutMs: number, totalTimeoutMs: number): Promise<QemuVm> {
     const deadline = Date.now() + timeoutMs;
     const taken = new Set<number>();
     let lastError: Error | undefined;
@@ -225,8 +231,8 @@ export class QemuDriver {
     throw lastError ?? new Error('QEMU did not start');
   }
 
-  /** Spawns QEMU for ctx (no waiting). @internal for SnapshotBoot */
-  async launch(
+  /** Spawns QEMU for ctx (no waiting). */
+  private async launch(
     ctx: LaunchContext,
     keys: SandboxKeys,
     how: { fwCfgFiles: SandboxFiles; incomingState?: string; bootMode: 'cold' | 'snapshot'; avoidPorts?: ReadonlySet<number> },
