@@ -20,6 +20,7 @@ export type CommandLineSource = 'ps' | 'proc';
 export async function commandLineOf(pid: number, source: CommandLineSource = 'ps'): Promise<string | undefined> {
   if (!Number.isSafeInteger(pid) || pid <= 1) return undefined;
   if (source === 'proc') {
+    // Unreadable means no such process (or no /proc): nothing to identify.
     const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
     // A zombie or kernel thread has an empty command line: nothing that could be killed usefully.
     return raw ? raw.replace(/\0$/, '').replace(/\0/g, ' ') : undefined;
@@ -70,6 +71,7 @@ export function commandIsOurQemu(command: string, sandboxDir: string): boolean {
 async function candidatePids(sandboxDir: string, alsoPids: Iterable<number>): Promise<number[]> {
   const pids = new Set<number>();
   for (const pid of alsoPids) if (Number.isSafeInteger(pid) && pid > 1) pids.add(pid);
+  // No pid file: QEMU never got that far, or teardown already removed it.
   const text = await readFile(sandboxFiles(path.resolve(sandboxDir)).pidFile, 'utf8').catch(() => '');
   // QEMU writes "<pid>\n"; anything else is not a pid of ours.
   if (/^\d{1,10}\n?$/.test(text) && Number(text) > 1) pids.add(Number(text));

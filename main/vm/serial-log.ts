@@ -17,6 +17,7 @@ export function readTail(file: string, fromOffset: number, lines: number, maxByt
   try {
     fd = openSync(file, 'r');
   } catch {
+    // No log yet: the guest has printed nothing.
     return '';
   }
   try {
