@@ -7,6 +7,8 @@
 //     creation if the ref already exists;
 //   - no deletes (new id all zeros);
 //   - no signed-push certificates, nothing compressed, a capped command list.
+import type { Readable } from 'node:stream';
+
 export const MAX_COMMAND_BYTES = 64 * 1024;
 
 export interface RefCommand {
@@ -98,4 +100,41 @@ export function receivePackRefusal(commands: RefCommand[], capabilities: string[
   for (let i = 0; i < report.length; i += max) parts.push(pkt(Buffer.concat([Buffer.from([1]), report.subarray(i, i + max)])));
   parts.push(Buffer.from('0000', 'latin1'));
   return Buffer.concat(parts);
+}
+
+/** Reads a receive-pack request body until its command list ends; returns the bytes read so far. */
+export function readReceivePackCommands(
+  body: Readable,
+): Promise<{ commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let settled = false;
+    const finish = (v: { commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }) => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onClose);
+      body.pause();
+      resolve(v);
+    };
+    const evaluate = (ended: boolean) => {
+      const buf = Buffer.concat(chunks, total);
+      const parsed = parseReceivePackCommands(buf);
+      if (parsed.state === 'done') return finish({ commands: parsed.commands, capabilities: parsed.capabilities, buffered: buf });
+      if (parsed.state === 'invalid') return finish({ error: parsed.reason });
+      if (ended) return finish({ error: 'the command list ended early' });
+    };
+    const onData = (c: Buffer) => {
+      chunks.push(c);
+      total += c.length;
+      evaluate(false);
+    };
+    const onEnd = () => evaluate(true);
+    const onClose = () => finish({ error: 'the connection closed before the command list ended' });
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('close', onClose);
+  });
 }
