@@ -222,7 +222,18 @@ describe('CredentialProxy', () => {
 
   it('refuses destinations that resolve to loopback, private or metadata addresses', async () => {
     const strictDir = mkdtempSync(path.join(os.tmpdir(), 'fiab-strict-'));
-    const targets = [stub.url /* localhost → 127.0.0.1 */, 'https://169.254.169.254', 'https://10.0.0.1', 'https://[::1]:443', 'https://[::ffff:127.0.0.1]'];
+    const targets = [
+      stub.url /* localhost → 127.0.0.1 */,
+      'https://169.254.169.254',
+      'https://10.0.0.1',
+      'https://[::1]:443',
+      'https://[::ffff:127.0.0.1]',
+      // 127.0.0.1 inside IPv6: IPv4-compatible, IPv4-translated, 6to4, Teredo (client bits inverted).
+      `https://[::7f00:1]:${stub.port}`,
+      `https://[::ffff:0:7f00:1]:${stub.port}`,
+      `https://[2002:7f00:1::1]:${stub.port}`,
+      `https://[2001:0:4136:e378:8000:63bf:80ff:fffe]:${stub.port}`,
+    ];
     const strictRoutes: ProxyRoute[] = targets.map((u, i) => ({
       ...routes.find((r) => r.name === 'anthropic')!,
       name: `t${i}`,
