@@ -59,18 +59,46 @@ export function parseReceivePackCommands(buf: Buffer): CommandListParse {
 
 const isZero = (oid: string) => /^0+$/.test(oid);
 
+/** A ref name as it may be shown: bytes outside printable ASCII escaped as \xNN. */
+export function showRef(ref: string): string {
+  return ref.replace(/[^\x21-\x7e]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/**
+ * Why git itself would refuse `name` as a ref name, or undefined when it is valid:
+ * git's check_refname_format (refs.c) with no flags, rule for rule, over the
+ * name's bytes (one char per byte, latin1). Checked against `git check-ref-format`
+ * in the tests.
+ */
+export function refFormatProblem(name: string): string | undefined {
+  if (name === '@') return 'it is the single character "@"';
+  const components = name.split('/');
+  if (components.length < 2) return 'it has only one component';
+  for (const c of components) {
+    if (c === '') return 'it has an empty component (a leading, trailing or doubled "/")';
+    if (c.startsWith('.')) return `the component "${showRef(c)}" begins with "."`;
+    if (c.endsWith('.lock')) return `the component "${showRef(c)}" ends with ".lock"`;
+  }
+  if (name.includes('..')) return 'it contains ".."';
+  if (name.includes('@{')) return 'it contains "@{"';
+  const bad = /[\x00-\x20\x7f~^:?*[\\]/.exec(name);
+  if (bad) return `it contains ${bad[0] === ' ' ? 'a space' : `the character ${showRef(bad[0])}`}`;
+  if (name.endsWith('.')) return 'it ends with "."';
+  return undefined;
+}
+
 /** Undefined when the command is allowed, else the reason it is refused. */
 export function checkRefCommand(cmd: RefCommand, taskId: string): string | undefined {
   const prefix = `refs/heads/factory/${taskId}/`;
+  const shown = showRef(cmd.ref);
   if (!cmd.ref.startsWith(prefix) || cmd.ref.length === prefix.length) {
-    return `push to ${cmd.ref} refused: only new branches under ${prefix}* may be pushed`;
+    return `push to ${shown} refused: only new branches under ${prefix}* may be pushed`;
   }
-  if (/(\.\.|@\{|[\x00-\x20\x7f~^:?*[\\])/.test(cmd.ref) || cmd.ref.endsWith('/') || cmd.ref.endsWith('.lock')) {
-    return `push to ${cmd.ref} refused: not a valid branch name`;
-  }
-  if (isZero(cmd.newId)) return `push to ${cmd.ref} refused: deleting refs is not allowed`;
+  const problem = refFormatProblem(cmd.ref);
+  if (problem) return `push to ${shown} refused: not a valid ref name (${problem})`;
+  if (isZero(cmd.newId)) return `push to ${shown} refused: deleting refs is not allowed`;
   if (!isZero(cmd.oldId)) {
-    return `push to ${cmd.ref} refused: only creating new branches is allowed (no updates, so no force-push)`;
+    return `push to ${shown} refused: only creating new branches is allowed (no updates, so no force-push)`;
   }
   return undefined;
 }

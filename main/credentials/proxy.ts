@@ -14,7 +14,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AuditEntry } from '../../common/credentials.js';
 import type { AuditLog } from './audit.js';
-import { checkRefCommand, readReceivePackCommands, receivePackRefusal } from './git-policy.js';
+import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef } from './git-policy.js';
 import type { SecretSource } from './keychain.js';
 import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
 import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
@@ -315,7 +315,7 @@ export class CredentialProxy {
         return this.fail(res, 403, `factory proxy: refused push: ${read.error}`);
       }
       const reasons = read.commands.map((c) => checkRefCommand(c, route.git!.taskId));
-      pushNote = read.commands.map((c) => `${c.ref}`).join(' ');
+      pushNote = read.commands.map((c) => showRef(c.ref)).join(' ');
       if (reasons.some(Boolean)) {
         audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath, note: pushNote });
         req.resume();

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { checkRefCommand, parseReceivePackCommands } from '../../../main/credentials/git-policy.js';
+import { spawnSync } from 'node:child_process';
+import { checkRefCommand, parseReceivePackCommands, refFormatProblem } from '../../../main/credentials/git-policy.js';
 import { embeddedIpv4, forbiddenReason, ipv6Words } from '../../../main/credentials/net-guard.js';
 import { proxyGuestForward, guestEnvScript } from '../../../main/credentials/routes.js';
 
@@ -90,7 +91,49 @@ describe('receive-pack command parsing and push policy', () => {
     expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/main' }, 't1')).toMatch(/only new branches/);
     expect(checkRefCommand({ oldId: A, newId: Z, ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/deleting/);
     expect(checkRefCommand({ oldId: A, newId: 'b'.repeat(40), ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/no updates/);
-    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/../../main' }, 't1')).toMatch(/not a valid branch/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/../../main' }, 't1')).toMatch(/not a valid ref name \(.*"\.\."/);
+  });
+});
+
+/** git's own verdict, with the name as an argument (never through a shell). */
+const gitAccepts = (name: string) => {
+  const r = spawnSync('git', ['check-ref-format', name], { encoding: 'utf8' });
+  if (r.status !== 0 && r.status !== 1) throw new Error(`git check-ref-format ${JSON.stringify(name)}: ${r.stderr}`);
+  return r.status === 0;
+};
+/** The proxy sees the ref as bytes decoded one char per byte. */
+const asWire = (name: string) => Buffer.from(name, 'utf8').toString('latin1');
+
+describe('ref names: git check-ref-format rules', () => {
+  const T = 'refs/heads/factory/t1/';
+  const names = [
+    'x', 'a//b', '.hidden', 'x.', 'x.lock', 'x.lock/y', 'a..b', '..', '.', 'a/.b', 'a./b', 'a@{b', 'a@b', '@', '@{', 'a@/{b', '{}',
+    'x/', 'a b', 'a\tb', 'a~1', 'a^', 'a:b', 'a?b', 'a*b', 'a[b', 'a]b', 'a\\b', 'x\x7f', 'x\x01', 'x\x1b[31m', 'é', 'a\u00a0b', 'x.LOCK',
+    '.lock', 'lock', 'a.lockx', '-dash', 'a.b.c', 'a,b', 'a"b', "a'b", 'a#b', 'a%2fb', 'a+b', 'a=b', 'a!b', 'a$b', 'a&b', 'a;b', 'a<b>', 'a|b', 'a`b',
+  ];
+  const table = [...names.map((n) => T + n), '@', 'refs', '/refs/heads/x', 'refs/heads/x/', 'refs//heads', 'refs/heads/x.'];
+  it.each(table)('%j: the proxy agrees with git', (name) => {
+    const git = gitAccepts(name);
+    const problem = refFormatProblem(asWire(name));
+    expect(problem === undefined, `git says ${git ? 'valid' : 'invalid'}, the proxy says ${problem ?? 'valid'}`).toBe(git);
+  });
+  it('agrees with git on 250 generated names built from the characters the rules are about', () => {
+    const alphabet = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', '-', 'é', '.', '.', '/', '/', '@', '{', '.lock', ' ', '~', '*', '\x01', '\\'];
+    let seed = 11;
+    const rnd = (n: number) => Math.floor((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 * n);
+    let invalid = 0;
+    for (let i = 0; i < 250; i++) {
+      const name = (rnd(4) ? 'refs/heads/' : 'x') + Array.from({ length: 1 + rnd(6) }, () => alphabet[rnd(alphabet.length)]).join('');
+      const git = gitAccepts(name);
+      if (!git) invalid++;
+      expect(refFormatProblem(asWire(name)) === undefined, JSON.stringify(name)).toBe(git);
+    }
+    // Both verdicts were exercised.
+    expect(invalid).toBeGreaterThan(40);
+    expect(invalid).toBeLessThan(250 - 40);
+  });
+  it.each(['a//b', '.hidden', 'x.', 'x.lock', 'x\x01', 'a..b', 'a@{b', 'x/'])('refuses a push creating %j under the task prefix, naming the rule', (n) => {
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: asWire(T + n) }, 't1')).toMatch(/refused: not a valid ref name \(.+\)/);
   });
 });
 
