@@ -1,7 +1,8 @@
 // Push policy for git smart-HTTP through the proxy. The proxy sees only the
 // receive-pack command list, not the objects, so it cannot prove an update is a
 // fast-forward. What it enforces instead, and what this file parses:
-//   - every command targets refs/heads/factory/<task-id>/<something>;
+//   - every command targets refs/heads/factory/<task-id>/<something>, a name
+//     git's own rules accept (check_refname_format, checked byte for byte);
 //   - every command CREATES a ref (old id all zeros): no updates of existing
 //     refs at all, hence no force-push; git's own ref transaction rejects the
 //     creation if the ref already exists;

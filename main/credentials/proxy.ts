@@ -250,7 +250,8 @@ export class CredentialProxy {
       return (origWrite as (...a: unknown[]) => boolean)(chunk, ...rest);
     }) as typeof res.write;
     const audit = (fields: Partial<AuditEntry> & { rule: string }) => {
-      res.once('close', () => {
+      // Written when the exchange ends; at once if the guest already hung up.
+      const write = () =>
         this.opts.audit?.record({
           time: new Date(started).toISOString(),
           sandboxId: this.sandboxId,
@@ -264,7 +265,8 @@ export class CredentialProxy {
           durationMs: Date.now() - started,
           ...(fields.note ? { note: fields.note } : {}),
         });
-      });
+      if (res.closed) write();
+      else res.once('close', write);
     };
 
     const framed = requestFraming(req);

@@ -3,9 +3,11 @@
 // reaches it; with push on, a ref name git itself would refuse is refused by
 // the proxy, per ref in git's report format, before anything is forwarded.
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditLog } from '../../../main/credentials/audit.js';
 import { proxyGuestForward } from '../../../main/credentials/routes.js';
 import { emulateGuestfwd } from '../../support/guestfwd.js';
 import { git, gitAsync, startGitServer, type GitServer } from '../../support/git-server.js';
@@ -69,6 +71,30 @@ describe('git push through the proxy', () => {
         await sandbox.close();
       }
     };
+
+    it('a guest that hangs up in the middle of the command list leaves no request waiting in the proxy', async () => {
+      gitServer.createRepo('hangup');
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-hangup-'));
+      const audit = new AuditLog(dir);
+      const sandbox = await startSandboxProxy({ modelUrl: stub.url, gitServerUrl: gitServer.url, repoUrl: gitServer.repoUrl('hangup'), allowPush: true, ca: ca.cert, extra: { audit } });
+      try {
+        const before = gitServer.requestLog.length;
+        const s = net.connect(sandbox.proxy.socketPath);
+        s.on('error', () => undefined);
+        const auth = sandbox.gitAuth.authorization!;
+        s.write(`POST /git/hangup.git/git-receive-pack HTTP/1.1\r\nhost: 10.0.2.100\r\nauthorization: ${auth}\r\ncontent-length: 1000\r\n\r\n0090${'0'.repeat(40)}`);
+        await new Promise((r) => setTimeout(r, 100));
+        s.destroy();
+        const push = async () => (await audit.list('sb-attack')).filter((e) => e.rule === 'refused: git (push)');
+        for (let i = 0; i < 100 && (await push()).length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+        // The request was settled (and logged), not left waiting for bytes that will never come.
+        expect((await push()).map((e) => e.note)).toEqual(['the connection closed before the command list ended']);
+        expect(gitServer.requestLog.length).toBe(before);
+      } finally {
+        await sandbox.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
 
     it('a new branch under refs/heads/factory/<task>/ reaches the upstream and is created', async () => {
       gitServer.createRepo('okref');
