@@ -39,6 +39,11 @@ describe('upstream connection reuse', () => {
           res.write('only ten!\n', () => res.socket?.destroy());
           return;
         }
+        if (url.startsWith('/v1/ambiguous')) {
+          // A response framed two ways at once, written raw: the proxy must not pick one.
+          req.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nextra');
+          return;
+        }
         if (url.startsWith('/v1/double')) {
           // A second, unasked-for response right behind the first on the same connection.
           res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 3 });
@@ -136,6 +141,13 @@ describe('upstream connection reuse', () => {
       req.end();
     });
     expect(outcome).toMatch(/^failed: /);
+    await nextRequestsAreIntact();
+  });
+
+  it('an upstream response framed two ways at once is refused with a 502, and poisons nothing', async () => {
+    const reply = await guestRequest(sandbox.proxy.socketPath, { method: 'POST', path: '/anthropic/v1/ambiguous', headers: { ...auth, 'content-length': '0' } });
+    expect(reply.status).toBe(502);
+    expect(reply.body).toMatch(/upstream localhost:\d+ failed: .*Transfer-Encoding/i);
     await nextRequestsAreIntact();
   });
 
