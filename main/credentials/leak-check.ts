@@ -15,6 +15,7 @@ import path from 'node:path';
 import type { LeakHit, LeakReport } from '../../common/credentials.js';
 import type { SecretSource } from './keychain.js';
 import { needlesFor, type LeakNeedle } from './leak-needles.js';
+import { elfPageMap } from './leak-pages.js';
 import { scanFile, type ScanLimits, type SourceScan } from './leak-scan.js';
 import { scanReturnedWork, type ReturnedWorkLimits } from './leak-sources.js';
 import { QmpClient } from '../vm/qmp-client.js';
@@ -109,7 +110,12 @@ export class LeakChecker {
         try {
           await src.dumpMemory(dumpFile);
           await stat(dumpFile);
-          await scan('memory', 'guest memory', () => scanFile(dumpFile, needles, limits));
+          // Physical pages: a value split across two of them is looked for at page edges too.
+          const pages = await elfPageMap(dumpFile).catch(() => null);
+          await scan('memory', 'guest memory', async () => ({
+            ...(await scanFile(dumpFile, needles, limits, pages ?? undefined)),
+            ...(pages ? {} : { note: 'not an ELF dump: values split across pages not looked for' }),
+          }));
         } catch (err) {
           scanned.push({ source: 'guest memory', bytes: 0, error: `memory dump failed: ${(err as Error).message}` });
         } finally {

@@ -7,6 +7,7 @@ import { open } from 'node:fs/promises';
 import type { LeakHit, LeakScanned } from '../../common/credentials.js';
 import { inflateAt, plausibleStream, streamHeaderCandidates, type PositionalReader, type StreamKind } from './leak-inflate.js';
 import { decodeEscapes, escapeAt, type LeakNeedle, NeedleMatcher } from './leak-needles.js';
+import { PageSplitFinder, type PageMap } from './leak-pages.js';
 
 export interface ScanLimits {
   chunkBytes: number;
@@ -37,6 +38,8 @@ const MAX_NOT_INFLATED_LISTED = 20;
 interface ScannerSink {
   hit(needle: LeakNeedle, offset: number, encoding: string, detail?: string): void;
   stream?(offset: number, kind: StreamKind): void;
+  /** Page edges of a memory dump, and who collects the needle halves found at them. */
+  pages?: { map: PageMap; finder: PageSplitFinder };
 }
 
 /** Scans one logical byte stream pushed in pieces of any size. */
@@ -54,6 +57,8 @@ class ByteScanner {
   private readonly keep: number;
   private readonly seenEscaped = new Set<string>();
   private readonly needleBytes = new Uint8Array(256);
+  /** Index of the next page boundary to look at. */
+  private nextBoundary = 0;
 
   constructor(
     private readonly matcher: NeedleMatcher,
@@ -64,7 +69,7 @@ class ByteScanner {
     // triggers a window may be anywhere inside the escaped value.
     this.escWindow = 6 * Math.max(1, matcher.maxLength);
     this.defer = Math.max(this.escWindow, HEAD_BYTES);
-    this.keep = Math.max(matcher.maxLength - 1, this.defer + this.escWindow);
+    this.keep = Math.max(2 * matcher.maxLength, this.defer + this.escWindow);
     for (const n of matcher.needles) for (const b of n.bytes) this.needleBytes[b] = 1;
     this.buf = Buffer.allocUnsafe(Math.max(chunkBytes, 2 * this.keep) + this.keep);
   }
@@ -100,12 +105,28 @@ class ByteScanner {
       }
     }
     this.processedTo = base + limit;
+    this.pageEdges(view, final);
     if (final) return;
     const keep = Math.min(this.keep, view.length);
     this.buf.copy(this.buf, 0, view.length - keep, view.length);
     this.base += view.length - keep;
     this.carry = keep;
     this.filled = keep;
+  }
+
+  /** Page edges whose bytes on both sides (one needle length) are in view. */
+  private pageEdges(view: Buffer, final: boolean): void {
+    const pages = this.sink.pages;
+    if (!pages) return;
+    const b = pages.map.boundaries;
+    const upTo = this.base + view.length - (final ? 0 : this.matcher.maxLength);
+    while (this.nextBoundary < b.length && b[this.nextBoundary]!.offset <= upTo) {
+      const edge = b[this.nextBoundary++]!;
+      const i = edge.offset - this.base;
+      if (i < 0) continue; // before the data (cannot happen with a sane map)
+      if (edge.end) pages.finder.pageEnd(view, i, edge.offset);
+      if (edge.start) pages.finder.pageStart(view, i, edge.offset);
+    }
   }
 
   /** Decodes windows around every escape in [from, limit) and looks for the needles in them. */
@@ -163,7 +184,7 @@ class ByteScanner {
  * compressed streams it found (one level) and scans their output. Memory:
  * one chunk plus the overlap, and one inflate window at a time.
  */
-export async function scanReader(read: PositionalReader, needles: LeakNeedle[], limits: Partial<ScanLimits> = {}): Promise<SourceScan> {
+export async function scanReader(read: PositionalReader, needles: LeakNeedle[], limits: Partial<ScanLimits> = {}, pageMap?: PageMap): Promise<SourceScan> {
   const lim = { ...DEFAULT_SCAN_LIMITS, ...limits };
   const matcher = new NeedleMatcher(needles);
   const hits: ScanHit[] = [];
@@ -175,8 +196,10 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
   };
   const streams: Array<{ offset: number; kind: StreamKind }> = [];
   let streamsDropped = 0;
+  const finder = pageMap ? new PageSplitFinder(needles) : undefined;
   const scanner = new ByteScanner(matcher, {
     hit: addHit,
+    ...(pageMap && finder ? { pages: { map: pageMap, finder } } : {}),
     stream: (offset, kind) => {
       if (streams.length < lim.maxStreams) streams.push({ offset, kind });
       else streamsDropped++;
@@ -190,6 +213,10 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
     scanner.push(chunk);
   }
   scanner.end();
+  for (const s of finder?.results() ?? []) {
+    const where = (at: number) => (at >= 0 ? `the page edge at ${at}` : 'some page edge');
+    addHit(s.needle, Math.max(s.headAt, s.tailAt), `${s.needle.encoding}+page-split`, `first ${s.k} bytes end a page (${where(s.tailAt)}), the rest starts another (${where(s.headAt)})`);
+  }
 
   const notInflated: NonNullable<SourceScan['notInflated']> = [];
   let notInflatedCount = 0;
@@ -240,14 +267,14 @@ export function bufferReader(data: Buffer): PositionalReader {
 }
 
 /** Streams a file through scanReader; the file is read in chunks, never whole. */
-export async function scanFile(file: string, needles: LeakNeedle[], limits: Partial<ScanLimits> = {}): Promise<SourceScan> {
+export async function scanFile(file: string, needles: LeakNeedle[], limits: Partial<ScanLimits> = {}, pageMap?: PageMap): Promise<SourceScan> {
   const fh = await open(file, 'r');
   try {
     return await scanReader(async (position, length) => {
       const b = Buffer.allocUnsafe(length);
       const { bytesRead } = await fh.read(b, 0, length, position);
       return b.subarray(0, bytesRead);
-    }, needles, limits);
+    }, needles, limits, pageMap);
   } finally {
     await fh.close();
   }
