@@ -12,16 +12,43 @@ export const PAGE_BYTES = 4096;
 /** Bytes of a value that must be matched exactly at page edges for a split hit (as for a whole needle). */
 const MIN_EVIDENCE = 12;
 
-/** File offsets where a guest page starts (and the previous byte ends one), from the dump's ELF headers. */
+/** The dump's RAM blocks: where each lies in the file and at which physical address it starts. */
 export interface PageMap {
-  /** Sorted offsets of page boundaries; each knows whether a page starts and/or ends there. */
-  boundaries: Array<{ offset: number; start: boolean; end: boolean }>;
+  segments: Array<{ offset: number; size: number; paddr: number }>;
+}
+
+export interface PageEdge {
+  offset: number;
+  /** A page starts here / a page ends just before here. */
+  start: boolean;
+  end: boolean;
+}
+
+/** The page edges of a map in file order, generated as needed (a 2 GiB guest has half a million). */
+export function* pageEdges(map: PageMap): Generator<PageEdge> {
+  const segs = [...map.segments].sort((a, b) => a.offset - b.offset);
+  let pending: PageEdge | undefined;
+  const emit = function* (e: PageEdge): Generator<PageEdge> {
+    if (pending && pending.offset === e.offset) {
+      pending.start ||= e.start;
+      pending.end ||= e.end;
+      return;
+    }
+    if (pending) yield pending;
+    pending = e;
+  };
+  for (const s of segs) {
+    yield* emit({ offset: s.offset, start: true, end: false });
+    const first = s.offset + ((PAGE_BYTES - (s.paddr % PAGE_BYTES)) % PAGE_BYTES);
+    for (let b = first; b < s.offset + s.size; b += PAGE_BYTES) if (b > s.offset) yield* emit({ offset: b, start: true, end: true });
+    yield* emit({ offset: s.offset + s.size, start: false, end: true });
+  }
+  if (pending) yield pending;
 }
 
 /**
  * Reads the PT_LOAD segments of an ELF64 little-endian core file (QEMU's
- * dump-guest-memory with paging off) and lists the page boundaries inside
- * them; null when the file is not such a dump.
+ * dump-guest-memory with paging off); null when the file is not such a dump.
  */
 export async function elfPageMap(file: string): Promise<PageMap | null> {
   const fh = await open(file, 'r');
@@ -42,29 +69,14 @@ export async function elfPageMap(file: string): Promise<PageMap | null> {
     if (phentsize < 56 || phnum > 1_000_000) return null;
     const ph = Buffer.alloc(phentsize * phnum);
     await fh.read(ph, 0, ph.length, phoff);
-    const byOffset = new Map<number, { start: boolean; end: boolean }>();
-    const mark = (offset: number, side: 'start' | 'end') => {
-      const b = byOffset.get(offset) ?? { start: false, end: false };
-      b[side] = true;
-      byOffset.set(offset, b);
-    };
+    const segments: PageMap['segments'] = [];
     for (let i = 0; i < phnum; i++) {
       const p = ph.subarray(i * phentsize);
       if (p.readUInt32LE(0) !== 1) continue; // PT_LOAD
-      const offset = Number(p.readBigUInt64LE(8));
-      const paddr = Number(p.readBigUInt64LE(24));
       const size = Number(p.readBigUInt64LE(32));
-      if (!size) continue;
-      const first = offset + ((PAGE_BYTES - (paddr % PAGE_BYTES)) % PAGE_BYTES);
-      mark(offset, 'start');
-      for (let b = first; b < offset + size; b += PAGE_BYTES) {
-        if (b > offset) mark(b, 'end');
-        mark(b, 'start');
-      }
-      mark(offset + size, 'end');
+      if (size) segments.push({ offset: Number(p.readBigUInt64LE(8)), paddr: Number(p.readBigUInt64LE(24)), size });
     }
-    const boundaries = [...byOffset.entries()].sort((a, b) => a[0] - b[0]).map(([offset, s]) => ({ offset, ...s }));
-    return { boundaries };
+    return { segments };
   } finally {
     await fh.close();
   }
@@ -82,9 +94,9 @@ export class PageSplitFinder {
   /** (needle, k) → file offset of the page edge where that half was seen. */
   private readonly tails = new Map<string, number>();
   private readonly heads = new Map<string, number>();
-  /** The last 1-3 bytes of every page and the first 1-3 of every page, for halves too short to index. */
-  private readonly shortTails = [new Set<number>(), new Set<number>(), new Set<number>()];
-  private readonly shortHeads = [new Set<number>(), new Set<number>(), new Set<number>()];
+  /** The last 1-3 bytes and the first 1-3 bytes of every page, for halves too short to index (bitmaps: 2 MiB each at most). */
+  private readonly shortTails = [new Bits(8), new Bits(16), new Bits(24)];
+  private readonly shortHeads = [new Bits(8), new Bits(16), new Bits(24)];
 
   constructor(private readonly needles: readonly LeakNeedle[]) {
     needles.forEach((n, idx) => {
@@ -144,6 +156,19 @@ export class PageSplitFinder {
 
 function shortKey(p: Uint8Array, at: number, len: number): number {
   return len === 3 ? u24(p, at) : len === 2 ? (p[at]! << 8) | p[at + 1]! : p[at]!;
+}
+
+class Bits {
+  private readonly words: Uint32Array;
+  constructor(bits: number) {
+    this.words = new Uint32Array(Math.max(1, (1 << bits) >>> 5));
+  }
+  add(n: number): void {
+    this.words[n >>> 5]! |= 1 << (n & 31);
+  }
+  has(n: number): boolean {
+    return (this.words[n >>> 5]! & (1 << (n & 31))) !== 0;
+  }
 }
 
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {

@@ -7,7 +7,7 @@ import { open } from 'node:fs/promises';
 import type { LeakHit, LeakScanned } from '../../common/credentials.js';
 import { inflateAt, plausibleStream, streamHeaderCandidates, type PositionalReader, type StreamKind } from './leak-inflate.js';
 import { decodeEscapes, escapeAt, type LeakNeedle, NeedleMatcher } from './leak-needles.js';
-import { PageSplitFinder, type PageMap } from './leak-pages.js';
+import { pageEdges, PageSplitFinder, type PageEdge, type PageMap } from './leak-pages.js';
 
 export interface ScanLimits {
   chunkBytes: number;
@@ -39,7 +39,7 @@ interface ScannerSink {
   hit(needle: LeakNeedle, offset: number, encoding: string, detail?: string): void;
   stream?(offset: number, kind: StreamKind): void;
   /** Page edges of a memory dump, and who collects the needle halves found at them. */
-  pages?: { map: PageMap; finder: PageSplitFinder };
+  pages?: { edges: Iterator<PageEdge>; finder: PageSplitFinder };
 }
 
 /** Scans one logical byte stream pushed in pieces of any size. */
@@ -57,8 +57,8 @@ class ByteScanner {
   private readonly keep: number;
   private readonly seenEscaped = new Set<string>();
   private readonly needleBytes = new Uint8Array(256);
-  /** Index of the next page boundary to look at. */
-  private nextBoundary = 0;
+  /** The next page edge to look at. */
+  private nextEdge: PageEdge | undefined;
 
   constructor(
     private readonly matcher: NeedleMatcher,
@@ -118,10 +118,16 @@ class ByteScanner {
   private pageEdges(view: Buffer, final: boolean): void {
     const pages = this.sink.pages;
     if (!pages) return;
-    const b = pages.map.boundaries;
     const upTo = this.base + view.length - (final ? 0 : this.matcher.maxLength);
-    while (this.nextBoundary < b.length && b[this.nextBoundary]!.offset <= upTo) {
-      const edge = b[this.nextBoundary++]!;
+    for (;;) {
+      if (!this.nextEdge) {
+        const n = pages.edges.next();
+        if (n.done) return;
+        this.nextEdge = n.value;
+      }
+      const edge = this.nextEdge;
+      if (edge.offset > upTo) return;
+      this.nextEdge = undefined;
       const i = edge.offset - this.base;
       if (i < 0) continue; // before the data (cannot happen with a sane map)
       if (edge.end) pages.finder.pageEnd(view, i, edge.offset);
@@ -199,7 +205,7 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
   const finder = pageMap ? new PageSplitFinder(needles) : undefined;
   const scanner = new ByteScanner(matcher, {
     hit: addHit,
-    ...(pageMap && finder ? { pages: { map: pageMap, finder } } : {}),
+    ...(pageMap && finder ? { pages: { edges: pageEdges(pageMap), finder } } : {}),
     stream: (offset, kind) => {
       if (streams.length < lim.maxStreams) streams.push({ offset, kind });
       else streamsDropped++;

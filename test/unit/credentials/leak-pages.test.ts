@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { needlesFor } from '../../../main/credentials/leak-needles.js';
-import { elfPageMap, PAGE_BYTES } from '../../../main/credentials/leak-pages.js';
+import { elfPageMap, PAGE_BYTES, pageEdges } from '../../../main/credentials/leak-pages.js';
 import { scanFile } from '../../../main/credentials/leak-scan.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-pages-'));
@@ -58,12 +58,13 @@ function ram(pages: number, put: (ram: Buffer) => void = () => undefined): Buffe
 describe('a key split across two guest pages', () => {
   it('reads the page edges of an ELF dump, and nothing from a file that is not one', async () => {
     const f = elfDump([{ paddr: 0, data: ram(3) }, { paddr: 0x100000, data: ram(2) }]);
-    const map = (await elfPageMap(f))!;
+    const edges = [...pageEdges((await elfPageMap(f))!)];
     const firstData = 64 + 2 * 56 + 300;
-    expect(map.boundaries.map((b) => b.offset - firstData)).toEqual([0, 4096, 8192, 12288, 16384, 20480]);
-    expect(map.boundaries[0]).toMatchObject({ start: true, end: false });
+    expect(edges.map((b) => b.offset - firstData)).toEqual([0, 4096, 8192, 12288, 16384, 20480]);
+    expect(edges[0]).toMatchObject({ start: true, end: false });
     // The end of the first block is the start of the second: both at once.
-    expect(map.boundaries[3]).toMatchObject({ start: true, end: true });
+    expect(edges[3]).toMatchObject({ start: true, end: true });
+    expect(edges[5]).toMatchObject({ start: false, end: true });
     const plain = path.join(dir, 'plain.bin');
     writeFileSync(plain, randomBytes(10_000));
     expect(await elfPageMap(plain)).toBeNull();
