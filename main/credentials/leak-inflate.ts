@@ -62,12 +62,7 @@ export function plausibleStream(head: Buffer, kind: StreamKind): boolean {
     start = gzipDataOffset(head);
     if (start < 0) return false;
   }
-  try {
-    return checkDeflate(head, start);
-  } catch (err) {
-    if (err === OUT_OF_INPUT) return true;
-    throw err;
-  }
+  return checkDeflate(head, start);
 }
 
 const OUT_OF_INPUT = Symbol('out of input');
@@ -106,10 +101,24 @@ function huffman(lengths: Uint8Array): Huffman | null {
   return { count, symbol };
 }
 
-function checkDeflate(buf: Buffer, start: number): boolean {
+type PuffStatus = 'end' | 'cap' | 'need-more' | 'bad';
+
+/**
+ * A small inflater in the manner of zlib's puff.c: decodes raw deflate from
+ * buf[start] until the final block ends ('end'), `maxOut` bytes came out
+ * ('cap'), the input runs out ('need-more') or the data is not deflate ('bad').
+ * With `collect` false it only follows the codes (no output buffer), and stops
+ * after `maxSymbols` symbols of the first block. Slower per byte than zlib but
+ * with no set-up cost: most streams in a dump or a git pack are small.
+ */
+function puff(buf: Buffer, start: number, opts: { maxOut: number; collect: boolean; maxSymbols?: number }): { status: PuffStatus; out: Buffer; consumed: number } {
   let pos = start;
   let bitBuf = 0;
   let bitCnt = 0;
+  let out = Buffer.allocUnsafe(opts.collect ? Math.min(opts.maxOut, 16 * 1024) : 0);
+  let produced = 0;
+  let symbols = 0;
+  const maxSymbols = opts.maxSymbols ?? Infinity;
   const bits = (need: number): number => {
     let val = bitBuf;
     while (bitCnt < need) {
@@ -133,66 +142,118 @@ function checkDeflate(buf: Buffer, start: number): boolean {
     }
     return -1;
   };
-  bits(1); // BFINAL
-  const type = bits(2);
-  if (type === 3) return false;
-  if (type === 0) {
-    bitBuf = 0;
-    bitCnt = 0;
-    if (pos + 4 > buf.length) throw OUT_OF_INPUT;
-    return (buf.readUInt16LE(pos) ^ 0xffff) === buf.readUInt16LE(pos + 2);
-  }
-  let lit = FIXED.lit;
-  let dist = FIXED.dist;
-  if (type === 2) {
-    const nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
-    if (nlen > 286 || ndist > 30) return false;
-    const cl = new Uint8Array(19);
-    for (let i = 0; i < ncode; i++) cl[CL_ORDER[i]!] = bits(3);
-    const clCode = huffman(cl);
-    if (!clCode || !clCode.symbol.length) return false;
-    const lengths = new Uint8Array(nlen + ndist);
-    for (let i = 0; i < nlen + ndist; ) {
-      const sym = decode(clCode);
-      if (sym < 0) return false;
-      if (sym < 16) {
-        lengths[i++] = sym;
+  const room = (n: number): boolean => {
+    if (!opts.collect) return true;
+    if (produced + n > opts.maxOut) return false;
+    if (produced + n > out.length) {
+      const grown = Buffer.allocUnsafe(Math.min(opts.maxOut, Math.max(out.length * 2, produced + n)));
+      out.copy(grown, 0, 0, produced);
+      out = grown;
+    }
+    return true;
+  };
+  const result = (status: PuffStatus) => ({ status, out: out.subarray(0, opts.collect ? produced : 0), consumed: pos - start });
+  try {
+    let last = 0;
+    do {
+      last = bits(1);
+      const type = bits(2);
+      if (type === 3) return result('bad');
+      if (type === 0) {
+        bitBuf = 0; // to a byte boundary
+        bitCnt = 0;
+        if (pos + 4 > buf.length) throw OUT_OF_INPUT;
+        const len = buf.readUInt16LE(pos);
+        if ((len ^ 0xffff) !== buf.readUInt16LE(pos + 2)) return result('bad');
+        pos += 4;
+        if (!opts.collect) return result('end'); // plausible enough
+        if (!room(len)) return result('cap');
+        if (pos + len > buf.length) throw OUT_OF_INPUT;
+        buf.copy(out, produced, pos, pos + len);
+        produced += len;
+        pos += len;
         continue;
       }
-      let rep = 0, len = 0;
-      if (sym === 16) {
-        if (i === 0) return false;
-        len = lengths[i - 1]!;
-        rep = 3 + bits(2);
-      } else rep = sym === 17 ? 3 + bits(3) : 11 + bits(7);
-      if (i + rep > nlen + ndist) return false;
-      lengths.fill(len, i, i + rep);
-      i += rep;
-    }
-    if (lengths[256] === 0) return false; // no end-of-block code
-    const l = huffman(lengths.subarray(0, nlen));
-    const d = huffman(lengths.subarray(nlen));
-    if (!l || !d) return false;
-    lit = l;
-    dist = d;
+      let lit = FIXED.lit;
+      let dist = FIXED.dist;
+      if (type === 2) {
+        const nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
+        if (nlen > 286 || ndist > 30) return result('bad');
+        const cl = new Uint8Array(19);
+        for (let i = 0; i < ncode; i++) cl[CL_ORDER[i]!] = bits(3);
+        const clCode = huffman(cl);
+        if (!clCode || !clCode.symbol.length) return result('bad');
+        const lengths = new Uint8Array(nlen + ndist);
+        for (let i = 0; i < nlen + ndist; ) {
+          const sym = decode(clCode);
+          if (sym < 0) return result('bad');
+          if (sym < 16) {
+            lengths[i++] = sym;
+            continue;
+          }
+          let rep = 0, len = 0;
+          if (sym === 16) {
+            if (i === 0) return result('bad');
+            len = lengths[i - 1]!;
+            rep = 3 + bits(2);
+          } else rep = sym === 17 ? 3 + bits(3) : 11 + bits(7);
+          if (i + rep > nlen + ndist) return result('bad');
+          lengths.fill(len, i, i + rep);
+          i += rep;
+        }
+        if (lengths[256] === 0) return result('bad'); // no end-of-block code
+        const l = huffman(lengths.subarray(0, nlen));
+        const d = huffman(lengths.subarray(nlen));
+        if (!l || !d) return result('bad');
+        lit = l;
+        dist = d;
+      }
+      for (;;) {
+        if (++symbols > maxSymbols) return result('end');
+        const sym = decode(lit);
+        if (sym < 0 || sym > 285) return result('bad');
+        if (sym === 256) break;
+        if (sym < 256) {
+          if (!room(1)) return result('cap');
+          if (opts.collect) out[produced] = sym;
+          produced++;
+          continue;
+        }
+        const l = sym - 257;
+        const length = LEN_BASE[l]! + bits(LEN_EXTRA[l]!);
+        const ds = decode(dist);
+        if (ds < 0 || ds > 29) return result('bad');
+        const back = DIST_BASE[ds]! + bits(DIST_EXTRA[ds]!);
+        if (back > produced) return result('bad'); // nothing that far back: not deflate from here
+        if (!room(length)) return result('cap');
+        if (opts.collect) for (let i = 0; i < length; i++, produced++) out[produced] = out[produced - back]!;
+        else produced += length;
+      }
+    } while (!last);
+    return result('end');
+  } catch (err) {
+    if (err === OUT_OF_INPUT) return result('need-more');
+    throw err;
   }
-  let produced = 0;
-  for (let n = 0; n < 64; n++) {
-    const sym = decode(lit);
-    if (sym < 0 || sym > 285) return false;
-    if (sym < 256) produced++;
-    else if (sym === 256) return true;
-    else {
-      const l = sym - 257;
-      const length = LEN_BASE[l]! + bits(LEN_EXTRA[l]!);
-      const ds = decode(dist);
-      if (ds < 0 || ds > 29) return false;
-      const back = DIST_BASE[ds]! + bits(DIST_EXTRA[ds]!);
-      if (back > produced) return false; // nothing that far back yet: not a stream start
-      produced += length;
-    }
-  }
-  return true;
+}
+
+function checkDeflate(buf: Buffer, start: number): boolean {
+  const r = puff(buf, start, { maxOut: Infinity, collect: false, maxSymbols: 64 });
+  return r.status !== 'bad';
+}
+
+/**
+ * Inflates a stream whose compressed bytes all lie in `head` (from its header)
+ * in JS, when its output is at most `maxOut`: 'end' (done), 'bad' (not deflate
+ * after all; `out` holds what came before, as zlib would have streamed it), or
+ * null when it needs more input or more output room: use inflateAt then.
+ */
+export function inflateSmall(head: Buffer, kind: StreamKind, maxOut: number): { status: 'end' | 'bad'; out: Buffer; inBytes: number } | null {
+  const start = kind === 'zlib' ? 2 : gzipDataOffset(head);
+  if (start < 0) return { status: 'bad', out: Buffer.alloc(0), inBytes: 0 };
+  const r = puff(head, start, { maxOut, collect: true });
+  if (r.status === 'end' || r.status === 'bad') return { status: r.status, out: r.out, inBytes: start + r.consumed };
+  return null;
 }
 
 export interface InflateResult {

@@ -5,7 +5,7 @@
 // enough bytes that nothing straddling a chunk boundary is missed.
 import { open } from 'node:fs/promises';
 import type { LeakHit, LeakScanned } from '../../common/credentials.js';
-import { inflateAt, plausibleStream, streamHeaderCandidates, type PositionalReader, type StreamKind } from './leak-inflate.js';
+import { inflateAt, inflateSmall, plausibleStream, streamHeaderCandidates, type PositionalReader, type StreamKind } from './leak-inflate.js';
 import { decodeEscapes, escapeAt, type LeakNeedle, NeedleMatcher } from './leak-needles.js';
 import { pageEdges, PageSplitFinder, type PageEdge, type PageMap } from './leak-pages.js';
 
@@ -34,6 +34,9 @@ export type SourceScan = Omit<LeakScanned, 'source'> & { hits: ScanHit[] };
 /** Bytes a stream candidate needs after its header for the plausibility check. */
 const HEAD_BYTES = 512;
 const MAX_NOT_INFLATED_LISTED = 20;
+/** Streams that fit in this much input and give at most this much output are inflated in JS. */
+const SMALL_STREAM_INPUT = [8 * 1024, 64 * 1024];
+const SMALL_STREAM_OUTPUT = 256 * 1024;
 
 interface ScannerSink {
   hit(needle: LeakNeedle, offset: number, encoding: string, detail?: string): void;
@@ -190,9 +193,16 @@ class ByteScanner {
  * compressed streams it found (one level) and scans their output. Memory:
  * one chunk plus the overlap, and one inflate window at a time.
  */
-export async function scanReader(read: PositionalReader, needles: LeakNeedle[], limits: Partial<ScanLimits> = {}, pageMap?: PageMap): Promise<SourceScan> {
+export async function scanReader(
+  read: PositionalReader,
+  needles: LeakNeedle[] | NeedleMatcher,
+  limits: Partial<ScanLimits> = {},
+  opts: { pageMap?: PageMap; /** Known total size: a smaller buffer for small sources (git objects). */ size?: number } = {},
+): Promise<SourceScan> {
   const lim = { ...DEFAULT_SCAN_LIMITS, ...limits };
-  const matcher = new NeedleMatcher(needles);
+  // One matcher for many small sources: building one costs a 64 KiB table.
+  const matcher = needles instanceof NeedleMatcher ? needles : new NeedleMatcher(needles);
+  const pageMap = opts.pageMap;
   const hits: ScanHit[] = [];
   const counts = new Map<LeakNeedle, number>();
   const addHit = (n: LeakNeedle, offset: number, encoding: string, detail?: string) => {
@@ -202,7 +212,7 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
   };
   const streams: Array<{ offset: number; kind: StreamKind }> = [];
   let streamsDropped = 0;
-  const finder = pageMap ? new PageSplitFinder(needles) : undefined;
+  const finder = pageMap ? new PageSplitFinder(matcher.needles) : undefined;
   const scanner = new ByteScanner(matcher, {
     hit: addHit,
     ...(pageMap && finder ? { pages: { edges: pageEdges(pageMap), finder } } : {}),
@@ -210,7 +220,7 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
       if (streams.length < lim.maxStreams) streams.push({ offset, kind });
       else streamsDropped++;
     },
-  }, lim.chunkBytes);
+  }, opts.size !== undefined ? Math.min(lim.chunkBytes, opts.size + 1) : lim.chunkBytes);
   let pos = 0;
   for (;;) {
     const chunk = await read(pos, lim.chunkBytes);
@@ -241,9 +251,26 @@ export async function scanReader(read: PositionalReader, needles: LeakNeedle[], 
       continue;
     }
     const cap = Math.min(lim.maxStreamBytes, room);
-    const inner = new ByteScanner(matcher, {
-      hit: (n, innerOffset, enc) => addHit(n, s.offset, `${s.kind}>${enc}`, `at ${innerOffset} of the decompressed data`),
-    }, Math.min(lim.chunkBytes, 1024 * 1024));
+    const hitInner = (n: LeakNeedle, innerOffset: number, enc: string) => addHit(n, s.offset, `${s.kind}>${enc}`, `at ${innerOffset} of the decompressed data`);
+    // Most streams are small: inflate those in JS, with no zlib set-up per stream.
+    let small: ReturnType<typeof inflateSmall> = null;
+    for (const input of SMALL_STREAM_INPUT) {
+      const head = await read(s.offset, input);
+      small = inflateSmall(head, s.kind, Math.min(cap, SMALL_STREAM_OUTPUT));
+      if (small || head.length < input) break;
+    }
+    if (small) {
+      if (small.out.length) {
+        const inner = new ByteScanner(matcher, { hit: hitInner }, small.out.length + 1);
+        inner.push(small.out);
+        inner.end();
+        inflatedStreams++;
+        inflatedBytes += small.out.length;
+      }
+      if (small.status === 'end') coveredTo = s.offset + small.inBytes;
+      continue;
+    }
+    const inner = new ByteScanner(matcher, { hit: hitInner }, Math.min(lim.chunkBytes, cap + 1, 1024 * 1024));
     const r = await inflateAt(read, s.offset, s.kind, cap, (c) => inner.push(c));
     inner.end();
     if (r.outBytes > 0) {
@@ -280,7 +307,7 @@ export async function scanFile(file: string, needles: LeakNeedle[], limits: Part
       const b = Buffer.allocUnsafe(length);
       const { bytesRead } = await fh.read(b, 0, length, position);
       return b.subarray(0, bytesRead);
-    }, needles, limits, pageMap);
+    }, needles, limits, { ...(pageMap ? { pageMap } : {}) });
   } finally {
     await fh.close();
   }

@@ -6,7 +6,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { runGit } from '../pullback/host-git.js';
-import type { LeakNeedle } from './leak-needles.js';
+import { NeedleMatcher, type LeakNeedle } from './leak-needles.js';
 import { bufferReader, scanFile, scanReader, type ScanLimits, type SourceScan } from './leak-scan.js';
 
 const TerminalMeta = z.object({
@@ -102,6 +102,7 @@ export async function scanReturnedWork(dir: string, needles: LeakNeedle[], limit
 
   if (hasRepo) {
     const env = { GIT_DIR: repo };
+    const matcher = new NeedleMatcher(needles);
     const ids = await ownObjectIds(repo);
     const check = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], { cwd: repo, env, input: ids.join('\n') + '\n' });
     if (check.code !== 0) errors.push(`git cat-file --batch-check failed: ${check.stderr.trim().slice(0, 200)}`);
@@ -138,7 +139,7 @@ export async function scanReturnedWork(dir: string, needles: LeakNeedle[], limit
         }
         const content = out.subarray(nl + 1, nl + 1 + o.size);
         p = nl + 1 + o.size + 1;
-        take(await scanReader(bufferReader(content), needles, { ...limits, chunkBytes: Math.min(limits.chunkBytes ?? 1 << 20, 1 << 20) }), (h) => `object ${o.id} (${o.type}), byte ${h.offset}${h.detail ? `, ${h.detail}` : ''}`);
+        take(await scanReader(bufferReader(content), matcher, limits, { size: content.length }), (h) => `object ${o.id} (${o.type}), byte ${h.offset}${h.detail ? `, ${h.detail}` : ''}`);
       }
     }
   }

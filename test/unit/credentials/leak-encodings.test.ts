@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { inflateSmall, plausibleStream } from '../../../main/credentials/leak-inflate.js';
 import { needlesFor } from '../../../main/credentials/leak-needles.js';
 import { bufferReader, scanReader } from '../../../main/credentials/leak-scan.js';
 
@@ -111,6 +112,33 @@ describe('leak check encodings', () => {
     expect(r.notInflatedCount).toBe(8);
     expect(r.notInflated!.filter((n) => /cap/.test(n.reason))).toHaveLength(8);
     expect(r.error).toMatch(/8 compressed stream\(s\) not fully inflated/);
+  });
+});
+
+describe('the small-stream inflater', () => {
+  it('gives what zlib compressed, for stored, fixed and dynamic blocks and several blocks in a row', () => {
+    const text = Buffer.from(Array.from({ length: 4000 }, (_, i) => `line ${i} ${i % 7 ? 'x' : KEY}\n`).join(''));
+    const payloads = [Buffer.alloc(0), Buffer.from('a'), randomBytes(1000), text.subarray(0, 3000), text, randomBytes(70_000)];
+    for (const p of payloads) {
+      for (const level of [0, 1, 6, 9]) {
+        for (const kind of ['zlib', 'gzip'] as const) {
+          const z = kind === 'zlib' ? zlib.deflateSync(p, { level }) : zlib.gzipSync(p, { level });
+          const r = inflateSmall(Buffer.concat([z, randomBytes(50)]), kind, 1 << 20);
+          const what = `${p.length} bytes, level ${level}, ${kind}`;
+          expect(r?.status, what).toBe('end');
+          expect(Buffer.compare(r!.out, p), what).toBe(0);
+          expect(plausibleStream(z.subarray(0, 512), kind), what).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('hands streams that need more input or more room back to zlib, and says when data is not deflate', () => {
+    const big = zlib.deflateSync(randomBytes(100_000), { level: 0 });
+    expect(inflateSmall(big.subarray(0, 8192), 'zlib', 1 << 20)).toBeNull();
+    expect(inflateSmall(zlib.deflateSync(Buffer.alloc(300_000)), 'zlib', 256 * 1024)).toBeNull();
+    const bad = Buffer.from([0x78, 0x9c, 0xff, 0xff, 0xff, 0xff]); // block type 3 does not exist
+    expect(inflateSmall(bad, 'zlib', 1024)?.status).toBe('bad');
   });
 });
 
