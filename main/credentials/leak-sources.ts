@@ -42,9 +42,11 @@ export interface ReturnedWorkLimits {
   maxObjectBytes: number;
   /** Bytes of object content per `git cat-file --batch` call. */
   batchBytes: number;
+  /** Object bytes read in all (deltas can make a small bundle expand without end); the rest is reported. */
+  maxObjectTotalBytes: number;
 }
 
-const DEFAULT_RETURNED_LIMITS: ReturnedWorkLimits = { maxObjectBytes: 64 * 1024 * 1024, batchBytes: 32 * 1024 * 1024 };
+const DEFAULT_RETURNED_LIMITS: ReturnedWorkLimits = { maxObjectBytes: 64 * 1024 * 1024, batchBytes: 32 * 1024 * 1024, maxObjectTotalBytes: 2 * 1024 * 1024 * 1024 };
 
 type Hit = SourceScan['hits'][number];
 
@@ -107,13 +109,20 @@ export async function scanReturnedWork(dir: string, needles: LeakNeedle[], limit
     const check = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], { cwd: repo, env, input: ids.join('\n') + '\n' });
     if (check.code !== 0) errors.push(`git cat-file --batch-check failed: ${check.stderr.trim().slice(0, 200)}`);
     const objects: Array<{ id: string; type: string; size: number }> = [];
+    let planned = 0;
+    let overTotal = 0;
     for (const line of check.stdout.split('\n')) {
       const m = /^([0-9a-f]{40,64}) (\w+) (\d+)$/.exec(line);
       if (!m) continue;
       const size = Number(m[3]);
       if (size > lim.maxObjectBytes) errors.push(`object ${m[1]} (${m[2]}, ${size} bytes) not read: over the ${lim.maxObjectBytes} byte cap`);
-      else objects.push({ id: m[1]!, type: m[2]!, size });
+      else if (planned + size > lim.maxObjectTotalBytes) overTotal++;
+      else {
+        planned += size;
+        objects.push({ id: m[1]!, type: m[2]!, size });
+      }
     }
+    if (overTotal) errors.push(`${overTotal} object(s) not read: ${lim.maxObjectTotalBytes} bytes of objects already read (cap)`);
     for (let i = 0; i < objects.length; ) {
       const batch = [objects[i++]!];
       let total = batch[0]!.size;

@@ -141,6 +141,10 @@ describe('leak check places', () => {
       const r = await new LeakChecker({ secrets, limits: { maxObjectBytes: 100_000 } }).check({ sandboxId: 't1', credentials: [{ id: 'gh' }], sources: { workDir: dir, returnedWork: q } });
       expect(r.verdict).toBe('incomplete');
       expect(r.scanned[0]!.error).toMatch(/object [0-9a-f]{40} \(blob, 300000 bytes\) not read: over the 100000 byte cap/);
+      // Many objects that expand (deltas) stop at the total cap, said so too.
+      const total = await new LeakChecker({ secrets, limits: { maxObjectTotalBytes: 1000 } }).check({ sandboxId: 't1', credentials: [{ id: 'gh' }], sources: { workDir: dir, returnedWork: q } });
+      expect(total.verdict).toBe('incomplete');
+      expect(total.scanned[0]!.error).toMatch(/\d+ object\(s\) not read: 1000 bytes of objects already read \(cap\)/);
     });
   });
 });
