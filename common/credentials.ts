@@ -86,21 +86,50 @@ export const AuditEntry = z.object({
 });
 export type AuditEntry = z.infer<typeof AuditEntry>;
 
+/** Where the leak check looked: the VM's disk and memory, what the host kept of its output, what it returned. */
+export const LEAK_SOURCES = ['overlay', 'memory', 'file', 'serial-log', 'stage-log', 'returned-work'] as const;
+
 export const LeakHit = z.object({
   credentialId: z.string(),
-  /** raw, base64, base64-basic, utf16le, hex, url ... — never the value itself. */
+  /**
+   * raw, utf16le, utf16be, hex, hex-upper, base64@0..2, base64url@0..2, basic-auth(user);
+   * json-escape:<enc> or url-escape:<enc> for an escaped form; gzip><enc> or zlib><enc>
+   * inside decompressed data; <enc>+page-split when the value lies across two
+   * memory pages that are not next to each other. Never the value itself.
+   */
   encoding: z.string(),
-  source: z.enum(['overlay', 'memory', 'file']),
+  source: z.enum(LEAK_SOURCES),
+  /** Byte offset in the source (for a compressed stream: where the stream starts). */
   offset: z.number(),
+  /** More precise place, never the value: a log name, a git object id, an offset in decompressed data. */
+  detail: z.string().optional(),
 });
 export type LeakHit = z.infer<typeof LeakHit>;
+
+/** A compressed stream that was not (fully) inflated, so not (fully) scanned. */
+export const NotInflated = z.object({ offset: z.number(), kind: z.enum(['gzip', 'zlib']), reason: z.string() });
+
+export const LeakScanned = z.object({
+  source: z.string(),
+  bytes: z.number(),
+  /** Set when part or all of this source could not be scanned: the verdict is then at best 'incomplete'. */
+  error: z.string().optional(),
+  /** Something worth knowing that does not limit the scan (e.g. the source does not exist). */
+  note: z.string().optional(),
+  /** Compressed streams found and inflated, and the bytes they gave. */
+  inflated: z.object({ streams: z.number(), bytes: z.number() }).optional(),
+  /** Streams the caps stopped (the first few; notInflatedCount counts them all). */
+  notInflated: z.array(NotInflated).optional(),
+  notInflatedCount: z.number().optional(),
+});
+export type LeakScanned = z.infer<typeof LeakScanned>;
 
 export const LeakReport = z.object({
   sandboxId: z.string(),
   at: z.string(),
   /** 'clean' only when every source was scanned and nothing was found. */
   verdict: z.enum(['clean', 'leak', 'incomplete']),
-  scanned: z.array(z.object({ source: z.string(), bytes: z.number(), error: z.string().optional() })),
+  scanned: z.array(LeakScanned),
   credentialIds: z.array(z.string()),
   hits: z.array(LeakHit),
   durationMs: z.number(),

@@ -5,14 +5,17 @@
 // QEMU guestfwd entry and the guest environment (placeholders only); when the
 // VM is gone it closes the proxy.
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { z } from 'zod';
 import os from 'node:os';
 import path from 'node:path';
-import { credentialApiInputs, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
+import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
+import { FactoryError } from '../../common/contract.js';
 import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
 import { CredentialService } from './credential-service.js';
 import type { SecretStore } from './keychain.js';
 import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor } from './leak-check.js';
+import { taskTerminalLogs } from './leak-sources.js';
 import type { AddressAllowance } from './net-guard.js';
 import { CredentialProxy } from './proxy.js';
 import { CredentialRefStore, writeAtomic } from './ref-store.js';
@@ -35,7 +38,19 @@ export interface CredentialBrokerDeps {
   /** Tests only: extra upstream trust root and the loopback allowance for local upstreams. */
   upstreamCa?: string | Buffer;
   allowAddress?: AddressAllowance;
+  /** Where the terminal service keeps session logs (the app's `<logs>/terminals`). */
+  terminalLogDir?: string;
+  /** Where pull-back keeps one quarantine folder per task (the app's `<data>/quarantine`). */
+  quarantineRoot?: string;
 }
+
+/** What a sandbox's routes could use, kept on disk (ids only, never a value) for checks after a restart. */
+const UsedCredentials = z.object({
+  version: z.literal(1),
+  sandboxDir: z.string().refine((p) => path.isAbsolute(p), 'must be an absolute path'),
+  credentials: z.array(z.object({ id: credentialId, basicUsernames: z.array(z.string().max(128)).max(8).optional() })).max(256),
+});
+type UsedCredentials = z.infer<typeof UsedCredentials>;
 
 interface SandboxState {
   proxy: CredentialProxy;
@@ -111,6 +126,14 @@ export class CredentialBroker {
     }));
     this.sandboxes.set(ctx.taskId, { proxy, sandboxDir: ctx.sandboxDir, credentials, ...(socketDir ? { socketDir } : {}) });
     this.usedBy.set(ctx.taskId, { sandboxDir: ctx.sandboxDir, credentials });
+    try {
+      const used: UsedCredentials = { version: 1, sandboxDir: ctx.sandboxDir, credentials };
+      await writeAtomic(this.usedFile(ctx.taskId), JSON.stringify(used, null, 2) + '\n');
+    } catch (err) {
+      // Without the record a check after a restart would not know what to look for: do not boot.
+      await this.release({ taskId: ctx.taskId });
+      throw err;
+    }
     return { guestForwards: [guestForward], guestEnv: plan.guestEnv };
   }
 
@@ -186,10 +209,14 @@ export class CredentialBroker {
       qmp?: () => Promise<QmpExecutor>;
       qmpSocket?: string;
       dumpMemory?: (file: string) => Promise<void>;
+      serialLog?: string;
+      stageLogs?: string[];
+      returnedWork?: string;
       files?: string[];
     } = {},
   ): Promise<LeakReport> {
-    const known = this.usedBy.get(taskId);
+    safeTaskId(taskId);
+    const known = this.usedBy.get(taskId) ?? (await this.readUsed(taskId));
     const sandboxDir = known?.sandboxDir ?? path.join(this.deps.paths.sandboxes, taskId);
     const overlayPath = sources.overlayPath ?? path.join(sandboxDir, 'overlay.qcow2');
     const qmpSocket = sources.qmpSocket ?? path.join(sandboxDir, 'qmp.sock');
@@ -204,11 +231,23 @@ export class CredentialBroker {
     const report = await this.leaks.check({
       sandboxId: taskId,
       credentials: known?.credentials ?? [],
-      sources: { workDir: sandboxDir, overlayPath, ...(dumpMemory ? { dumpMemory } : {}), ...(sources.files ? { files: sources.files } : {}) },
+      sources: {
+        workDir: sandboxDir,
+        overlayPath,
+        ...(dumpMemory ? { dumpMemory } : {}),
+        serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
+        stageLogs: sources.stageLogs ?? (await taskTerminalLogs(this.deps.terminalLogDir ?? path.join(this.deps.paths.logs, 'terminals'), taskId)),
+        returnedWork: sources.returnedWork ?? path.join(this.deps.quarantineRoot ?? path.join(this.deps.paths.data, 'quarantine'), taskId),
+        ...(sources.files ? { files: sources.files } : {}),
+      },
     });
-    if (!dumpMemory && report.verdict === 'clean') {
-      report.verdict = 'incomplete';
+    if (!known) {
+      report.verdict = report.hits.length ? 'leak' : 'incomplete';
+      report.scanned.push({ source: 'credentials', bytes: 0, error: 'no record of the credentials this sandbox could use: nothing to look for' });
+    }
+    if (!dumpMemory) {
       report.scanned.push({ source: 'guest memory', bytes: 0, error: 'not scanned: the sandbox is not running' });
+      if (report.verdict === 'clean') report.verdict = 'incomplete';
     }
     await writeAtomic(this.reportFile(taskId), JSON.stringify(report, null, 2) + '\n');
     this.deps.emit?.({ type: 'leakcheck.finished', report });
@@ -250,9 +289,37 @@ export class CredentialBroker {
   }
 
   private reportFile(taskId: string): string {
-    if (!/^[A-Za-z0-9._-]{1,128}$/.test(taskId)) throw new Error(`not a task id: ${taskId.slice(0, 40)}`);
-    return path.join(this.deps.paths.data, 'leakchecks', `${taskId}.json`);
+    return path.join(this.deps.paths.data, 'leakchecks', `${safeTaskId(taskId)}.json`);
   }
+
+  private usedFile(taskId: string): string {
+    return path.join(this.deps.paths.state, 'sandbox-credentials', `${safeTaskId(taskId)}.json`);
+  }
+
+  /** The persisted record of a sandbox's credentials (after a restart); undefined when there is none. */
+  private async readUsed(taskId: string): Promise<UsedCredentials | undefined> {
+    let text: string;
+    try {
+      text = await readFile(this.usedFile(taskId), 'utf8');
+    } catch {
+      return undefined;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw new FactoryError('CorruptState', `the record of task ${taskId}'s credentials is not JSON: ${(err as Error).message}`);
+    }
+    const parsed = UsedCredentials.safeParse(json);
+    if (!parsed.success) throw new FactoryError('CorruptState', `the record of task ${taskId}'s credentials is invalid: ${parsed.error.issues[0]?.message}`);
+    return parsed.data;
+  }
+}
+
+/** A task id that is safe as a file name (no '.', '..' or hidden names). */
+function safeTaskId(taskId: string): string {
+  if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/.test(taskId)) throw new FactoryError('InvalidInput', `not a task id: ${JSON.stringify(taskId.slice(0, 40))}`);
+  return taskId;
 }
 
 export type { CredentialApi, CredentialRef };

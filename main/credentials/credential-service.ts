@@ -17,6 +17,8 @@ import type { CredentialRefStore } from './ref-store.js';
 import { DEFAULT_UPSTREAMS } from './routes.js';
 
 export class CredentialService {
+  private queue: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly deps: {
       refs: CredentialRefStore;
@@ -34,6 +36,12 @@ export class CredentialService {
 
   async set(raw: unknown): Promise<CredentialRef> {
     const input = CredentialSetInput.parse(raw);
+    // One change at a time: a concurrent label edit must never write back a
+    // destination it read before another call changed it (with a new value).
+    return this.serially(() => this.setNow(input));
+  }
+
+  private async setNow(input: CredentialSetInput): Promise<CredentialRef> {
     const existing = input.id ? await this.deps.refs.get(input.id) : undefined;
     if (input.id && !existing && !input.value) {
       throw new FactoryError('InvalidInput', `credential "${input.id}" does not exist yet, so a value is required`);
@@ -46,16 +54,43 @@ export class CredentialService {
     const target = CredentialTarget.parse({ ...defaultTarget(input.kind), ...existing?.target, ...input.target });
     if (input.kind === 'custom-header' && !target.header) throw new FactoryError('InvalidInput', 'target.header: a custom header rule needs a header name');
     if (input.kind === 'git' && target.format && target.format !== 'basic') throw new FactoryError('InvalidInput', 'target.format: git credentials are sent as basic auth');
+    const moved = existing ? destinationChanges(existing.kind, existing.target, target) : [];
+    if (moved.length && !input.value) {
+      // A stored value must never be redirected: whoever changes where it goes must know it.
+      throw new FactoryError(
+        'CredentialValueRequired',
+        `changing where credential "${id}" is sent (${moved.join('; ')}) needs its value entered again; ` +
+          'a stored value is never sent to a new destination without it',
+      );
+    }
     const now = new Date().toISOString();
     const ref = CredentialRef.parse({ id, kind: input.kind, label: input.label, target, createdAt: existing?.createdAt ?? now, updatedAt: now });
     // Keychain first: if it is unavailable, no dangling reference is written.
     if (input.value) await this.deps.secrets.put(id, input.value);
-    const refs = await this.deps.refs.update((all) => [...all.filter((r) => r.id !== id), ref]);
+    let refs: CredentialRef[];
+    try {
+      refs = await this.deps.refs.update((all) => [...all.filter((r) => r.id !== id), ref]);
+    } catch (err) {
+      // The new value is in the keychain but the old destination is still on file:
+      // remove the value rather than let it go where it was not meant to.
+      if (moved.length) await this.deps.secrets.remove(id).catch(() => undefined);
+      throw err;
+    }
     this.deps.onChange?.(refs);
     return ref;
   }
 
-  async delete(id: string): Promise<{ deleted: boolean }> {
+  private serially<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  delete(id: string): Promise<{ deleted: boolean }> {
+    return this.serially(() => this.deleteNow(id));
+  }
+
+  private async deleteNow(id: string): Promise<{ deleted: boolean }> {
     const existing = await this.deps.refs.get(id);
     if (!existing) throw new FactoryError('NotFound', `no credential "${id}"`);
     await this.deps.secrets.remove(id);
@@ -120,6 +155,34 @@ export class CredentialService {
       return { ok: false, message: (err as Error).message.replaceAll(value, '[redacted]') };
     }
   }
+}
+
+/**
+ * What decides where a value goes and how it is written, with the defaults the
+ * routes apply (routes.ts), so that spelling out a default is not a change.
+ */
+function destination(kind: CredentialRef['kind'], t: CredentialTarget): Record<string, string> {
+  const set = (xs: readonly string[] | undefined, dflt: string[]) => [...new Set(xs ?? dflt)].sort().join(' ');
+  const modelApi = kind === 'anthropic' || kind === 'openai';
+  const fmt = kind === 'git' ? 'basic' : kind === 'custom-header' ? (t.format ?? 'raw') : '';
+  return {
+    upstream: new URL(t.upstream).href,
+    'path rules': kind === 'git' ? '' : set(t.pathPrefixes, modelApi ? ['/v1/'] : ['/']),
+    methods: kind === 'git' ? '' : set(t.methods, ['GET', 'POST']),
+    header: kind === 'custom-header' ? (t.header ?? '').toLowerCase() : '',
+    format: fmt,
+    // The user name is written next to the value only in basic auth.
+    username: fmt === 'basic' ? (t.username ?? 'x-access-token') : '',
+  };
+}
+
+/** The destination fields that differ, described without any value. */
+export function destinationChanges(kind: CredentialRef['kind'], before: CredentialTarget, after: CredentialTarget): string[] {
+  const a = destination(kind, before);
+  const b = destination(kind, after);
+  return Object.keys(a)
+    .filter((k) => a[k] !== b[k])
+    .map((k) => `${k}: ${JSON.stringify(a[k]).slice(0, 200)} → ${JSON.stringify(b[k]).slice(0, 200)}`);
 }
 
 function defaultTarget(kind: CredentialRef['kind']): Partial<CredentialTarget> {

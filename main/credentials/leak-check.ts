@@ -1,111 +1,27 @@
 // Leak check: proves that no credential a sandbox's routes used ever reached
-// the VM. Scans the disk overlay and a dump of guest memory for each value in
-// the encodings it could plausibly take there (raw, UTF-16, hex, base64 at
-// every alignment, the base64 of "user:token" a basic-auth header carries).
-// Files are streamed in chunks with an overlap of (longest needle - 1) bytes so
-// a value split across a chunk boundary is still found. Hits name the
-// credential, the encoding and the offset — never the value.
-import { open, rm, stat } from 'node:fs/promises';
+// the VM. Scans the disk overlay, a dump of guest memory, the serial console
+// log, the host's logs of the task's terminal sessions and the work it returned
+// for each value in the encodings it could plausibly take there (leak-needles),
+// escaped or compressed (leak-scan, leak-inflate). Every source is streamed in
+// bounded chunks. Hits name the credential, the encoding, the source and the
+// offset — never the value.
+//
+// What it cannot promise: a value the guest transformed on purpose (encrypted,
+// XORed, split up) is not found; this is a tripwire for the design failing
+// (the proxy or an upstream handing the value to the guest, a tool storing it),
+// not a detector of a guest that already has the value and hides it.
+import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { LeakHit, LeakReport } from '../../common/credentials.js';
 import type { SecretSource } from './keychain.js';
+import { needlesFor, type LeakNeedle } from './leak-needles.js';
+import { elfPageMap } from './leak-pages.js';
+import { scanFile, type ScanLimits, type SourceScan } from './leak-scan.js';
+import { scanReturnedWork, type ReturnedWorkLimits } from './leak-sources.js';
 import { QmpClient } from '../vm/qmp-client.js';
 
-export interface LeakNeedle {
-  credentialId: string;
-  encoding: string;
-  bytes: Buffer;
-}
-
-/** Shorter fragments than this would match by chance in gigabytes of memory. */
-const MIN_NEEDLE_BYTES = 12;
-
-/** Base64 of `value` as it appears inside a longer base64 text, for each of the 3 alignments. */
-function base64Fragments(value: Buffer, alphabet: 'base64' | 'base64url'): string[] {
-  const out: string[] = [];
-  for (let k = 0; k < 3; k++) {
-    const padded = Buffer.concat([Buffer.alloc(k), value]);
-    const enc = padded.toString(alphabet);
-    const drop = [0, 2, 3][k]!; // leading characters that depend on the unknown bytes before
-    const stable = 4 * Math.floor(padded.length / 3); // trailing characters depend on the bytes after
-    out.push(enc.slice(drop, stable));
-  }
-  return out;
-}
-
-export function needlesFor(credentialId: string, value: string, opts: { basicUsernames?: string[] } = {}): LeakNeedle[] {
-  const raw = Buffer.from(value, 'utf8');
-  const candidates: Array<[string, Buffer]> = [
-    ['raw', raw],
-    ['utf16le', Buffer.from(value, 'utf16le')],
-    ['hex', Buffer.from(raw.toString('hex'), 'latin1')],
-    ['url', Buffer.from(encodeURIComponent(value), 'utf8')],
-  ];
-  base64Fragments(raw, 'base64').forEach((f, i) => candidates.push([`base64@${i}`, Buffer.from(f, 'latin1')]));
-  base64Fragments(raw, 'base64url').forEach((f, i) => candidates.push([`base64url@${i}`, Buffer.from(f, 'latin1')]));
-  for (const user of opts.basicUsernames ?? []) {
-    candidates.push([`basic-auth(${user})`, Buffer.from(Buffer.from(`${user}:${value}`).toString('base64'), 'latin1')]);
-  }
-  const seen = new Set<string>();
-  const needles: LeakNeedle[] = [];
-  for (const [encoding, bytes] of candidates) {
-    if (bytes.length < MIN_NEEDLE_BYTES) continue;
-    const key = bytes.toString('latin1');
-    if (seen.has(key)) continue;
-    seen.add(key);
-    needles.push({ credentialId, encoding, bytes });
-  }
-  return needles;
-}
-
-export interface ScanResult {
-  bytes: number;
-  hits: Array<Omit<LeakHit, 'source'>>;
-}
-
-/** Streams a file once and reports every needle occurrence (capped per needle). */
-export async function scanFile(file: string, needles: LeakNeedle[], opts: { chunkBytes?: number; maxHitsPerNeedle?: number } = {}): Promise<ScanResult> {
-  const chunkBytes = opts.chunkBytes ?? 16 * 1024 * 1024;
-  const maxHits = opts.maxHitsPerNeedle ?? 20;
-  const overlap = Math.max(0, ...needles.map((n) => n.bytes.length)) - 1;
-  const hits: ScanResult['hits'] = [];
-  const counts = new Map<LeakNeedle, number>();
-  const fh = await open(file, 'r');
-  let total = 0;
-  try {
-    const buf = Buffer.alloc(chunkBytes + Math.max(overlap, 0));
-    let carry = 0; // bytes kept from the previous chunk at the start of buf
-    let base = 0; // file offset of buf[0]
-    for (;;) {
-      const { bytesRead } = await fh.read(buf, carry, chunkBytes, null);
-      if (bytesRead === 0) break;
-      total += bytesRead;
-      const filled = carry + bytesRead;
-      const view = buf.subarray(0, filled);
-      for (const n of needles) {
-        let from = 0;
-        for (;;) {
-          const at = view.indexOf(n.bytes, from);
-          if (at < 0) break;
-          // A match lying entirely in the carried-over bytes was reported with the previous chunk.
-          if (at + n.bytes.length > carry) {
-            const c = (counts.get(n) ?? 0) + 1;
-            counts.set(n, c);
-            if (c <= maxHits) hits.push({ credentialId: n.credentialId, encoding: n.encoding, offset: base + at });
-          }
-          from = at + 1;
-        }
-      }
-      const keep = Math.min(overlap, filled);
-      buf.copy(buf, 0, filled - keep, filled);
-      base += filled - keep;
-      carry = keep;
-    }
-  } finally {
-    await fh.close();
-  }
-  return { bytes: total, hits };
-}
+export { needlesFor, type LeakNeedle } from './leak-needles.js';
+export { scanFile } from './leak-scan.js';
 
 /** Anything that runs a QMP command: the VM's own client (a QMP socket takes one client at a time). */
 export interface QmpExecutor {
@@ -144,12 +60,18 @@ export interface LeakCheckSources {
   dumpMemory?: (file: string) => Promise<void>;
   /** Folder for the temporary memory dump (the sandbox folder); deleted after the scan. */
   workDir: string;
+  /** The VM's serial console log. */
+  serialLog?: string;
+  /** The host's logs of the task's terminal sessions (stages, sandbox shells). */
+  stageLogs?: string[];
+  /** The task's quarantine folder (returned bundle and the repository it was indexed into). */
+  returnedWork?: string;
   /** Extra files to scan (tests, exported bundles). */
   files?: string[];
 }
 
 export class LeakChecker {
-  constructor(private readonly deps: { secrets: SecretSource }) {}
+  constructor(private readonly deps: { secrets: SecretSource; limits?: Partial<ScanLimits & ReturnedWorkLimits> }) {}
 
   async check(opts: {
     sandboxId: string;
@@ -159,44 +81,72 @@ export class LeakChecker {
     const started = Date.now();
     const needles: LeakNeedle[] = [];
     const scanned: LeakReport['scanned'] = [];
-    let incomplete = false;
     for (const c of opts.credentials) {
       try {
         needles.push(...needlesFor(c.id, await this.deps.secrets.reveal(c.id), { basicUsernames: c.basicUsernames }));
       } catch (err) {
-        incomplete = true;
         scanned.push({ source: `credential ${c.id}`, bytes: 0, error: `cannot read the value to look for: ${(err as Error).message}` });
       }
     }
+    const src = opts.sources;
     const hits: LeakHit[] = [];
-    const scan = async (source: LeakHit['source'], file: string, label: string) => {
+    const record = (source: LeakHit['source'], label: string, r: SourceScan & { note?: string }) => {
+      const { hits: found, ...rest } = r;
+      scanned.push({ source: label, ...rest });
+      hits.push(...found.map((h) => ({ ...h, source })));
+    };
+    const scan = async (source: LeakHit['source'], label: string, run: () => Promise<SourceScan & { note?: string }>) => {
       try {
-        const r = await scanFile(file, needles);
-        scanned.push({ source: label, bytes: r.bytes });
-        hits.push(...r.hits.map((h) => ({ ...h, source })));
+        record(source, label, await run());
       } catch (err) {
-        incomplete = true;
         scanned.push({ source: label, bytes: 0, error: (err as Error).message });
       }
     };
+    const limits = this.deps.limits ?? {};
     if (needles.length) {
-      if (opts.sources.overlayPath) await scan('overlay', opts.sources.overlayPath, 'disk overlay');
-      if (opts.sources.dumpMemory) {
-        const dumpFile = path.join(opts.sources.workDir, `memory-${Date.now()}.dump`);
+      if (src.overlayPath) await scan('overlay', 'disk overlay', () => scanFile(src.overlayPath!, needles, limits));
+      if (src.dumpMemory) {
+        const dumpFile = path.join(src.workDir, `memory-${Date.now()}.dump`);
         try {
-          await opts.sources.dumpMemory(dumpFile);
+          await src.dumpMemory(dumpFile);
           await stat(dumpFile);
-          await scan('memory', dumpFile, 'guest memory');
+          // Physical pages: a value split across two of them is looked for at page edges too.
+          const pages = await elfPageMap(dumpFile).catch(() => null);
+          await scan('memory', 'guest memory', async () => ({
+            ...(await scanFile(dumpFile, needles, limits, pages ?? undefined)),
+            ...(pages ? {} : { note: 'not an ELF dump: values split across pages not looked for' }),
+          }));
         } catch (err) {
-          incomplete = true;
           scanned.push({ source: 'guest memory', bytes: 0, error: `memory dump failed: ${(err as Error).message}` });
         } finally {
           await rm(dumpFile, { force: true });
         }
       }
-      for (const f of opts.sources.files ?? []) await scan('file', f, path.basename(f));
+      if (src.serialLog) {
+        const file = src.serialLog;
+        await scan('serial-log', 'serial log', async () =>
+          (await stat(file).catch(() => null)) ? scanFile(file, needles, limits) : { bytes: 0, hits: [], note: 'no serial log' },
+        );
+      }
+      if (src.stageLogs) {
+        const logs = src.stageLogs;
+        await scan('stage-log', 'stage logs', async () => {
+          const all: SourceScan = { bytes: 0, hits: [] };
+          const errors: string[] = [];
+          for (const f of logs) {
+            const r = await scanFile(f, needles, limits);
+            all.bytes += r.bytes;
+            all.hits.push(...r.hits.map((h) => ({ ...h, detail: `${path.basename(f)}${h.detail ? `, ${h.detail}` : ''}` })));
+            if (r.error) errors.push(`${path.basename(f)}: ${r.error}`);
+          }
+          return { ...all, ...(errors.length ? { error: errors.join('; ') } : {}), ...(logs.length ? {} : { note: 'no terminal logs kept for this task' }) };
+        });
+      }
+      if (src.returnedWork) await scan('returned-work', 'returned work', () => scanReturnedWork(src.returnedWork!, needles, limits));
+      for (const f of src.files ?? []) await scan('file', path.basename(f), () => scanFile(f, needles, limits));
     }
-    if (!opts.sources.overlayPath && !opts.sources.dumpMemory && !(opts.sources.files ?? []).length) incomplete = true;
+    const anySource = src.overlayPath || src.dumpMemory || src.serialLog || src.stageLogs || src.returnedWork || (src.files ?? []).length;
+    const incomplete = !anySource || scanned.some((s) => s.error);
     return {
       sandboxId: opts.sandboxId,
       at: new Date(started).toISOString(),

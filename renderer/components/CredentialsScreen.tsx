@@ -60,8 +60,7 @@ export function CredentialsScreen() {
 
 function CredentialRow({ credential }: { credential: CredentialRef }) {
   const controller = useController();
-  const [replacing, setReplacing] = useState(false);
-  const [value, setValue] = useState('');
+  const [editing, setEditing] = useState(false);
   const [result, setResult] = useState<CredentialTestResult>();
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
@@ -91,8 +90,8 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
           <button type="button" className="secondary small" disabled={busy} onClick={() => void run(async () => setResult(await controller.testCredential(credential.id, true)))}>
             Test
           </button>
-          <button type="button" className="secondary small" onClick={() => setReplacing((r) => !r)}>
-            Replace value
+          <button type="button" className="secondary small" data-testid={`credential-edit-${credential.id}`} onClick={() => setEditing((r) => !r)}>
+            Edit
           </button>
           <button
             type="button"
@@ -105,27 +104,13 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
           </button>
         </td>
       </tr>
-      {replacing || result || error ? (
+      {editing || result || error ? (
         <tr>
           <td colSpan={5}>
-            {replacing ? (
-              <form
-                className="inline-form"
-                onSubmit={(e) => {
-                  e.preventDefault();
-                  void run(async () => {
-                    await controller.saveCredential({ id: credential.id, kind: credential.kind, label: credential.label, value });
-                    setValue('');
-                    setReplacing(false);
-                  });
-                }}
-              >
-                <input type="password" autoComplete="off" placeholder="new value" value={value} onChange={(e) => setValue(e.target.value)} />
-                <button type="submit" className="small" disabled={!value || busy}>
-                  Save
-                </button>
-              </form>
-            ) : null}
+            {editing ? <CredentialEditForm credential={credential} busy={busy} onSave={(input) => run(async () => {
+              await controller.saveCredential(input);
+              setEditing(false);
+            })} /> : null}
             {result ? (
               <p data-testid={`credential-test-${credential.id}`} className={result.stored && result.upstream?.ok !== false ? 'ok' : 'bad'}>
                 {result.stored ? 'Stored in the keychain.' : 'Not found in the keychain.'}{' '}
@@ -137,6 +122,94 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
         </tr>
       ) : null}
     </>
+  );
+}
+
+/** Same URL however it is spelled (a trailing slash, upper-case host). */
+function sameUrl(a: string, b: string): boolean {
+  try {
+    return new URL(a).href === new URL(b).href;
+  } catch {
+    return a === b;
+  }
+}
+
+/**
+ * Edit a stored credential. Where its value goes (upstream, header, basic-auth
+ * user) can change only together with the value: the host refuses otherwise
+ * (CredentialValueRequired), and the form says so before anyone tries.
+ */
+function CredentialEditForm({ credential, busy, onSave }: { credential: CredentialRef; busy: boolean; onSave: (input: CredentialSetInput) => Promise<void> }) {
+  const t = credential.target;
+  const [label, setLabel] = useState(credential.label);
+  const [upstream, setUpstream] = useState(t.upstream);
+  const [header, setHeader] = useState(t.header ?? '');
+  const [username, setUsername] = useState(t.username ?? '');
+  const [value, setValue] = useState('');
+  const id = credential.id;
+  const moved =
+    !sameUrl(upstream.trim(), t.upstream) ||
+    (credential.kind === 'custom-header' && header.trim().toLowerCase() !== (t.header ?? '').toLowerCase()) ||
+    (credential.kind === 'git' && username.trim() !== (t.username ?? ''));
+  const target: NonNullable<CredentialSetInput['target']> = {
+    upstream: upstream.trim(),
+    ...(credential.kind === 'custom-header' && header.trim() ? { header: header.trim() } : {}),
+    ...(credential.kind === 'git' && username.trim() ? { username: username.trim() } : {}),
+  };
+  return (
+    <form
+      className="inline-form"
+      data-testid={`credential-edit-form-${id}`}
+      onSubmit={(e) => {
+        e.preventDefault();
+        const v = value;
+        setValue(''); // the value leaves the page's memory either way
+        void onSave({ id, kind: credential.kind, label, ...(v ? { value: v } : {}), target });
+      }}
+    >
+      <label>
+        Label
+        <input type="text" data-testid={`credential-edit-label-${id}`} value={label} onChange={(e) => setLabel(e.target.value)} />
+      </label>
+      <label>
+        Upstream (https://…)
+        <input type="text" data-testid={`credential-edit-upstream-${id}`} value={upstream} onChange={(e) => setUpstream(e.target.value)} />
+      </label>
+      {credential.kind === 'custom-header' ? (
+        <label>
+          Header
+          <input type="text" data-testid={`credential-edit-header-${id}`} value={header} onChange={(e) => setHeader(e.target.value)} />
+        </label>
+      ) : null}
+      {credential.kind === 'git' ? (
+        <label>
+          User name
+          <input type="text" data-testid={`credential-edit-username-${id}`} value={username} onChange={(e) => setUsername(e.target.value)} />
+        </label>
+      ) : null}
+      <label>
+        {moved ? 'Value (required)' : 'New value (optional)'}
+        <input
+          type="password"
+          autoComplete="off"
+          data-testid={`credential-edit-value-${id}`}
+          placeholder={moved ? 'enter the value again' : 'leave empty to keep the stored value'}
+          required={moved}
+          aria-describedby={moved ? `credential-edit-why-${id}` : undefined}
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+        />
+      </label>
+      {moved ? (
+        <p className="note" id={`credential-edit-why-${id}`} data-testid={`credential-edit-why-${id}`}>
+          You changed where this credential is sent. Enter its value again: a stored value is never sent to a new
+          destination unless the person changing it knows the value.
+        </p>
+      ) : null}
+      <button type="submit" className="small" data-testid={`credential-edit-save-${id}`} disabled={busy || !label.trim() || (moved && !value)}>
+        Save
+      </button>
+    </form>
   );
 }
 

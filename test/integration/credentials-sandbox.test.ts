@@ -3,9 +3,10 @@
 // http-backend, both only through the proxy at 10.0.2.100 (guestfwd → socat →
 // the sandbox's unix socket), with the real values coming from the real
 // keychain. A push outside the allowed refs is refused; a host loopback service
-// is unreachable. Afterwards the leak check finds no credential in the overlay
-// or in a QMP dump of guest memory — and, as the control that proves it can
-// fail, finds a value planted on the guest's disk and in its memory.
+// is unreachable. Afterwards the leak check finds no credential in the overlay,
+// a QMP dump of guest memory or the serial log — and, as the control that
+// proves it can fail, finds values planted on the guest's disk (plain and
+// gzipped), in its memory and on its serial console.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -156,20 +157,25 @@ describe('credentials in a real sandbox', () => {
     const sources = vmQmp ? { qmp: vmQmp } : {};
     const clean = await broker.leakCheck(TASK, sources);
     console.log(`leak check (clean): ${JSON.stringify(clean.scanned)} in ${clean.durationMs} ms`);
-    expect(clean.scanned.map((s) => s.source).sort()).toEqual(['disk overlay', 'guest memory']);
-    for (const s of clean.scanned) {
-      expect(s.error).toBeUndefined();
-      expect(s.bytes).toBeGreaterThan(1_000_000);
-    }
+    expect(clean.scanned.map((s) => s.source).sort()).toEqual(['disk overlay', 'guest memory', 'returned work', 'serial log', 'stage logs']);
+    for (const s of clean.scanned) expect(s.error, s.source).toBeUndefined();
+    for (const s of clean.scanned.filter((x) => ['disk overlay', 'guest memory'].includes(x.source))) expect(s.bytes).toBeGreaterThan(1_000_000);
+    expect(clean.scanned.find((s) => s.source === 'serial log')!.bytes).toBeGreaterThan(0);
+    // QEMU's dump is read as ELF, so values split across physical pages are looked for too.
+    expect(clean.scanned.find((s) => s.source === 'guest memory')!.note).toBeUndefined();
     expect(clean.credentialIds.sort()).toEqual([ids.anthropic, ids.git].sort());
     expect(clean.hits).toEqual([]);
     expect(clean.verdict).toBe('clean');
 
     // Control: put the real git token on the guest's disk (and so in its page cache), as base64 of
-    // the basic-auth header a careless tool would store, and the Anthropic key raw in a process's memory.
+    // the basic-auth header a careless tool would store, and gzipped as a cached HTTP exchange;
+    // write the Anthropic key to the serial console as upper-case hex, and raw into a process's memory.
     const basic = Buffer.from(`x-access-token:${GIT_TOKEN}`).toString('base64');
+    const hexUpper = Buffer.from(ANTHROPIC_KEY).toString('hex').toUpperCase();
     const planted = await ssh.run(
-      `printf 'Authorization: Basic %s\\n' '${basic}' > /root/planted.txt && sync; ` +
+      `printf 'Authorization: Basic %s\\n' '${basic}' > /root/planted.txt && ` +
+        `printf 'GET / HTTP/1.1\\r\\nauthorization: Basic %s\\r\\n\\r\\n' '${basic}' | gzip > /root/exchange.gz && sync; ` +
+        `printf '%s\\n' ${hexUpper} > /dev/ttyS0; ` +
         `setsid bash -c 'k=$(printf %s ${Buffer.from(ANTHROPIC_KEY).toString('base64')} | base64 -d); echo "$k" > /dev/null; touch /tmp/held; sleep 600' </dev/null >/dev/null 2>&1 & ` +
         `for i in $(seq 1 100); do [ -e /tmp/held ] && break; sleep 0.1; done; echo ok`,
     );
@@ -181,6 +187,8 @@ describe('credentials in a real sandbox', () => {
     expect(found).toContain(`overlay:${ids.git}:basic-auth(x-access-token)`);
     expect(found).toContain(`memory:${ids.git}:basic-auth(x-access-token)`);
     expect([...found].some((f) => f.startsWith(`memory:${ids.anthropic}:raw`))).toBe(true);
+    expect(found).toContain(`overlay:${ids.git}:gzip>basic-auth(x-access-token)`);
+    expect(found).toContain(`serial-log:${ids.anthropic}:hex-upper`);
     expect(JSON.stringify(dirty)).not.toContain(GIT_TOKEN);
     expect(JSON.stringify(dirty)).not.toContain(ANTHROPIC_KEY);
     // Teardown: the overlay that held the planted values is gone with the sandbox.

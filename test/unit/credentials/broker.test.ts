@@ -1,6 +1,6 @@
 // CredentialBroker as the app uses it: a sandbox extension that starts the
 // proxy before boot and closes it after, plus the credential API methods.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,15 +20,18 @@ describe('CredentialBroker', () => {
   let ca: TestCa;
   let stub: ModelStub;
   let broker: CredentialBroker;
+  let secrets: MemorySecretStore;
   const events: CredentialEvent[] = [];
+  const paths = () => appPaths({ FACTORY_DATA_DIR: path.join(root, 'data'), FACTORY_CACHE_DIR: path.join(root, 'cache') });
 
   beforeAll(async () => {
     root = mkdtempSync(path.join(os.tmpdir(), 'fiab-broker-'));
     ca = createTestCa();
     stub = await startModelStub(ca, { anthropicKey: REAL });
+    secrets = new MemorySecretStore();
     broker = new CredentialBroker({
-      paths: appPaths({ FACTORY_DATA_DIR: path.join(root, 'data'), FACTORY_CACHE_DIR: path.join(root, 'cache') }),
-      secrets: new MemorySecretStore(),
+      paths: paths(),
+      secrets,
       emit: (e) => events.push(e),
       upstreamCa: ca.cert,
       allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
@@ -113,5 +116,38 @@ describe('CredentialBroker', () => {
     expect(existsSync(sock)).toBe(true);
     await broker.release({ taskId: 'task2' });
     expect(existsSync(path.dirname(sock))).toBe(false);
+  });
+
+  it('after an app restart, an on-demand leak check still knows which credentials the sandbox could use', async () => {
+    const sandboxDir = path.join(root, 'sb', 'task3');
+    await broker.prepare({ taskId: 'task3', sandboxDir });
+    await broker.release({ taskId: 'task3' });
+    const used = (await broker.service.list()).find((r) => r.kind === 'anthropic')!.id;
+    // What is on disk: ids (and basic-auth user names) only, never a value.
+    const recordDir = path.join(root, 'data', 'state', 'sandbox-credentials');
+    const record = readFileSync(path.join(recordDir, 'task3.json'), 'utf8');
+    expect(JSON.parse(record).credentials.map((c: { id: string }) => c.id)).toContain(used);
+    for (const f of readdirSync(recordDir)) expect(readFileSync(path.join(recordDir, f), 'utf8')).not.toContain(REAL);
+
+    // A new app instance (the old one's memory is gone); the sandbox's serial log held the key.
+    mkdirSync(sandboxDir, { recursive: true });
+    writeFileSync(path.join(sandboxDir, 'serial.log'), `boot\nkey=${REAL}\n`);
+    const restarted = new CredentialBroker({ paths: paths(), secrets });
+    try {
+      const report = await restarted.api()['leakcheck.run']({ taskId: 'task3' });
+      expect(report.credentialIds).toContain(used);
+      expect(report.verdict).toBe('leak');
+      expect(report.hits).toContainEqual({ credentialId: used, encoding: 'raw', source: 'serial-log', offset: 9 });
+      // The VM is gone after a restart: its memory cannot be scanned, and the report says so.
+      expect(report.scanned.find((s) => s.source === 'guest memory')?.error).toMatch(/not running/);
+
+      // A task this app never prepared: nothing to look for, which is not 'clean'.
+      const unknown = await restarted.api()['leakcheck.run']({ taskId: 'never-prepared' });
+      expect(unknown.verdict).toBe('incomplete');
+      expect(unknown.scanned.find((s) => s.source === 'credentials')?.error).toMatch(/no record of the credentials/);
+      await expect(restarted.api()['leakcheck.run']({ taskId: '..' })).rejects.toThrow(/not a task id/);
+    } finally {
+      await restarted.dispose();
+    }
   });
 });

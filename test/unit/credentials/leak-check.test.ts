@@ -4,7 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemorySecretStore } from '../../../main/credentials/keychain.js';
+import { gzipSync } from 'node:zlib';
 import { LeakChecker, needlesFor, scanFile } from '../../../main/credentials/leak-check.js';
+import { bufferReader, scanReader } from '../../../main/credentials/leak-scan.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-leak-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -17,13 +19,18 @@ function fileWith(parts: Array<Buffer | string>): string {
 }
 
 describe('leak check', () => {
-  it('finds a value straddling every chunk boundary position', async () => {
+  it('finds a value straddling every chunk boundary position, plain, escaped or compressed, exactly once', async () => {
     const needles = needlesFor('gh', SECRET);
-    for (let split = 1; split < SECRET.length; split += 7) {
-      const chunk = 64;
-      const f = fileWith([randomBytes(chunk - split).fill(0x2e), SECRET, randomBytes(100).fill(0x2e)]);
-      const r = await scanFile(f, needles, { chunkBytes: chunk });
-      expect(r.hits.filter((h) => h.encoding === 'raw').map((h) => h.offset), `split ${split}`).toEqual([chunk - split]);
+    const escaped = [...SECRET].map((c, i) => (i % 2 ? `\\u00${c.charCodeAt(0).toString(16)}` : c)).join('');
+    const gz = gzipSync(Buffer.from(`token=${SECRET}`));
+    // Small chunks: the scanner's buffer then holds a few kilobytes, so every
+    // placement below crosses several chunk boundaries at every position.
+    for (const [planted, encoding] of [[Buffer.from(SECRET), 'raw'], [Buffer.from(escaped), 'json-escape:raw'], [gz, 'gzip>raw']] as const) {
+      for (let at = 0; at < 12_000; at += 13) {
+        const data = Buffer.concat([Buffer.alloc(at, 0x2e), planted, Buffer.alloc(300, 0x2e)]);
+        const r = await scanReader(bufferReader(data), needles, { chunkBytes: 64 });
+        expect(r.hits.map((h) => `${h.encoding}@${h.offset}`), `${encoding} at ${at}`).toEqual([`${encoding}@${at}`]);
+      }
     }
   });
 
