@@ -129,8 +129,8 @@ function hardLimit(name: 'Max address space' | 'Max cpu time'): number {
 
 /**
  * The command that runs `git <args>` under `limits`: prlimit on Linux (where
- * the address-space cap is enforced); elsewhere a POSIX shell's `ulimit -t`,
- * as RLIMIT_AS is not enforced there, and GIT_ALLOC_LIMIT and the quarantine's
+ * the address-space cap is enforced); on macOS a POSIX shell's `ulimit -t`, as
+ * RLIMIT_AS is not enforced there, and GIT_ALLOC_LIMIT and the quarantine's
  * object caps carry the memory bound.
  */
 export function boundedGitCommand(limits: GitLimits, gitArgs: readonly string[], platform: NodeJS.Platform = process.platform): {
@@ -159,6 +159,10 @@ export function boundedGitCommand(limits: GitLimits, gitArgs: readonly string[],
       args: [`--as=${as}`, `--cpu=${cpuSoft}:${cpuHard}`, '--core=0', 'git', ...config, ...gitArgs],
       env,
     };
+  }
+  if (platform === 'win32') {
+    // No rlimits there (Windows support comes later): GIT_ALLOC_LIMIT and the quarantine's caps still hold.
+    return { command: 'git', args: [...config, ...gitArgs], env };
   }
   return {
     command: '/bin/sh',

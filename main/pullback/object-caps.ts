@@ -7,7 +7,7 @@
 // object headers (for a delta, from the delta's header) without inflating.
 import { FactoryError } from '../../common/contract.js';
 import { formatBytes, type GitLimits } from './git-limits.js';
-import { firstLine, git, runGit } from './host-git.js';
+import { firstLine, git, limitMessage, runGit } from './host-git.js';
 import type { PackCaps } from './pack-scan.js';
 
 interface Sized { id: string; type: string; size: number }
@@ -22,6 +22,7 @@ async function sizes(qrepo: string, ids: string[], limits: GitLimits, timeoutMs:
     cwd: qrepo, env: { GIT_DIR: qrepo }, input: ids.join('\n') + '\n', timeoutMs, limits, maxStdoutBytes: ids.length * 100 + 1024,
     errorName: 'PullbackRejected',
   });
+  if (r.truncated) throw rejected('git cat-file answered more than expected; the sizes could not all be checked');
   return r.stdout.split('\n').filter(Boolean).map((line) => {
     const [id, type, size] = line.split(' ');
     if (type === 'missing' || !size) throw rejected(`the result refers to object ${id} that it does not carry`);
@@ -52,6 +53,7 @@ export async function checkResultObjects(opts: {
     cwd: qrepo, env: { GIT_DIR: qrepo }, limits, timeoutMs, maxStdoutBytes: (caps.maxObjects + 1) * 65,
   });
   if (listing.truncated) throw rejected(`the result holds more than ${caps.maxObjects} objects, the cap`);
+  if (listing.limitExceeded) throw rejected(`the result's objects could not be listed: ${limitMessage(['rev-list'], listing)}`);
   if (listing.code !== 0) throw rejected(`the bundle is incomplete: ${firstLine(listing.stderr) || `exit ${listing.code}`}`);
   const ids = listing.stdout.split('\n').filter(Boolean);
   if (ids.length > caps.maxObjects) throw rejected(`the result holds ${ids.length} objects, over the cap of ${caps.maxObjects}`);

@@ -49,7 +49,7 @@ class FileWindow {
   async peek(pos: number, n: number): Promise<Buffer> {
     const want = Math.max(0, Math.min(n, this.size - pos));
     if (pos < this.start || pos + want > this.start + this.buf.length) {
-      const len = Math.min(Math.max(want, READ_CHUNK), this.size - pos);
+      const len = Math.max(0, Math.min(Math.max(want, READ_CHUNK), this.size - pos));
       const buf = Buffer.alloc(len);
       const { bytesRead } = await this.fh.read(buf, 0, len, pos);
       this.buf = buf.subarray(0, bytesRead);

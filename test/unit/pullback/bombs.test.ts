@@ -12,7 +12,7 @@ import { HOST_GIT_LIMITS } from '../../../main/pullback/git-limits.js';
 import { runGit } from '../../../main/pullback/host-git.js';
 import { PullbackQuarantine, readBundleHeader } from '../../../main/pullback/quarantine.js';
 import { installGitRssProbe, largest, type GitRssProbe } from '../../support/git-rss.js';
-import { deltaBombBundle, objectId } from '../../support/pack-bomb.js';
+import { buildBundle, buildPack, commitObject, deltaBombBundle, objectId, treeObject } from '../../support/pack-bomb.js';
 import { gitIn, makeRepo, tempDir } from '../../support/repo.js';
 
 const MiB = 1024 * 1024;
@@ -176,6 +176,54 @@ describe('a diff bomb in a returned bundle', () => {
     expect(err).toMatchObject({ name: 'PullbackRejected' });
     expect(err!.message).toMatch(/^the review could not be computed: git diff .*exceeded its CPU time bound of 1 s/);
   }, 120_000);
+});
+
+describe('objects the pack does not carry, checked by id before the diff', () => {
+  /** A host repo whose base commit has big.bin (3 MiB), and a branch the base does not contain with other.bin (3 MiB). */
+  async function hostWithBigFiles(id: string) {
+    const host = await makeRepo({ files: { 'README.md': 'hello\n' } });
+    fs.writeFileSync(path.join(host.dir, 'big.bin'), crypto.randomBytes(3 * MiB));
+    const base = host.commit('assets');
+    host.git('checkout', '-q', '-b', 'elsewhere');
+    const other = crypto.randomBytes(3 * MiB);
+    fs.writeFileSync(path.join(host.dir, 'other.bin'), other);
+    host.commit('not in the base');
+    host.git('checkout', '-q', 'main');
+    const root = tempDir('factory-quarantine-');
+    cleanups.push(() => {
+      host.cleanup();
+      fs.rmSync(root, { recursive: true, force: true });
+    });
+    const quarantine = new PullbackQuarantine({ root, resultCaps: { maxObjectBytes: 2 * MiB } });
+    const args = { taskId: id, repoPath: host.dir, branch: `factory/${id}`, baseCommit: base, bundlePresent: true };
+    return { host, base, quarantine, args, otherId: objectId('blob', other), bigId: host.git('rev-parse', `${base}:big.bin`).trim() };
+  }
+
+  /** A hand-made result: one commit on the base whose tree is `files` (ids only; the pack carries just the commit and tree). */
+  async function place(q: PullbackQuarantine, id: string, base: string, files: Array<{ name: string; id: string }>) {
+    const tree = treeObject(files);
+    const commit = commitObject(objectId('tree', tree), base, 'reuse what the host has');
+    const head = objectId('commit', commit);
+    const pack = buildPack([{ kind: 'full', type: 'commit', data: commit }, { kind: 'full', type: 'tree', data: tree }]);
+    const { bundlePath } = await q.prepare(id);
+    fs.writeFileSync(bundlePath, buildBundle({ base, head, ref: `refs/heads/factory/${id}`, pack }));
+  }
+
+  it('refuses a result that borrows a host object over the cap it never sent', async () => {
+    const { quarantine, args, base, otherId, bigId } = await hostWithBigFiles('borrow');
+    await place(quarantine, 'borrow', base, [{ name: 'README.md', id: objectId('blob', Buffer.from('hello\n')) }, { name: 'big.bin', id: bigId }, { name: 'copy.bin', id: otherId }]);
+    await expect(quarantine.verify(args)).rejects.toThrow(
+      `the result brings blob ${otherId} at "copy.bin", which is 3145728 bytes (3 MiB), over the cap of 2097152 bytes per object (2 MiB)`,
+    );
+  });
+
+  it('refuses a result whose diff would read a host file over the cap (here: by deleting it)', async () => {
+    const { quarantine, args, base, bigId } = await hostWithBigFiles('delete');
+    await place(quarantine, 'delete', base, [{ name: 'README.md', id: objectId('blob', Buffer.from('hello\n')) }]);
+    await expect(quarantine.verify(args)).rejects.toThrow(
+      `the diff would read blob ${bigId} at "big.bin", which is 3145728 bytes (3 MiB), over the cap of 2097152 bytes per object (2 MiB)`,
+    );
+  });
 });
 
 describe('ordinary results under the caps', () => {
