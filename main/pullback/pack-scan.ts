@@ -155,7 +155,13 @@ export async function scanPack(file: string, packOffset: number, hashBytes: numb
     let pos = packOffset + 12;
     let total = 0;
     let largest = 0;
+    let lastYield = Date.now();
     for (let i = 0; i < count; i++) {
+      // Many small objects inflate synchronously: let the event loop (IPC, timers) run now and then.
+      if (Date.now() - lastYield > 20) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        lastYield = Date.now();
+      }
       const rel = pos - packOffset;
       const h = await win.peek(pos, 16 + hashBytes);
       let k = 0;
