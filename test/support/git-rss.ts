@@ -4,6 +4,10 @@
 // processes git itself starts and waits for), its exit status and the
 // address-space limit the child was given. Nothing is estimated or polled.
 //
+// A run that the code under test kills itself (output cap, wall-clock
+// timeout) kills GNU time rather than git, so it leaves no record; git then
+// ends on its broken pipe. The bomb tests never hit either.
+//
 // The wrapper also caps each git at an address space of its own
 // (`safetyCapKiB`, only ever lowering a limit) so that a run of the old,
 // unbounded code cannot make the machine swap.
