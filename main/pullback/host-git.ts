@@ -1,9 +1,13 @@
 // Every git invocation on the host goes through here: an argument array (never a
 // shell), a timeout, an output cap, and options that keep the repository's own
 // (untrusted) config from running anything: no hooks, no fsmonitor, no external
-// diff or textconv, no auto-gc, no pager, no prompts.
+// diff or textconv, no auto-gc, no pager, no prompts. Each run is bounded in
+// memory and CPU time (git-limits.ts): a host default, made stricter by the
+// caller or by the guest-data folder git works in.
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { FactoryError } from '../../common/contract.js';
+import { boundedGitCommand, describeLimit, effectiveLimits, limitExceeded, type GitLimits, type LimitExceeded } from './git-limits.js';
 
 export const GIT_SAFETY_OPTIONS: readonly string[] = [
   '-c', 'core.hooksPath=/dev/null',
@@ -26,6 +30,10 @@ export interface GitRunOptions {
   maxStdoutBytes?: number;
   env?: Record<string, string>;
   input?: string | Buffer;
+  /** Stream this file (from byte `start`) to git's stdin instead of `input`. */
+  inputFile?: { path: string; start?: number };
+  /** Stricter bounds than the default for this run (never looser). */
+  limits?: GitLimits;
 }
 
 export interface GitResult {
@@ -35,6 +43,11 @@ export interface GitResult {
   stderr: string;
   truncated: boolean;
   timedOut: boolean;
+  signal: NodeJS.Signals | null;
+  /** Set when git was stopped by its memory or CPU bound. */
+  limitExceeded?: LimitExceeded;
+  /** The bounds it ran under. */
+  limits: GitLimits;
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -46,7 +59,9 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxStdout = opts.maxStdoutBytes ?? DEFAULT_MAX_STDOUT;
   return new Promise((resolve, reject) => {
-    const child = spawn('git', ['--no-pager', ...GIT_SAFETY_OPTIONS, ...args], {
+    const limits = effectiveLimits({ cwd: opts.cwd, gitDir: opts.env?.GIT_DIR, limits: opts.limits });
+    const bounded = boundedGitCommand(limits, ['--no-pager', ...GIT_SAFETY_OPTIONS, ...args]);
+    const child = spawn(bounded.command, bounded.args, {
       cwd: opts.cwd,
       stdio: ['pipe', 'pipe', 'pipe'],
       env: {
@@ -57,6 +72,7 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
         SSH_ASKPASS: '',
         LC_ALL: 'C',
         ...opts.env,
+        ...bounded.env,
       },
     });
     const out: Buffer[] = [];
@@ -87,13 +103,26 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
       clearTimeout(timer);
       reject(new FactoryError('GitUnavailable', `could not run git: ${e.message}`));
     });
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
       const stdoutBuffer = Buffer.concat(out);
-      resolve({ code, stdout: stdoutBuffer.toString('utf8'), stdoutBuffer, stderr: err, truncated, timedOut });
+      const exceeded = code === 0 || timedOut || truncated ? undefined : limitExceeded(signal, err, code);
+      resolve({
+        code, stdout: stdoutBuffer.toString('utf8'), stdoutBuffer, stderr: err, truncated, timedOut, signal, limits,
+        ...(exceeded ? { limitExceeded: exceeded } : {}),
+      });
     });
     child.stdin.on('error', () => undefined);
-    child.stdin.end(opts.input ?? '');
+    if (opts.inputFile) {
+      fs.createReadStream(opts.inputFile.path, { start: opts.inputFile.start ?? 0 })
+        .on('error', (e) => {
+          child.kill('SIGKILL');
+          err += `could not read ${opts.inputFile!.path}: ${e.message}`;
+        })
+        .pipe(child.stdin);
+    } else {
+      child.stdin.end(opts.input ?? '');
+    }
   });
 }
 
@@ -103,14 +132,27 @@ export async function git(args: readonly string[], opts: GitRunOptions & { error
   if (r.timedOut) {
     throw new FactoryError(opts.errorName ?? 'GitFailed', `git ${args[0]} timed out after ${opts.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`);
   }
+  if (r.limitExceeded) {
+    throw new FactoryError(opts.errorName ?? 'GitLimitExceeded', limitMessage(args, r), r.stderr.trim() || undefined);
+  }
   if (r.code !== 0 && !(r.truncated && r.code === null)) {
     throw new FactoryError(
       opts.errorName ?? 'GitFailed',
-      `git ${args.filter((a) => !a.startsWith('-')).slice(0, 2).join(' ')} failed: ${firstLine(r.stderr) || `exit ${r.code}`}`,
+      `git ${subcommand(args)} failed: ${firstLine(r.stderr) || `exit ${r.code}`}`,
       r.stderr.trim() || undefined,
     );
   }
   return r;
+}
+
+/** "git index-pack exceeded its memory bound (...): <git's own words>" */
+export function limitMessage(args: readonly string[], r: GitResult): string {
+  const why = firstLine(r.stderr) || (r.signal ? `killed by ${r.signal}` : r.limitExceeded === 'cpu' ? 'killed by SIGXCPU' : `exit ${r.code}`);
+  return `git ${subcommand(args)} exceeded ${describeLimit(r.limitExceeded!, r.limits)}: ${why}`;
+}
+
+function subcommand(args: readonly string[]): string {
+  return args.filter((a, i) => !a.startsWith('-') && args[i - 1] !== '-c').slice(0, 2).join(' ');
 }
 
 export function firstLine(s: string): string {

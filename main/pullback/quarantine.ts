@@ -5,17 +5,30 @@
 // user approves, and even then only new objects and one new branch ref appear:
 // HEAD, the index and the working tree are never touched, and an existing
 // branch is never overwritten.
+//
+// Every step is bounded in memory and time: the pack is scanned for what it
+// declares before git reads it (pack-scan.ts), every git in the quarantine
+// folder runs under the guest-data bounds (git-limits.ts), and object sizes
+// are checked again by id before the diff reads any content (object-caps.ts).
 import { createHash } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import type { DiffFile, PullbackReview } from '../../common/domain.js';
-import { GIT_SAFETY_OPTIONS, firstLine, git, runGit } from './host-git.js';
+import { DEFAULT_GUEST_DATA_CAPS, boundGitUnder, formatBytes, guestDataLimits, type GitLimits } from './git-limits.js';
+import { firstLine, git, limitMessage, runGit } from './host-git.js';
+import { checkDiffBlobs, checkResultObjects } from './object-caps.js';
+import { scanPack, type PackCaps } from './pack-scan.js';
 
 export const DEFAULT_MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
 export const DEFAULT_MAX_PATCH_BYTES = 2 * 1024 * 1024;
+/** What a result may hold, uncompressed: per object, in total, and how many objects. */
+export const DEFAULT_RESULT_CAPS: PackCaps = {
+  maxObjectBytes: DEFAULT_GUEST_DATA_CAPS.maxObjectBytes,
+  maxTotalBytes: 1024 * 1024 * 1024,
+  maxObjects: 1_000_000,
+};
 const MAX_BUNDLE_HEADER_BYTES = 1024 * 1024;
 const MAX_DIFF_FILES = 10_000;
 const SHA = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
@@ -31,6 +44,7 @@ export interface BundleHeader {
   version: 2 | 3;
   prerequisites: string[];
   refs: Array<{ sha: string; name: string }>;
+  objectFormat: 'sha1' | 'sha256';
   /** Byte offset where the packfile starts. */
   packOffset: number;
 }
@@ -60,12 +74,14 @@ export async function readBundleHeader(file: string): Promise<BundleHeader> {
   if (version === null) throw new PullbackError('not a git bundle (bad signature)');
   const prerequisites: string[] = [];
   const refs: Array<{ sha: string; name: string }> = [];
+  let objectFormat: BundleHeader['objectFormat'] = 'sha1';
   for (const line of lines) {
     if (version === 3 && line.startsWith('@')) {
       const cap = line.slice(1);
       if (cap !== 'object-format=sha1' && cap !== 'object-format=sha256') {
         throw new PullbackError(`bundle uses an unsupported capability: ${cap.slice(0, 80)}`);
       }
+      objectFormat = cap === 'object-format=sha256' ? 'sha256' : 'sha1';
       continue;
     }
     if (line.startsWith('-')) {
@@ -78,7 +94,11 @@ export async function readBundleHeader(file: string): Promise<BundleHeader> {
     if (!m) throw new PullbackError('bundle has a malformed ref line');
     refs.push({ sha: m[1]!, name: m[2]! });
   }
-  return { version, prerequisites, refs, packOffset: end + 2 };
+  const idLength = objectFormat === 'sha256' ? 64 : 40;
+  if ([...prerequisites, ...refs.map((r) => r.sha)].some((id) => id.length !== idLength)) {
+    throw new PullbackError(`bundle mixes object ids of another length than ${objectFormat} uses`);
+  }
+  return { version, prerequisites, refs, objectFormat, packOffset: end + 2 };
 }
 
 async function sha256File(file: string): Promise<string> {
@@ -87,31 +107,15 @@ async function sha256File(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
-/** Streams the bundle's packfile into `git index-pack --strict` (fsck of every object). */
-function indexPackStrict(repoDir: string, bundle: string, offset: number, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('git', ['--no-pager', ...GIT_SAFETY_OPTIONS, 'index-pack', '--stdin', '--fix-thin', '--strict'], {
-      cwd: repoDir,
-      stdio: ['pipe', 'ignore', 'pipe'],
-      env: { ...process.env, GIT_DIR: repoDir, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
-    });
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stderr.on('data', (c: Buffer) => {
-      if (stderr.length < 16384) stderr += c.toString('utf8');
-    });
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new PullbackError(`the bundle's objects failed the integrity check: ${firstLine(stderr) || `exit ${code}`}`, stderr.trim() || undefined));
-    });
-    child.stdin.on('error', () => undefined);
-    fs.createReadStream(bundle, { start: offset }).on('error', reject).pipe(child.stdin);
-  });
+/** Streams the bundle's packfile into `git index-pack --strict` (fsck of every object), bounded. */
+async function indexPackStrict(repoDir: string, bundle: string, offset: number, timeoutMs: number, limits: GitLimits): Promise<void> {
+  const args = ['index-pack', '--stdin', '--fix-thin', '--strict'];
+  const r = await runGit(args, { cwd: repoDir, env: { GIT_DIR: repoDir }, inputFile: { path: bundle, start: offset }, timeoutMs, limits, maxStdoutBytes: 4096 });
+  if (r.limitExceeded) throw new PullbackError(`the bundle's objects could not be checked: ${limitMessage(args, r)}`, r.stderr.trim() || undefined);
+  if (r.timedOut) throw new PullbackError(`the bundle's objects could not be checked within ${timeoutMs} ms`);
+  if (r.code !== 0) {
+    throw new PullbackError(`the bundle's objects failed the integrity check: ${firstLine(r.stderr) || `exit ${r.code ?? r.signal}`}`, r.stderr.trim() || undefined);
+  }
 }
 
 export interface QuarantineOptions {
@@ -120,17 +124,34 @@ export interface QuarantineOptions {
   maxBundleBytes?: number;
   maxPatchBytes?: number;
   gitTimeoutMs?: number;
+  /** Caps on what a result holds uncompressed (defaults: DEFAULT_RESULT_CAPS). */
+  resultCaps?: Partial<PackCaps>;
+  /** Text files above this are diffed as binary (default 4 MiB). */
+  maxDiffTextBytes?: number;
+  /** CPU seconds for each git process on guest data (default 60). */
+  gitCpuSeconds?: number;
 }
 
 export class PullbackQuarantine {
   readonly maxBundleBytes: number;
   private readonly maxPatchBytes: number;
   private readonly timeoutMs: number;
+  readonly caps: PackCaps;
+  /** The bounds of every git that reads this quarantine's data. */
+  readonly gitLimits: GitLimits;
 
   constructor(private readonly opts: QuarantineOptions) {
     this.maxBundleBytes = opts.maxBundleBytes ?? DEFAULT_MAX_BUNDLE_BYTES;
     this.maxPatchBytes = opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES;
     this.timeoutMs = opts.gitTimeoutMs ?? 120_000;
+    this.caps = { ...DEFAULT_RESULT_CAPS, ...opts.resultCaps };
+    this.gitLimits = guestDataLimits({
+      maxObjectBytes: this.caps.maxObjectBytes,
+      maxDiffTextBytes: opts.maxDiffTextBytes ?? DEFAULT_GUEST_DATA_CAPS.maxDiffTextBytes,
+      cpuSeconds: opts.gitCpuSeconds ?? DEFAULT_GUEST_DATA_CAPS.cpuSeconds,
+    });
+    // Any git working in the quarantine folder (the diff, the review's scans) gets these bounds.
+    boundGitUnder(opts.root, this.gitLimits);
   }
 
   dirFor(taskId: string): string {
@@ -189,30 +210,46 @@ export class PullbackQuarantine {
     const qrepo = await this.makeQuarantineRepo(dir, repoPath);
 
     // 4. git bundle verify: well-formed and every prerequisite present.
-    const verify = await runGit(['bundle', 'verify', bundle], { cwd: qrepo, timeoutMs: this.timeoutMs, env: { GIT_DIR: qrepo } });
+    const verify = await runGit(['bundle', 'verify', bundle], { cwd: qrepo, timeoutMs: this.timeoutMs, env: { GIT_DIR: qrepo }, limits: this.gitLimits });
+    if (verify.limitExceeded) throw new PullbackError(limitMessage(['bundle', 'verify'], verify));
     if (verify.code !== 0) {
       throw new PullbackError(`git bundle verify failed: ${firstLine(verify.stderr) || `exit ${verify.code}`}`, verify.stderr.trim() || undefined);
     }
     checks.push({ name: 'bundle verify', ok: true, message: 'well-formed, prerequisites present' });
 
-    // 5. Objects fsck'ed as they are indexed into the quarantine repo.
-    await indexPackStrict(qrepo, bundle, header.packOffset, this.timeoutMs);
-    await git(['update-ref', ref, headCommit, ''], { cwd: qrepo, env: { GIT_DIR: qrepo }, errorName: 'PullbackRejected' });
-    const type = await runGit(['cat-file', '-t', headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo } });
-    if (type.stdout.trim() !== 'commit') throw new PullbackError(`${ref} does not point at a commit`);
-    // Everything reachable from the head down to the base must be present (no dangling links).
-    const connected = await runGit(['rev-list', '--objects', '--quiet', headCommit, '--not', baseCommit], {
-      cwd: qrepo, env: { GIT_DIR: qrepo }, timeoutMs: this.timeoutMs,
+    // 5. What the pack declares, before any git reads it: a delta bomb stops here.
+    const scan = await scanPack(bundle, header.packOffset, header.objectFormat === 'sha256' ? 32 : 20, this.caps);
+    checks.push({
+      name: 'sizes',
+      ok: true,
+      message: `${scan.objects} objects, ${formatBytes(scan.totalBytes)} uncompressed, largest ${formatBytes(scan.largestBytes)} ` +
+        `(caps ${formatBytes(this.caps.maxObjectBytes)} per object, ${formatBytes(this.caps.maxTotalBytes)} in total)`,
     });
-    if (connected.code !== 0) throw new PullbackError(`the bundle is incomplete: ${firstLine(connected.stderr)}`);
-    checks.push({ name: 'fsck', ok: true, message: 'every object passed git fsck checks' });
 
-    // 6. The result must build on the base.
-    const ancestor = await runGit(['merge-base', '--is-ancestor', baseCommit, headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo } });
+    // 6. Objects fsck'ed as they are indexed into the quarantine repo, under the guest-data bounds.
+    const limits = this.gitLimits;
+    await indexPackStrict(qrepo, bundle, header.packOffset, this.timeoutMs, limits);
+    await git(['update-ref', ref, headCommit, ''], { cwd: qrepo, env: { GIT_DIR: qrepo }, limits, errorName: 'PullbackRejected' });
+    const type = await runGit(['cat-file', '-t', headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo }, limits });
+    if (type.stdout.trim() !== 'commit') throw new PullbackError(`${ref} does not point at a commit`);
+    // Everything reachable from the head down to the base must be present (no dangling links),
+    // and each object the result brings is counted again, by id, against the caps.
+    const objects = await checkResultObjects({ qrepo, head: headCommit, base: baseCommit, caps: this.caps, limits, timeoutMs: this.timeoutMs });
+    checks.push({ name: 'fsck', ok: true, message: `every object passed git fsck checks; ${objects.objects} new objects, ${formatBytes(objects.totalBytes)}` });
+
+    // 7. The result must build on the base.
+    const ancestor = await runGit(['merge-base', '--is-ancestor', baseCommit, headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo }, limits });
+    if (ancestor.limitExceeded) throw new PullbackError(limitMessage(['merge-base'], ancestor));
     if (ancestor.code !== 0) throw new PullbackError(`${ref} does not descend from the base commit ${baseCommit.slice(0, 12)}`);
     checks.push({ name: 'ancestry', ok: true, message: `descends from ${baseCommit.slice(0, 12)}` });
 
-    const diff = await this.diff(qrepo, baseCommit, headCommit);
+    // 8. Every blob the diff will read (either side) must fit the per-object cap.
+    await checkDiffBlobs({ qrepo, head: headCommit, base: baseCommit, maxObjectBytes: this.caps.maxObjectBytes, limits, timeoutMs: this.timeoutMs });
+    const diff = await this.diff(qrepo, baseCommit, headCommit).catch((e: unknown) => {
+      // A diff that hits its memory or CPU bound (a diff bomb) refuses the result, saying so.
+      if (e instanceof FactoryError && e.name === 'GitLimitExceeded') throw new PullbackError(`the review could not be computed: ${e.message}`, e.detail);
+      throw e;
+    });
     const bundleSha256 = await sha256File(bundle);
     return {
       review: {
@@ -257,7 +294,8 @@ export class PullbackQuarantine {
     await git(
       ['-c', 'transfer.fsckObjects=true', '-c', 'fetch.fsckObjects=true', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
         '--no-recurse-submodules', '--no-auto-gc', qrepo, ref],
-      { cwd: repoPath, timeoutMs: this.timeoutMs, errorName: 'ApproveFailed' },
+      // It reads the quarantine's objects: the same bounds (upload-pack there reads its own config, written by makeQuarantineRepo).
+      { cwd: repoPath, timeoutMs: this.timeoutMs, limits: this.gitLimits, errorName: 'ApproveFailed' },
     );
     // '' as the old value: git refuses if the ref appeared meanwhile.
     const created = await runGit(['update-ref', '-m', `factory: approve task ${taskId}`, ref, headCommit, ''], { cwd: repoPath });
@@ -275,6 +313,8 @@ export class PullbackQuarantine {
     await git(['init', '--quiet', '--bare', qrepo]);
     // Our own bare repo: its config is ours, the host repo only lends objects.
     await fsp.writeFile(path.join(qrepo, 'objects', 'info', 'alternates'), hostObjects.stdout.trim() + '\n');
+    // Git started inside it without our `-c` options (upload-pack during approve) still keeps its caches small.
+    await fsp.appendFile(path.join(qrepo, 'config'), configText(this.gitLimits.config ?? {}));
     return qrepo;
   }
 
@@ -296,6 +336,18 @@ export class PullbackQuarantine {
       patchTruncated: patch.truncated,
     };
   }
+}
+
+/** `a.b=v` settings as git config file text. */
+function configText(settings: Readonly<Record<string, string>>): string {
+  const sections = new Map<string, string[]>();
+  for (const [key, value] of Object.entries(settings)) {
+    const dot = key.lastIndexOf('.');
+    const lines = sections.get(key.slice(0, dot)) ?? [];
+    lines.push(`\t${key.slice(dot + 1)} = ${value}`);
+    sections.set(key.slice(0, dot), lines);
+  }
+  return [...sections].map(([section, lines]) => `[${section}]\n${lines.join('\n')}\n`).join('');
 }
 
 function emptyReview(taskId: string, branch: string, baseCommit: string, checks: PullbackReview['checks']): PullbackReview {
