@@ -13,6 +13,7 @@ declare -A need=(
   [mkfs.ext4]=e2fsprogs
   [socat]=socat
   [git]=git
+  [prlimit]=util-linux
 )
 extra_pkgs=(debian-archive-keyring ca-certificates)
 if [[ "$purpose" == "test" ]]; then
@@ -35,6 +36,8 @@ done
 # The Secret Service needs a D-Bus session daemon, which `dbus` alone may not pull in.
 if [[ "$purpose" == "test" ]] && ! command -v dbus-daemon >/dev/null 2>&1; then missing+=(dbus-daemon); fi
 [[ -e /usr/share/keyrings/debian-archive-keyring.gpg ]] || missing+=(debian-archive-keyring)
+# GNU time measures git's peak memory in the tests (`command -v time` finds the shell keyword).
+if [[ "$purpose" == "test" && ! -x /usr/bin/time ]]; then missing+=(time); fi
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "system packages: all present for '$purpose'"
