@@ -38,17 +38,31 @@ export function entropy(s: string): number {
   return h;
 }
 
-const ASSIGNMENT = /([A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|credential|private[_-]?key|signing[_-]?key)[A-Za-z0-9_.-]*)["']?\s*(?::=|=>|=|:)\s*["'`]?([A-Za-z0-9+/=_\-]{20,})/gi;
-const BEARER = /\bbearer\s+([A-Za-z0-9._~+/=-]{20,})/gi;
+// A line of the returned work may be megabytes of "token=token=..." or of
+// spaces: the patterns find only the name and the operator (bounded
+// repetitions), and the value is read on by hand and skipped, so the work
+// stays linear in the line's length.
+const ASSIGNMENT = /(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|credential|private[_-]?key|signing[_-]?key)[A-Za-z0-9_.-]{0,40}["']?\s{0,8}(?::=|=>|=|:)\s{0,8}["'`]?/gi;
+const BEARER = /\bbearer\s{1,8}/gi;
+const HINT = /secret|token|passw|pwd|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|credential|private[_-]?key|signing[_-]?key|bearer/i;
+const VALUE_CHAR = /[A-Za-z0-9+/=_\-.~]/;
 
 /** A long random-looking value assigned to a secret-sounding name (or sent as a bearer token). */
 export function highEntropyAssignments(line: string): Array<{ start: number; value: string }> {
   const hits: Array<{ start: number; value: string }> = [];
+  if (!HINT.test(line)) return hits; // one cheap test for the many lines without a keyword
   for (const re of [ASSIGNMENT, BEARER]) {
-    for (const m of line.matchAll(re)) {
-      const value = m[m.length - 1]!;
+    re.lastIndex = 0;
+    for (let m = re.exec(line); m; m = re.exec(line)) {
+      const start = m.index + m[0].length;
+      let end = start;
+      while (end < line.length && VALUE_CHAR.test(line[end]!)) end++;
+      re.lastIndex = Math.max(end, m.index + 1);
+      const value = line.slice(start, end).replace(/[.~]+$/, '');
+      if (value.length < 20 || value.length > 4096) continue;
+      if (re === ASSIGNMENT && /[.~]/.test(value)) continue; // a dotted reference (process.env.X), not a literal
       if (!/[0-9]/.test(value) || !/[A-Za-z]/.test(value) || entropy(value) < 3.5) continue;
-      hits.push({ start: m.index! + m[0].length - value.length, value });
+      hits.push({ start, value });
     }
   }
   return hits;
