@@ -38,12 +38,19 @@ export type ReviewDiff = Pick<
 /** Hidden characters flagged per file before one line sums up the rest. */
 const HIDDEN_FLAGS_PER_FILE = 20;
 
+/** The root .gitmodules, in any case: a case-insensitive disk opens `.GITMODULES` as `.gitmodules`. */
+export const isGitmodules = (f: Pick<ChangedFile, 'path' | 'newMode'>) => f.path.toLowerCase() === '.gitmodules' && (f.newMode === 'file' || f.newMode === 'executable');
+
 /** The new .gitmodules at the root, parsed by git, when it or a submodule changed. */
 async function gitmodulesOf(qrepo: string, head: string, files: ChangedFile[], timeoutMs: number): Promise<{ entries: SubmoduleEntry[]; error?: string } | undefined> {
-  if (!files.some((f) => f.newMode === 'submodule' || (f.path === '.gitmodules' && f.newMode !== 'none'))) return undefined;
-  const resolved = await runGit(['rev-parse', '--verify', '--quiet', `${head}:.gitmodules`], { cwd: qrepo, env: { GIT_DIR: qrepo }, timeoutMs });
-  const oid = resolved.stdout.trim();
-  if (resolved.code !== 0 || !/^[0-9a-f]{40,64}$/.test(oid)) return { entries: [] };
+  const changed = files.filter(isGitmodules).sort((a, b) => Number(b.path === '.gitmodules') - Number(a.path === '.gitmodules'))[0];
+  if (!changed && !files.some((f) => f.newMode === 'submodule')) return undefined;
+  let oid = changed?.newOid;
+  if (!oid) {
+    const resolved = await runGit(['rev-parse', '--verify', '--quiet', `${head}:.gitmodules`], { cwd: qrepo, env: { GIT_DIR: qrepo }, timeoutMs });
+    oid = resolved.stdout.trim();
+    if (resolved.code !== 0 || !/^[0-9a-f]{40,64}$/.test(oid)) return { entries: [] };
+  }
   const size = (await objectInfo(qrepo, [oid], timeoutMs)).get(oid)?.size ?? Infinity;
   if (size > MAX_GITMODULES_BYTES) return { entries: [], error: `it is ${size} bytes, over the ${MAX_GITMODULES_BYTES} byte cap` };
   return readGitmodules(qrepo, oid, timeoutMs);

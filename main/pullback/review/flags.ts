@@ -101,13 +101,13 @@ export function fileFlags({ files, configs, gitmodules }: FlagInputs): ReviewFla
       const url = describeUrl(urlOfPath.get(f.path));
       flags.push({ kind: 'submodule', severity: url.severity, path: f.path, message: `submodule ${where} at commit ${f.newOid.slice(0, 12)}: ${url.text}` });
     }
-    if (f.path === '.gitmodules' && f.newMode !== 'none') {
-      if (gitmodules?.error) flags.push({ kind: 'submodule', severity: 'danger', path: f.path, message: `.gitmodules changed and could not be read: ${escapeName(gitmodules.error)}` });
+    if (f.path.toLowerCase() === '.gitmodules' && f.newMode !== 'none') {
+      if (gitmodules?.error) flags.push({ kind: 'submodule', severity: 'danger', path: f.path, message: `${where} changed and could not be read: ${escapeName(gitmodules.error)}` });
       for (const e of gitmodules?.entries ?? []) {
         const url = describeUrl(e.url);
-        flags.push({ kind: 'submodule', severity: url.severity, path: f.path, message: `.gitmodules changed: submodule ${escapeName(e.name)} (path ${escapeName(e.path ?? '?')}) → ${url.text}` });
+        flags.push({ kind: 'submodule', severity: url.severity, path: f.path, message: `${where} changed: submodule ${escapeName(e.name)} (path ${escapeName(e.path ?? '?')}) → ${url.text}` });
         if (e.update?.startsWith('!')) {
-          flags.push({ kind: 'submodule', severity: 'danger', path: f.path, message: `.gitmodules: submodule ${escapeName(e.name)} sets update to a command (${escapeName(e.update)})` });
+          flags.push({ kind: 'submodule', severity: 'danger', path: f.path, message: `${where}: submodule ${escapeName(e.name)} sets update to a command (${escapeName(e.update)})` });
         }
       }
     }

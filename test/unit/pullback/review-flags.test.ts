@@ -72,6 +72,17 @@ describe('flags', () => {
     expect(flags.filter((f) => f.path === '.gitmodules').map((f) => f.severity)).toEqual(['danger', 'danger', 'warning']);
   });
 
+  it('reads a .GITMODULES in capitals, which a case-insensitive disk opens as .gitmodules', async () => {
+    const { guest, verify } = await fixture();
+    guest.write('.GITMODULES', '[submodule "x"]\n\tpath = x\n\turl = ext::sh -c evil\n');
+    guest.commit('capitals');
+    const { review } = await verify();
+    expect(ofKind(review.flags, 'submodule')).toContainEqual({
+      kind: 'submodule', severity: 'danger', path: '.GITMODULES',
+      message: '.GITMODULES changed: submodule x (path x) → ext::sh -c evil (ext:: runs a command on your machine when the submodule is fetched)',
+    });
+  });
+
   it('flags .gitattributes, git config files and the executable bit', async () => {
     const { guest, verify } = await fixture();
     guest.write('.gitattributes', '* filter=run-me\n');

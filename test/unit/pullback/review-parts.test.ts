@@ -103,4 +103,11 @@ describe('judgements', () => {
     expect(highEntropyAssignments('password = "correcthorsebatterystaple"')).toEqual([]);
     expect(highEntropyAssignments('token_count = 12345678901234567890123')).toEqual([]);
   });
+
+  it('stays linear on a megabyte line built to make the assignment check backtrack', () => {
+    const started = Date.now();
+    expect(highEntropyAssignments('token='.repeat(170_000))).toEqual([]);
+    expect(highEntropyAssignments(`api_key: ${'a1'.repeat(500_000)}`)).toEqual([]);
+    expect(Date.now() - started).toBeLessThan(3000); // 20 s with a bounded value and a lookahead
+  });
 });
