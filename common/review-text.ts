@@ -43,17 +43,30 @@ function classify(cp: number): HiddenCharKind | undefined {
   return undefined;
 }
 
+/** A lone surrogate U+DC80..U+DCFF stands for an invalid byte of a git name (see main/pullback/review/git-names.ts). */
+function isEscapedByte(cp: number): boolean {
+  return cp >= 0xdc80 && cp <= 0xdcff;
+}
+
+function escapeByte(b: number): string {
+  if (b === 0x0a) return '\\n';
+  if (b === 0x0d) return '\\r';
+  if (b === 0x09) return '\\t';
+  return `\\x${b.toString(16).padStart(2, '0')}`;
+}
+
+// \xNN only ever means a byte (ASCII controls, or a byte that is not UTF-8);
+// a character from U+0080 on is \u{...}, so the two can never be confused.
 function escapeCodePoint(cp: number): string {
-  if (cp === 0x0a) return '\\n';
-  if (cp === 0x0d) return '\\r';
-  if (cp === 0x09) return '\\t';
-  if (cp <= 0xff) return `\\x${cp.toString(16).padStart(2, '0')}`;
+  if (cp < 0x80) return escapeByte(cp);
+  if (isEscapedByte(cp)) return escapeByte(cp - 0xdc00);
   return `\\u{${cp.toString(16)}}`;
 }
 
 /**
  * A path or name as it may be shown: backslash doubled, control, bidi and
- * invisible characters as escapes, and trailing spaces or tabs made visible.
+ * invisible characters as escapes, bytes that are not UTF-8 as \xNN, and
+ * trailing blanks made visible.
  * The result contains none of those characters, so what is shown is what is there.
  */
 export function escapeName(name: string): string {
@@ -61,11 +74,14 @@ export function escapeName(name: string): string {
   for (const ch of name) {
     const cp = ch.codePointAt(0)!;
     if (ch === '\\') out += '\\\\';
-    else if (classify(cp)) out += escapeCodePoint(cp);
+    else if (classify(cp) || (cp >= 0xd800 && cp <= 0xdfff)) out += escapeCodePoint(cp);
     else out += ch;
   }
-  const trailing = /[ \t]+$/.exec(out);
-  if (trailing) out = out.slice(0, trailing.index) + trailing[0].replace(/ /g, '\\x20').replace(/\t/g, '\\t');
+  // Blanks at the end cannot be seen: spaces, and the other Unicode spaces (no-break, ideographic, ...).
+  const trailing = /[ \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+$/.exec(out);
+  if (trailing) {
+    out = out.slice(0, trailing.index) + [...trailing[0]].map((c) => (c === ' ' ? '\\x20' : escapeCodePoint(c.codePointAt(0)!))).join('');
+  }
   return out;
 }
 
@@ -112,7 +128,7 @@ export function escapeBytes(bytes: Uint8Array): string {
   for (const b of bytes) {
     if (b === 0x5c) out += '\\\\';
     else if (b >= 0x20 && b < 0x7f) out += String.fromCharCode(b);
-    else out += escapeCodePoint(b);
+    else out += escapeByte(b);
   }
   return out;
 }

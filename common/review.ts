@@ -120,6 +120,8 @@ export const ReviewFileDetail = z.object({
   patchTruncated: z.boolean(),
   /** The first bytes of the new content (up to 512), printable ASCII as is, everything else escaped (\n, \t, \xNN). */
   leadingBytes: z.string(),
+  /** Why leadingBytes is empty when it is (deleted file, submodule, content over the cap for opening one file). */
+  note: z.string().optional(),
 });
 export type ReviewFileDetail = z.infer<typeof ReviewFileDetail>;
 

@@ -96,7 +96,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       qmpFor: (taskId) => taskService?.qmpFor(taskId),
       gitRouteFor: async (taskId) => (taskService ? gitRouteForTask(broker, taskService.get(taskId)) : undefined),
     });
-  const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
+  // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
+  const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
   const tasks = new TaskService({
     paths,
     store,
@@ -150,10 +151,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
-    'tasks.reviewFile': async () => {
-      throw new FactoryError('NotImplemented', 'tasks.reviewFile is not implemented yet');
-    },
-    'tasks.approve': async ({ taskId }) => tasks.approve(taskId),
+    'tasks.reviewFile': async ({ taskId, path: filePath }) => tasks.reviewFile(taskId, filePath),
+    'tasks.approve': async ({ taskId, confirm }) => tasks.approve(taskId, confirm ? { confirm } : {}),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),
     'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),

@@ -192,6 +192,17 @@ export class CredentialBroker {
     return { repoUrl: repo.origin + repo.pathname, credentialId: best.r.id, allowPush: opts.allowPush ?? false };
   }
 
+  /**
+   * The values of the credentials a sandbox's routes could use, for the secret
+   * scan of its returned work and to mask them in the review (never stored,
+   * never shown). After a restart that list is gone: every stored credential
+   * then, a superset. Throws when the keychain cannot give one.
+   */
+  async credentialValues(taskId: string): Promise<Array<{ id: string; value: string }>> {
+    const ids = this.usedBy.get(taskId)?.credentials.map((c) => c.id) ?? (await this.service.list()).map((r) => r.id);
+    return Promise.all([...new Set(ids)].map(async (id) => ({ id, value: await this.deps.secrets.reveal(id) })));
+  }
+
   proxyFor(taskId: string): CredentialProxy | undefined {
     return this.sandboxes.get(taskId)?.proxy;
   }

@@ -132,8 +132,9 @@ export async function git(args: readonly string[], opts: GitRunOptions & { error
   if (r.timedOut) {
     throw new FactoryError(opts.errorName ?? 'GitFailed', `git ${args[0]} timed out after ${opts.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`);
   }
+  // A bound hit keeps its own name whatever the caller's error name: callers (the quarantine) say what it stopped.
   if (r.limitExceeded) {
-    throw new FactoryError(opts.errorName ?? 'GitLimitExceeded', limitMessage(args, r), r.stderr.trim() || undefined);
+    throw new FactoryError('GitLimitExceeded', limitMessage(args, r), r.stderr.trim() || undefined);
   }
   if (r.code !== 0 && !(r.truncated && r.code === null)) {
     throw new FactoryError(

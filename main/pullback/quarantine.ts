@@ -15,11 +15,14 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
-import type { DiffFile, PullbackReview } from '../../common/domain.js';
+import type { PullbackReview } from '../../common/domain.js';
+import { MAX_REVIEW_FILES, type ReviewFileDetail } from '../../common/review.js';
 import { DEFAULT_GUEST_DATA_CAPS, boundGitUnder, formatBytes, guestDataLimits, type GitLimits } from './git-limits.js';
 import { firstLine, git, limitMessage, runGit } from './host-git.js';
 import { checkDiffBlobs, checkResultObjects } from './object-caps.js';
 import { scanPack, type PackCaps } from './pack-scan.js';
+import { buildReviewDiff, type ReviewDiff } from './review/build-review.js';
+import { reviewFileDetail } from './review/file-detail.js';
 
 export const DEFAULT_MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
 export const DEFAULT_MAX_PATCH_BYTES = 2 * 1024 * 1024;
@@ -29,8 +32,11 @@ export const DEFAULT_RESULT_CAPS: PackCaps = {
   maxTotalBytes: 1024 * 1024 * 1024,
   maxObjects: 1_000_000,
 };
+/** The -U0 patch the secret scan reads, and the bytes read to check content (NUL bytes, encoding). */
+export const DEFAULT_MAX_SCAN_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_CONTENT_CHECK_BYTES = 256 * 1024 * 1024;
+const MAX_SECRET_FINDINGS = 1000;
 const MAX_BUNDLE_HEADER_BYTES = 1024 * 1024;
-const MAX_DIFF_FILES = 10_000;
 const SHA = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
 
 export interface VerifiedPullback {
@@ -130,6 +136,17 @@ export interface QuarantineOptions {
   maxDiffTextBytes?: number;
   /** CPU seconds for each git process on guest data (default 60). */
   gitCpuSeconds?: number;
+  /** Files listed in a review (default MAX_REVIEW_FILES); the rest are counted and Approve must confirm them. */
+  maxReviewFiles?: number;
+  /** Cap of the added lines the secret scan reads (default 32 MiB of -U0 patch). */
+  maxScanBytes?: number;
+  /** Bytes read in all to check new content for NUL bytes and encoding (default 256 MiB). */
+  contentCheckBytes?: number;
+  /**
+   * The values of the credentials a task's sandbox could use, for the secret
+   * scan (the credential broker, from the keychain). Never stored or shown.
+   */
+  credentialValues?: (taskId: string) => Promise<Array<{ id: string; value: string }>>;
 }
 
 export class PullbackQuarantine {
@@ -245,7 +262,7 @@ export class PullbackQuarantine {
 
     // 8. Every blob the diff will read (either side) must fit the per-object cap.
     await checkDiffBlobs({ qrepo, head: headCommit, base: baseCommit, maxObjectBytes: this.caps.maxObjectBytes, limits, timeoutMs: this.timeoutMs });
-    const diff = await this.diff(qrepo, baseCommit, headCommit).catch((e: unknown) => {
+    const diff = await this.diff(qrepo, baseCommit, headCommit, taskId).catch((e: unknown) => {
       // A diff that hits its memory or CPU bound (a diff bomb) refuses the result, saying so.
       if (e instanceof FactoryError && e.name === 'GitLimitExceeded') throw new PullbackError(`the review could not be computed: ${e.message}`, e.detail);
       throw e;
@@ -260,10 +277,6 @@ export class PullbackQuarantine {
         ...diff,
         bundleBytes: stat.size,
         checks,
-        filesOmitted: 0,
-        flags: [],
-        secrets: [],
-        confirmations: [],
       },
       headCommit,
       bundleSha256,
@@ -318,23 +331,32 @@ export class PullbackQuarantine {
     return qrepo;
   }
 
-  private async diff(qrepo: string, base: string, head: string): Promise<Pick<PullbackReview, 'files' | 'added' | 'removed' | 'patch' | 'patchTruncated'>> {
-    const env = { GIT_DIR: qrepo };
-    const common = ['--no-ext-diff', '--no-textconv', '--no-color', '-M'];
-    const numstat = await git(['diff', ...common, '--numstat', '-z', base, head], { cwd: qrepo, env, timeoutMs: this.timeoutMs });
-    const nameStatus = await git(['diff', ...common, '--name-status', '-z', base, head], { cwd: qrepo, env, timeoutMs: this.timeoutMs });
-    const files = mergeDiffLists(parseNameStatus(nameStatus.stdout), parseNumstat(numstat.stdout)).slice(0, MAX_DIFF_FILES);
-    const patch = await runGit(['diff', ...common, '--patch', base, head], {
-      cwd: qrepo, env, timeoutMs: this.timeoutMs, maxStdoutBytes: this.maxPatchBytes,
+  /**
+   * One file of the verified result in quarantine: its own patch and its leading
+   * bytes. Only while the result is in quarantine (before approve or reject).
+   */
+  async fileDetail(opts: { taskId: string; baseCommit: string; headCommit: string; path: string }): Promise<ReviewFileDetail> {
+    const qrepo = path.join(this.dirFor(opts.taskId), 'repo.git');
+    if (!fs.existsSync(qrepo)) throw new FactoryError('NoReview', `the result of task ${opts.taskId} is no longer in quarantine`);
+    // The sandbox's credential values are masked in what is shown: without them, nothing is shown.
+    const credentials = await (this.opts.credentialValues?.(opts.taskId) ?? Promise.resolve([])).catch((err: Error) => {
+      throw new FactoryError('ReviewFileFailed', `the file is not shown: the values of the sandbox's credentials, masked in it, could not be read (${err.message})`);
     });
-    if (patch.code !== 0 && !patch.truncated) throw new PullbackError(`could not compute the patch: ${firstLine(patch.stderr)}`);
-    return {
-      files,
-      added: files.reduce((n, f) => n + f.added, 0),
-      removed: files.reduce((n, f) => n + f.removed, 0),
-      patch: patch.stdout,
-      patchTruncated: patch.truncated,
-    };
+    return reviewFileDetail(qrepo, opts.baseCommit, opts.headCommit, opts.path, { timeoutMs: this.timeoutMs, maxPatchBytes: this.maxPatchBytes, credentials });
+  }
+
+  /** The review's content: complete file list and totals, capped patch, flags, secrets, confirmations. */
+  private async diff(qrepo: string, base: string, head: string, taskId: string): Promise<ReviewDiff> {
+    const credentialValues = this.opts.credentialValues;
+    return buildReviewDiff(qrepo, base, head, {
+      timeoutMs: this.timeoutMs,
+      maxPatchBytes: this.maxPatchBytes,
+      maxReviewFiles: this.opts.maxReviewFiles ?? MAX_REVIEW_FILES,
+      maxScanBytes: this.opts.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES,
+      contentCheckBytes: this.opts.contentCheckBytes ?? DEFAULT_CONTENT_CHECK_BYTES,
+      maxSecretFindings: MAX_SECRET_FINDINGS,
+      ...(credentialValues ? { credentials: () => credentialValues(taskId) } : {}),
+    });
   }
 }
 
@@ -352,61 +374,4 @@ function configText(settings: Readonly<Record<string, string>>): string {
 
 function emptyReview(taskId: string, branch: string, baseCommit: string, checks: PullbackReview['checks']): PullbackReview {
   return { taskId, branch, baseCommit, headCommit: baseCommit, files: [], added: 0, removed: 0, patch: '', patchTruncated: false, bundleBytes: 0, checks, filesOmitted: 0, flags: [], secrets: [], confirmations: [] };
-}
-
-interface NameStatusEntry { status: DiffFile['status']; path: string; oldPath?: string }
-
-/** `--name-status -z`: STATUS NUL path NUL, or for renames/copies STATUS NUL old NUL new NUL. */
-export function parseNameStatus(out: string): NameStatusEntry[] {
-  const parts = out.split('\0');
-  const entries: NameStatusEntry[] = [];
-  for (let i = 0; i < parts.length && parts[i] !== ''; ) {
-    const code = parts[i++]!;
-    const letter = code[0];
-    if (letter === 'R' || letter === 'C') {
-      const oldPath = parts[i++]!;
-      const newPath = parts[i++]!;
-      entries.push(letter === 'R' ? { status: 'renamed', path: newPath, oldPath } : { status: 'added', path: newPath, oldPath });
-    } else {
-      const p = parts[i++]!;
-      entries.push({ status: letter === 'A' ? 'added' : letter === 'M' ? 'modified' : letter === 'D' ? 'deleted' : 'other', path: p });
-    }
-  }
-  return entries;
-}
-
-interface NumstatEntry { path: string; added: number; removed: number; binary: boolean }
-
-/** `--numstat -z`: "A\tR\tpath\0" or for renames "A\tR\t\0old\0new\0"; binary files show "-\t-". */
-export function parseNumstat(out: string): NumstatEntry[] {
-  const parts = out.split('\0');
-  const entries: NumstatEntry[] = [];
-  for (let i = 0; i < parts.length && parts[i] !== ''; ) {
-    const head = parts[i++]!;
-    const m = /^(-|\d+)\t(-|\d+)\t(.*)$/s.exec(head);
-    if (!m) break;
-    let p = m[3]!;
-    if (p === '') {
-      i++; // old path
-      p = parts[i++] ?? '';
-    }
-    const binary = m[1] === '-' && m[2] === '-';
-    entries.push({ path: p, added: binary ? 0 : Number(m[1]), removed: binary ? 0 : Number(m[2]), binary });
-  }
-  return entries;
-}
-
-function mergeDiffLists(names: NameStatusEntry[], stats: NumstatEntry[]): DiffFile[] {
-  const byPath = new Map(stats.map((s) => [s.path, s]));
-  return names.map((n) => {
-    const s = byPath.get(n.path);
-    return {
-      path: n.path,
-      ...(n.oldPath !== undefined ? { oldPath: n.oldPath } : {}),
-      status: n.status,
-      added: s?.added ?? 0,
-      removed: s?.removed ?? 0,
-      binary: s?.binary ?? false,
-    };
-  });
 }

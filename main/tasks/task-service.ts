@@ -9,12 +9,14 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
+import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
 import { PullbackReview, type ErrorInfo, type StageName, type StageResult, type Task, type TaskPhase } from '../../common/domain.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../pipeline/guest-shell.js';
 import { PipelineRunner, pendingStages } from '../pipeline/stage-runner.js';
 import { exportTaskBundle } from '../pullback/guest-export.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
+import { assertConfirmed } from '../pullback/review/confirmations.js';
 import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
@@ -286,7 +288,7 @@ export class TaskService<Image = unknown> {
     if (!record.pullback || !['review', 'approved', 'rejected'].includes(record.task.phase)) {
       throw new FactoryError('NoReview', `task ${taskId} has no result to review (it is ${record.task.phase})`);
     }
-    const file = this.reviewFile(taskId);
+    const file = this.reviewJsonPath(taskId);
     try {
       const review = PullbackReview.parse(JSON.parse(await fsp.readFile(file, 'utf8')));
       this.reviews.set(taskId, review);
@@ -296,7 +298,26 @@ export class TaskService<Image = unknown> {
     }
   }
 
-  async approve(taskId: string): Promise<Task> {
+  /**
+   * One file of a result in review: its own patch and leading bytes, for what the
+   * whole patch could not show. Only files of the review, while it is in quarantine.
+   */
+  async reviewFile(taskId: string, filePath: string): Promise<ReviewFileDetail> {
+    const review = await this.review(taskId);
+    const record = this.record(taskId);
+    if (record.task.phase !== 'review' || !record.pullback) {
+      throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; its files can be opened only while it is in review`);
+    }
+    // Listed or not (past the listing cap), the quarantine decides whether the file is part of the result.
+    return this.deps.quarantine.fileDetail({ taskId, baseCommit: review.baseCommit, headCommit: record.pullback.headCommit, path: filePath });
+  }
+
+  /**
+   * Creates the branch. When the review could not show or check everything
+   * (its confirmations), `confirm` must name every kind of them: the user's
+   * deliberate second step; otherwise ApproveNeedsConfirmation names what was not shown.
+   */
+  async approve(taskId: string, opts: { confirm?: readonly ReviewConfirmationKind[] } = {}): Promise<Task> {
     const record = this.record(taskId);
     if (record.task.phase !== 'review' || !record.pullback) {
       throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; only a task in review can be approved`);
@@ -304,6 +325,7 @@ export class TaskService<Image = unknown> {
     if (record.pullback.empty) {
       throw new FactoryError('NothingToApprove', 'the sandbox brought back no change; there is nothing to approve (reject it instead)');
     }
+    assertConfirmed(await this.review(taskId), opts.confirm);
     const res = await this.deps.quarantine.approve({
       taskId,
       repoPath: record.task.repoPath,
@@ -382,7 +404,7 @@ export class TaskService<Image = unknown> {
   }
 
   /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
-  private reviewFile(taskId: string): string {
+  private reviewJsonPath(taskId: string): string {
     return path.join(this.deps.paths.state, 'reviews', `${taskId}.json`);
   }
 
@@ -518,7 +540,7 @@ export class TaskService<Image = unknown> {
       baseCommit: task().baseCommit,
       bundlePresent: exported.bundlePresent,
     });
-    await writeFileAtomic(this.reviewFile(task().id), JSON.stringify(verified.review));
+    await writeFileAtomic(this.reviewJsonPath(task().id), JSON.stringify(verified.review));
     this.reviews.set(task().id, verified.review);
     await this.update(
       record,

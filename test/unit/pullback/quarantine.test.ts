@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { PullbackQuarantine, parseNameStatus, parseNumstat, readBundleHeader } from '../../../main/pullback/quarantine.js';
+import { PullbackQuarantine, readBundleHeader } from '../../../main/pullback/quarantine.js';
+import { parseRawNumstat } from '../../../main/pullback/review/listing.js';
 import { gitIn, makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
 
 const cleanups: Array<() => void> = [];
@@ -162,13 +163,15 @@ describe('pull-back verification', () => {
     const h = await readBundleHeader(guest.bundle('refs/heads/factory/t1', `^${base}`));
     expect(h.refs).toEqual([{ sha: head, name: 'refs/heads/factory/t1' }]);
     expect(h.prerequisites).toEqual([base]);
-    expect(parseNameStatus('R100\0a\0b\0M\0c d\0')).toEqual([
-      { status: 'renamed', path: 'b', oldPath: 'a' },
-      { status: 'modified', path: 'c d' },
-    ]);
-    expect(parseNumstat('1\t0\t\0a\0b\0-\t-\tx.bin\0')).toEqual([
-      { path: 'b', added: 1, removed: 0, binary: false },
-      { path: 'x.bin', added: 0, removed: 0, binary: true },
+    const oid = (c: string) => c.repeat(40);
+    const raw = Buffer.from(
+      `:100644 100644 ${oid('a')} ${oid('a')} R100\0a\0b\0:100644 100644 ${oid('b')} ${oid('c')} M\0c d\0:000000 100755 ${oid('0')} ${oid('d')} A\0x.bin\0` +
+        '0\t0\t\0a\0b\0' + '1\t0\tc d\0' + '-\t-\tx.bin\0',
+    );
+    expect(parseRawNumstat(raw)).toEqual([
+      { status: 'renamed', path: 'b', oldPath: 'a', added: 0, removed: 0, binary: false, oldMode: 'file', newMode: 'file', oldOid: oid('a'), newOid: oid('a') },
+      { status: 'modified', path: 'c d', added: 1, removed: 0, binary: false, oldMode: 'file', newMode: 'file', oldOid: oid('b'), newOid: oid('c') },
+      { status: 'added', path: 'x.bin', added: 0, removed: 0, binary: true, oldMode: 'none', newMode: 'executable', oldOid: oid('0'), newOid: oid('d') },
     ]);
   });
 });
