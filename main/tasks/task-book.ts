@@ -8,7 +8,7 @@ import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { ErrorInfo, SandboxInfo, Task } from '../../common/domain.js';
 import { pendingStages } from '../pipeline/stage-runner.js';
 import type { StateStore, TaskRecord } from '../state/state-store.js';
-import { nextSandbox, nextState, phaseMoveExists, sandboxMoveExists, type SandboxEvent, type TaskEvent } from './task-life.js';
+import { interruption, isActive, isLive, nextSandbox, nextState, phaseMoveExists, sandboxMoveExists, type SandboxEvent, type TaskEvent } from './task-life.js';
 
 /** A patch that goes with a move: the phase and sandbox status come from the table. */
 export type MovePatch = Partial<Omit<Task, 'phase' | 'sandbox'>> & { sandbox?: Omit<SandboxInfo, 'status'> };
@@ -20,11 +20,25 @@ export class TaskBook {
 
   constructor(private readonly deps: { store: StateStore; emit: (e: FactoryEvent) => void }) {}
 
-  /** Reads every saved record into the book (unreadable files are set aside by the store). */
-  async load(): Promise<TaskRecord[]> {
-    const loaded = await this.deps.store.loadTasks();
-    for (const record of loaded) this.records.set(record.task.id, record);
-    return loaded;
+  /**
+   * Reads every saved record into the book (unreadable files are set aside by
+   * the store). The app stopped since they were saved: a sandbox that lived is
+   * lost (`reap` ends what is left of it first), and a task that was active is
+   * interrupted, the stage that ran with it.
+   */
+  async loadAfterRestart(reap: (record: TaskRecord) => Promise<void>): Promise<void> {
+    for (const record of await this.deps.store.loadTasks()) {
+      this.records.set(record.task.id, record);
+      const t = record.task;
+      if (!isLive(t.sandbox.status) && !isActive(t.phase)) continue;
+      if (isLive(t.sandbox.status)) {
+        await reap(record);
+        await this.sandboxMove(record, 'appStopped', { save: false });
+      }
+      if (isActive(t.phase)) this.move(record, 'interrupt', interruption(record.task, t.phase));
+      delete record.qemuPid;
+      await this.deps.store.saveTask(record);
+    }
   }
 
   /** A new task (not yet added) with an id no task of the book has, on its own branch, before anything ran. */

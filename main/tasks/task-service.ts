@@ -17,12 +17,12 @@ import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
 import { inspectRepo } from './host-repo.js';
-import { pullBack } from './pull-back.js';
 import type { LiveSandbox } from './live-sandboxes.js';
-import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
-import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
-import { Slots } from './slots.js';
+import { pullBack } from './pull-back.js';
 import { planRetry } from './retry-plan.js';
+import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
+import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
+import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
 
@@ -70,18 +70,12 @@ export class TaskService<Image = unknown> {
 
   /** Loads persisted tasks; what was active when the app stopped is interrupted, and its QEMU reaped. */
   async init(): Promise<void> {
-    for (const record of await this.book.load()) {
-      const t = record.task;
-      const live = isLive(t.sandbox.status);
-      if (!live && !isActive(t.phase)) continue;
-      if (live) {
-        await this.deps.provisioner.reapLeftovers(t.id, { sandboxDir: record.sandboxDir ?? this.sandboxDir(t.id), ...(record.qemuPid ? { qemuPid: record.qemuPid } : {}) });
-        await this.book.sandboxMove(record, 'appStopped', { save: false });
-      }
-      if (isActive(t.phase)) this.book.move(record, 'interrupt', interruption(record.task, t.phase));
-      delete record.qemuPid;
-      await this.deps.store.saveTask(record);
-    }
+    await this.book.loadAfterRestart((record) =>
+      this.deps.provisioner.reapLeftovers(record.task.id, {
+        sandboxDir: record.sandboxDir ?? this.sandboxDir(record.task.id),
+        ...(record.qemuPid ? { qemuPid: record.qemuPid } : {}),
+      }),
+    );
   }
 
   list(): Task[] {
@@ -337,7 +331,9 @@ export class TaskService<Image = unknown> {
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
     const vm = await provisioner.boot(sandbox, signal);
-    void vm.exited.then(() => this.onVmExited(record, rt, sandbox));
+    void vm.exited
+      .then(() => this.onVmExited(record, rt, sandbox))
+      .catch((err: Error) => console.error(`task ${record.task.id}: recording its sandbox's end failed: ${err.message}`));
     await this.book.transition(
       record,
       'booted',
