@@ -113,7 +113,9 @@ describe('the app killed mid-stage', () => {
     expect(running(oldQemu)).toBe(true);
     expect(qemuProcessesUnder(dataDir).map((q) => q.pid)).toEqual([oldQemu]);
 
+    const restarting = Date.now();
     const second = await startAppProcess({ dataDir });
+    const restartMs = Date.now() - restarting;
     apps.push(second);
     // The restart reaped it before serving.
     expect(running(oldQemu)).toBe(false);
@@ -135,6 +137,7 @@ describe('the app killed mid-stage', () => {
     // The cut stage's log survived the kill.
     expect(await scrollback(second, before.stages[2]!.sessionId!)).toContain('BUILD-SLEEPING');
 
+    const retrying = Date.now();
     const retried = await second.call<Task>('tasks.retry', { taskId: cut.id });
     expect(retried.phase).toBe('creating');
     const done = await poll(
@@ -144,6 +147,10 @@ describe('the app killed mid-stage', () => {
     );
     expect(done.error).toBeUndefined();
     expect(done.phase).toBe('review');
+    console.log(
+      `task-restart: new app serving ${restartMs} ms after start (orphan reaped); retry to review ${((Date.now() - retrying) / 1000).toFixed(1)} s; ` +
+        `fresh sandbox boot ${done.sandbox.bootMs} ms (${done.sandbox.accel})`,
+    );
     // Request and plan kept their results from the first sandbox; the pipeline went on from build.
     const kept = (s: StageResult) => ({ status: s.status, sessionId: s.sessionId, startedAt: s.startedAt });
     expect(done.stages.slice(0, 2).map(kept)).toEqual(before.stages.slice(0, 2).map(kept));
