@@ -36,6 +36,7 @@ import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
 import { QemuDriver } from './vm/qemu-driver.js';
+import { vmSettingsFromEnv } from './vm/vm-settings.js';
 import { Listeners } from '../common/listeners.js';
 
 export interface FactoryApp {
@@ -77,7 +78,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const terminals = new TerminalService({ logDir: path.join(paths.logs, 'terminals'), emit, emitData });
   const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images });
   // Checked against the port here; the image store and the driver always come as a pair.
-  const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver();
+  const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver(vmSettingsFromEnv(process.env, paths));
   const qemu = opts.vm?.qemu ?? (realQemu() as QemuDriverPort<unknown>);
   // The running sandboxes by task: written by the provisioner, read by the agent executors
   // (environment), the credential broker (QMP, git route) and shells; built before all of them.

@@ -1,21 +1,19 @@
 // Exposes the typed API to the sandboxed renderer as window.factory. No logic:
 // every call goes to the main process, which validates the sender and the input.
-// CommonJS (sandboxed preloads cannot load ES modules); only 'electron' is required.
-import type {
-  ApiInput,
-  ApiMethod,
-  ApiOutputs,
-  FactoryBridge,
-  FactoryEvent,
-  TerminalDataEvent,
-} from '../common/contract.js';
+// CommonJS (sandboxed preloads cannot load ES modules); a sandboxed preload can
+// require only 'electron' and a few built-ins, never a file of ours, so everything
+// from common/ is imported as a type and the few values restated below are
+// checked against common/bridge.ts by the compiler.
+import type { BridgeChannels, ElectronBridge, InvokeChannel, PushChannel, WireErrorPrefix } from '../common/bridge.js';
+import type { ApiInput, ApiMethod, ApiOutputs, FactoryEvent, TerminalDataEvent } from '../common/contract.js';
 
 // The few Electron APIs used here, typed locally so this file also type-checks
-// where the electron package (and its types) is not installed.
+// where the electron package (and its types) is not installed. The channel
+// parameters accept only the channels common/bridge.ts names.
 interface IpcRendererLike {
-  invoke(channel: string, ...args: unknown[]): Promise<unknown>;
-  on(channel: string, listener: (event: unknown, payload: any) => void): void;
-  removeListener(channel: string, listener: (event: unknown, payload: any) => void): void;
+  invoke(channel: InvokeChannel, ...args: unknown[]): Promise<unknown>;
+  on(channel: PushChannel, listener: (event: unknown, payload: any) => void): void;
+  removeListener(channel: PushChannel, listener: (event: unknown, payload: any) => void): void;
 }
 interface PreloadElectron {
   contextBridge: { exposeInMainWorld(key: string, api: unknown): void };
@@ -25,18 +23,26 @@ interface PreloadElectron {
 declare const require: (id: 'electron') => PreloadElectron;
 const { contextBridge, ipcRenderer, webUtils } = require('electron');
 
-/** Keep in sync with renderer/transport/electron-bridge.ts. */
-const WIRE_ERROR_PREFIX = 'factory-wire-error:';
+// Must equal common/bridge.ts: a different or missing channel does not compile.
+const CHANNEL: BridgeChannels = {
+  call: 'factory:call',
+  onEvent: 'factory:event',
+  onTerminalData: 'factory:terminal-data',
+  pickRepoFolder: 'factory:pick-repo-folder',
+  onNewTaskRequest: 'factory:new-task',
+};
+const WIRE_ERROR_PREFIX: WireErrorPrefix = 'factory-wire-error:';
 
-function subscribe<T>(channel: string, listener: (payload: T) => void): () => void {
+function subscribe<T>(channel: PushChannel, listener: (payload: T) => void): () => void {
   const wrapped = (_event: unknown, payload: T) => listener(payload);
   ipcRenderer.on(channel, wrapped);
   return () => ipcRenderer.removeListener(channel, wrapped);
 }
 
-const bridge: FactoryBridge = {
+// Every member of FactoryBridge, the Electron-only ones included: a missing one does not compile.
+const bridge: ElectronBridge = {
   async call<M extends ApiMethod>(method: M, input: ApiInput<M>): Promise<ApiOutputs[M]> {
-    const reply = (await ipcRenderer.invoke('factory:call', method, input)) as
+    const reply = (await ipcRenderer.invoke(CHANNEL.call, method, input)) as
       | { result: ApiOutputs[M] }
       | { error: { name: string; message: string; detail?: string } };
     if ('error' in reply) {
@@ -46,11 +52,11 @@ const bridge: FactoryBridge = {
     }
     return (reply.result === null ? undefined : reply.result) as ApiOutputs[M];
   },
-  onEvent: (listener: (e: FactoryEvent) => void) => subscribe('factory:event', listener),
-  onTerminalData: (listener: (e: TerminalDataEvent) => void) => subscribe('factory:terminal-data', listener),
+  onEvent: (listener: (e: FactoryEvent) => void) => subscribe(CHANNEL.onEvent, listener),
+  onTerminalData: (listener: (e: TerminalDataEvent) => void) => subscribe(CHANNEL.onTerminalData, listener),
   pathForFile: (file: File) => webUtils.getPathForFile(file),
-  pickRepoFolder: async () => ((await ipcRenderer.invoke('factory:pick-repo-folder')) as string | null) ?? undefined,
-  onNewTaskRequest: (listener: (request: { repoPath?: string }) => void) => subscribe('factory:new-task', listener),
+  pickRepoFolder: async () => ((await ipcRenderer.invoke(CHANNEL.pickRepoFolder)) as string | null) ?? undefined,
+  onNewTaskRequest: (listener: (request: { repoPath?: string }) => void) => subscribe(CHANNEL.onNewTaskRequest, listener),
 };
 
 contextBridge.exposeInMainWorld('factory', bridge);

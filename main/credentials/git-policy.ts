@@ -1,12 +1,15 @@
 // Push policy for git smart-HTTP through the proxy. The proxy sees only the
 // receive-pack command list, not the objects, so it cannot prove an update is a
 // fast-forward. What it enforces instead, and what this file parses:
-//   - every command targets refs/heads/factory/<task-id>/<something>;
+//   - every command targets refs/heads/factory/<task-id>/<something>, a name
+//     git's own rules accept (check_refname_format, checked byte for byte);
 //   - every command CREATES a ref (old id all zeros): no updates of existing
 //     refs at all, hence no force-push; git's own ref transaction rejects the
 //     creation if the ref already exists;
 //   - no deletes (new id all zeros);
 //   - no signed-push certificates, nothing compressed, a capped command list.
+import type { Readable } from 'node:stream';
+
 export const MAX_COMMAND_BYTES = 64 * 1024;
 
 export interface RefCommand {
@@ -57,18 +60,46 @@ export function parseReceivePackCommands(buf: Buffer): CommandListParse {
 
 const isZero = (oid: string) => /^0+$/.test(oid);
 
+/** A ref name as it may be shown: bytes outside printable ASCII escaped as \xNN. */
+export function showRef(ref: string): string {
+  return ref.replace(/[^\x21-\x7e]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/**
+ * Why git itself would refuse `name` as a ref name, or undefined when it is valid:
+ * git's check_refname_format (refs.c) with no flags, rule for rule, over the
+ * name's bytes (one char per byte, latin1). Checked against `git check-ref-format`
+ * in the tests.
+ */
+export function refFormatProblem(name: string): string | undefined {
+  if (name === '@') return 'it is the single character "@"';
+  const components = name.split('/');
+  if (components.length < 2) return 'it has only one component';
+  for (const c of components) {
+    if (c === '') return 'it has an empty component (a leading, trailing or doubled "/")';
+    if (c.startsWith('.')) return `the component "${showRef(c)}" begins with "."`;
+    if (c.endsWith('.lock')) return `the component "${showRef(c)}" ends with ".lock"`;
+  }
+  if (name.includes('..')) return 'it contains ".."';
+  if (name.includes('@{')) return 'it contains "@{"';
+  const bad = /[\x00-\x20\x7f~^:?*[\\]/.exec(name);
+  if (bad) return `it contains ${bad[0] === ' ' ? 'a space' : `the character ${showRef(bad[0])}`}`;
+  if (name.endsWith('.')) return 'it ends with "."';
+  return undefined;
+}
+
 /** Undefined when the command is allowed, else the reason it is refused. */
 export function checkRefCommand(cmd: RefCommand, taskId: string): string | undefined {
   const prefix = `refs/heads/factory/${taskId}/`;
+  const shown = showRef(cmd.ref);
   if (!cmd.ref.startsWith(prefix) || cmd.ref.length === prefix.length) {
-    return `push to ${cmd.ref} refused: only new branches under ${prefix}* may be pushed`;
+    return `push to ${shown} refused: only new branches under ${prefix}* may be pushed`;
   }
-  if (/(\.\.|@\{|[\x00-\x20\x7f~^:?*[\\])/.test(cmd.ref) || cmd.ref.endsWith('/') || cmd.ref.endsWith('.lock')) {
-    return `push to ${cmd.ref} refused: not a valid branch name`;
-  }
-  if (isZero(cmd.newId)) return `push to ${cmd.ref} refused: deleting refs is not allowed`;
+  const problem = refFormatProblem(cmd.ref);
+  if (problem) return `push to ${shown} refused: not a valid ref name (${problem})`;
+  if (isZero(cmd.newId)) return `push to ${shown} refused: deleting refs is not allowed`;
   if (!isZero(cmd.oldId)) {
-    return `push to ${cmd.ref} refused: only creating new branches is allowed (no updates, so no force-push)`;
+    return `push to ${shown} refused: only creating new branches is allowed (no updates, so no force-push)`;
   }
   return undefined;
 }
@@ -98,4 +129,41 @@ export function receivePackRefusal(commands: RefCommand[], capabilities: string[
   for (let i = 0; i < report.length; i += max) parts.push(pkt(Buffer.concat([Buffer.from([1]), report.subarray(i, i + max)])));
   parts.push(Buffer.from('0000', 'latin1'));
   return Buffer.concat(parts);
+}
+
+/** Reads a receive-pack request body until its command list ends; returns the bytes read so far. */
+export function readReceivePackCommands(
+  body: Readable,
+): Promise<{ commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let settled = false;
+    const finish = (v: { commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }) => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onClose);
+      body.pause();
+      resolve(v);
+    };
+    const evaluate = (ended: boolean) => {
+      const buf = Buffer.concat(chunks, total);
+      const parsed = parseReceivePackCommands(buf);
+      if (parsed.state === 'done') return finish({ commands: parsed.commands, capabilities: parsed.capabilities, buffered: buf });
+      if (parsed.state === 'invalid') return finish({ error: parsed.reason });
+      if (ended) return finish({ error: 'the command list ended early' });
+    };
+    const onData = (c: Buffer) => {
+      chunks.push(c);
+      total += c.length;
+      evaluate(false);
+    };
+    const onEnd = () => evaluate(true);
+    const onClose = () => finish({ error: 'the connection closed before the command list ended' });
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('close', onClose);
+  });
 }

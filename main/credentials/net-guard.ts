@@ -28,7 +28,9 @@ for (const [addr, bits] of [
   ['::', 128],
   ['::1', 128],
   ['100::', 64], // discard
+  ['2001:2::', 48], // benchmarking
   ['2001:db8::', 32], // documentation
+  ['3fff::', 20], // documentation (RFC 9637)
   ['fc00::', 7], // unique local (incl. fd00:ec2::254 metadata)
   ['fe80::', 10], // link-local
   ['fec0::', 10], // site-local (deprecated)
@@ -37,19 +39,43 @@ for (const [addr, bits] of [
   blocked.addSubnet(addr, bits, 'ipv6');
 }
 
-/** The IPv4 address embedded in an IPv4-mapped / NAT64 / IPv4-compatible IPv6 address, if any. */
-function embeddedIpv4(ip: string): string | undefined {
-  const lower = ip.toLowerCase();
-  const m = /^(?:::ffff:|::ffff:0:|64:ff9b::|::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (m) return m[1];
-  // Hex form of the same prefixes, e.g. ::ffff:7f00:1
-  const h = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (h) {
-    const hi = parseInt(h[1]!, 16);
-    const lo = parseInt(h[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+/** The eight 16-bit words of a valid IPv6 address (zone id dropped), e.g. for ::ffff:1.2.3.4. */
+export function ipv6Words(ip: string): number[] {
+  let s = ip.toLowerCase().replace(/%.*$/, '');
+  // A trailing dotted quad is the last two words.
+  const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(s);
+  if (quad) {
+    const [a, b, c, d] = quad.slice(2).map(Number) as [number, number, number, number];
+    s = `${quad[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
-  return undefined;
+  const [head, tail] = s.split('::') as [string, string | undefined];
+  const words = (part: string | undefined) => (part ? part.split(':').map((w) => parseInt(w, 16)) : []);
+  const h = words(head);
+  const t = words(tail);
+  return tail === undefined ? h : [...h, ...Array<number>(8 - h.length - t.length).fill(0), ...t];
+}
+
+const dotted = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/**
+ * Every IPv4 address an IPv6 address carries by a standard embedding, with the
+ * embedding's name. A refused IPv4 address is refused in any of these forms.
+ */
+export function embeddedIpv4(ip: string): Array<{ form: string; ipv4: string }> {
+  const w = ipv6Words(ip);
+  const zero = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  const found: Array<{ form: string; ipv4: string }> = [];
+  if (zero(0, 5) && w[5] === 0xffff) found.push({ form: 'IPv4-mapped ::ffff:0:0/96', ipv4: dotted(w[6]!, w[7]!) });
+  if (zero(0, 6)) found.push({ form: 'IPv4-compatible ::/96', ipv4: dotted(w[6]!, w[7]!) });
+  if (zero(0, 4) && w[4] === 0xffff && w[5] === 0) found.push({ form: 'IPv4-translated ::ffff:0:0:0/96', ipv4: dotted(w[6]!, w[7]!) });
+  if (w[0] === 0x64 && w[1] === 0xff9b && zero(2, 6)) found.push({ form: 'NAT64 64:ff9b::/96', ipv4: dotted(w[6]!, w[7]!) });
+  if (w[0] === 0x2002) found.push({ form: '6to4 2002::/16', ipv4: dotted(w[1]!, w[2]!) });
+  if (w[0] === 0x2001 && w[1] === 0) {
+    // Teredo: the server's address as is, the client's with every bit inverted.
+    found.push({ form: 'Teredo 2001::/32 (server)', ipv4: dotted(w[2]!, w[3]!) });
+    found.push({ form: 'Teredo 2001::/32 (client)', ipv4: dotted(w[6]! ^ 0xffff, w[7]! ^ 0xffff) });
+  }
+  return found;
 }
 
 /** Why an address may not be a destination, or undefined when it may. */
@@ -57,9 +83,20 @@ export function forbiddenReason(ip: string): string | undefined {
   const family = net.isIP(ip);
   if (family === 0) return 'not an IP address';
   if (family === 6) {
-    const v4 = embeddedIpv4(ip);
-    if (v4) return forbiddenReason(v4);
-    return blocked.check(ip, 'ipv6') ? `${ip} is a loopback, private, link-local or reserved address` : undefined;
+    const w = ipv6Words(ip);
+    const reserved = `${ip} is a loopback, private, link-local or reserved address`;
+    // :: and ::1 are themselves, not IPv4-compatible forms of 0.0.0.0 and 0.0.0.1.
+    if (w.slice(0, 7).every((x) => x === 0) && w[7]! <= 1) return reserved;
+    // The rest of 64:ff9b::/32, local-use NAT64 64:ff9b:1::/48 included, places the
+    // IPv4 address where the local translator's prefix length says: refused whole.
+    if (w[0] === 0x64 && w[1] === 0xff9b && !w.slice(2, 6).every((x) => x === 0)) {
+      return `${ip} is in a local-use NAT64 prefix (64:ff9b::/32 outside 64:ff9b::/96), which may embed any IPv4 address`;
+    }
+    for (const { form, ipv4 } of embeddedIpv4(ip)) {
+      const why = forbiddenReason(ipv4);
+      if (why) return `${ip} embeds ${ipv4} (${form}): ${why}`;
+    }
+    return blocked.check(ip.replace(/%.*$/, ''), 'ipv6') ? reserved : undefined;
   }
   return blocked.check(ip, 'ipv4') ? `${ip} is a loopback, private, link-local, metadata or reserved address` : undefined;
 }

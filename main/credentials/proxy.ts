@@ -3,7 +3,9 @@
 // each guest connection to 10.0.2.100:80 to it. The guest holds placeholders;
 // the proxy checks them, strips every client-supplied auth header, adds the real
 // credential (from the keychain) in a header only, and forwards over verified
-// HTTPS. Bodies stream through untouched in both directions.
+// HTTPS. Bodies stream through untouched in both directions, but the proxy
+// frames every upstream request itself (proxy-framing.ts): a guest can never
+// decide where a credentialed request ends.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -12,9 +14,11 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AuditEntry } from '../../common/credentials.js';
 import type { AuditLog } from './audit.js';
-import { checkRefCommand, parseReceivePackCommands, receivePackRefusal, type RefCommand } from './git-policy.js';
+import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef } from './git-policy.js';
 import type { SecretSource } from './keychain.js';
 import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
+import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
+import { openTunnel } from './proxy-tunnel.js';
 
 /** The fixed guest address of the proxy (QEMU user-mode network). */
 export const GUEST_PROXY_ADDRESS = '10.0.2.100';
@@ -77,6 +81,8 @@ const STRIPPED_REQUEST_HEADERS = new Set([
   'expect',
 ]);
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+/** Never copied from the guest: the proxy writes the framing of every upstream request itself. */
+const FRAMING = new Set(['content-length', 'transfer-encoding']);
 
 export function newPlaceholder(): string {
   return `fiab-placeholder-${randomBytes(24).toString('hex')}`;
@@ -151,7 +157,23 @@ export class CredentialProxy {
     });
     // A guest cannot exhaust the host with connections.
     this.server.maxConnections = 128;
-    this.server.on('connect', (req, socket: Duplex, head) => this.tunnel(req, socket, head));
+    this.server.on('connect', (req, socket: Duplex, head) =>
+      openTunnel(req, socket, head, { sandboxId: this.sandboxId, allow: opts.connectAllow ?? [], guard: this.guard, audit: opts.audit }),
+    );
+    // What Node's own parser refuses (both Content-Length and Transfer-Encoding,
+    // duplicate lengths, obs-fold, bad chunk sizes...) gets a 400 that says why.
+    this.server.on('clientError', (err: NodeJS.ErrnoException & { reason?: string }, socket: Duplex) => {
+      const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
+      if (!socket.writable || inFlight?.headersSent || err.code === 'ECONNRESET') return socket.destroy();
+      const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      const body = `factory proxy: malformed request refused: ${err.reason ?? err.message} (${err.code ?? 'parse error'})\n`;
+      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      this.opts.audit?.record({
+        time: new Date().toISOString(), sandboxId: this.sandboxId, method: '(unparsed)', host: '(none)', path: '',
+        rule: 'refused: malformed request', status: Number(status.slice(0, 3)), bytesIn: 0, bytesOut: 0, durationMs: 0,
+        note: `${err.code ?? ''} ${err.reason ?? err.message}`.slice(0, 300),
+      });
+    });
     this.server.on('connection', (s: Duplex) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
@@ -228,7 +250,8 @@ export class CredentialProxy {
       return (origWrite as (...a: unknown[]) => boolean)(chunk, ...rest);
     }) as typeof res.write;
     const audit = (fields: Partial<AuditEntry> & { rule: string }) => {
-      res.once('close', () => {
+      // Written when the exchange ends; at once if the guest already hung up.
+      const write = () =>
         this.opts.audit?.record({
           time: new Date(started).toISOString(),
           sandboxId: this.sandboxId,
@@ -242,9 +265,15 @@ export class CredentialProxy {
           durationMs: Date.now() - started,
           ...(fields.note ? { note: fields.note } : {}),
         });
-      });
+      if (res.closed) write();
+      else res.once('close', write);
     };
 
+    const framed = requestFraming(req);
+    if ('problem' in framed) {
+      audit({ rule: 'refused: framing', note: framed.problem });
+      return this.fail(res, 400, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: ${framed.problem}`);
+    }
     if (!rawUrl.startsWith('/')) {
       audit({ rule: 'refused: absolute-form request' });
       return this.fail(res, 403, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: send requests to ${GUEST_PROXY_URL}/<route>/..., or CONNECT for allow-listed hosts`);
@@ -282,13 +311,13 @@ export class CredentialProxy {
         audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath });
         return this.fail(res, 403, `factory proxy: refused push: compressed receive-pack requests (${enc}) cannot be checked`);
       }
-      const read = await readCommandList(req);
+      const read = await readReceivePackCommands(req);
       if ('error' in read) {
         audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath, note: read.error });
         return this.fail(res, 403, `factory proxy: refused push: ${read.error}`);
       }
       const reasons = read.commands.map((c) => checkRefCommand(c, route.git!.taskId));
-      pushNote = read.commands.map((c) => `${c.ref}`).join(' ');
+      pushNote = read.commands.map((c) => showRef(c.ref)).join(' ');
       if (reasons.some(Boolean)) {
         audit({ rule: `refused: ${route.name} (push)`, host, path: upstreamPath, note: pushNote });
         req.resume();
@@ -311,7 +340,7 @@ export class CredentialProxy {
     for (const [name, value] of Object.entries(req.headers)) {
       const lower = name.toLowerCase();
       if (value === undefined) continue;
-      if (STRIPPED_REQUEST_HEADERS.has(lower) || HOP_BY_HOP.has(lower) || connectionListed.includes(lower)) continue;
+      if (STRIPPED_REQUEST_HEADERS.has(lower) || HOP_BY_HOP.has(lower) || FRAMING.has(lower) || connectionListed.includes(lower)) continue;
       if (lower.startsWith('x-forwarded-') || lower === injectName) continue;
       headers[lower] = value;
     }
@@ -324,6 +353,7 @@ export class CredentialProxy {
     }
     headers[injectName] = credentialHeaderValue(route.inject, secret);
     headers.host = host;
+    Object.assign(headers, upstreamFramingHeaders(method, framed.framing));
 
     // IP literals never reach a lookup hook, so they are checked here; names are
     // checked on every connect by the lookup hook (after resolution, no rebinding).
@@ -357,10 +387,14 @@ export class CredentialProxy {
       this.fail(res, 502, `factory proxy: upstream ${host} failed: ${err.message}`);
     });
     upstreamReq.on('response', (upstreamRes) => {
+      // Node's client parser has already refused an upstream response with
+      // ambiguous framing; a body cut short is passed on as a reset, never as an end.
       const out: http.OutgoingHttpHeaders = {};
+      const listed = String(upstreamRes.headers.connection ?? '').toLowerCase().split(',').map((t) => t.trim());
       for (const [name, value] of Object.entries(upstreamRes.headers)) {
         const lower = name.toLowerCase();
         if (value === undefined || HOP_BY_HOP.has(lower) || lower === 'set-cookie') continue;
+        if (listed.includes(lower) && lower !== 'content-length') continue;
         out[lower] = value;
       }
       res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, out);
@@ -371,16 +405,7 @@ export class CredentialProxy {
     res.on('close', () => {
       if (!res.writableFinished) upstreamReq.destroy();
     });
-    if (prefix) {
-      bytesIn += prefix.length;
-      upstreamReq.write(prefix);
-    }
-    if (req.readableEnded) {
-      upstreamReq.end();
-    } else {
-      req.on('data', (c: Buffer) => (bytesIn += c.length));
-      req.pipe(upstreamReq);
-    }
+    forwardBody(req, upstreamReq, framed.framing, prefix, (n) => (bytesIn += n));
   }
 
   private fail(res: http.ServerResponse, status: number, message: string): void {
@@ -389,103 +414,9 @@ export class CredentialProxy {
       return;
     }
     const body = message + '\n';
-    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    // Also in a header: the answer to a HEAD has no body to carry the reason.
+    const reason = message.replace(/[^\x20-\x7e]/g, '?').slice(0, 1000);
+    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'x-factory-proxy-refusal': reason });
     res.end(body);
   }
-
-  /** CONNECT tunnels to allow-listed host:port, no credential added, after the address check. */
-  private tunnel(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
-    const started = Date.now();
-    const target = (req.url ?? '').toLowerCase();
-    let bytesIn = head.length;
-    let bytesOut = 0;
-    const record = (rule: string, status: number) =>
-      this.opts.audit?.record({
-        time: new Date(started).toISOString(),
-        sandboxId: this.sandboxId,
-        method: 'CONNECT',
-        host: target.slice(0, 300),
-        path: '',
-        rule,
-        status,
-        bytesIn,
-        bytesOut,
-        durationMs: Date.now() - started,
-      });
-    const refuse = (why: string) => {
-      record(`refused: ${why.slice(0, 120)}`, 403);
-      const body = `factory proxy: refused CONNECT ${target.slice(0, 200)}: ${why}\n`;
-      socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-    };
-    const m = /^([a-z0-9.-]+):(\d{1,5})$/.exec(target);
-    if (!m || !(this.opts.connectAllow ?? []).map((s) => s.toLowerCase()).includes(target)) {
-      return refuse('no CONNECT allow-list entry for this host:port');
-    }
-    const [, hostname, port] = m as unknown as [string, string, string];
-    this.guard.resolve(hostname).then(
-      (addrs) => {
-        const upstream = net.connect({ host: addrs[0]!.address, port: Number(port) });
-        upstream.on('connect', () => {
-          socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-          if (head.length) upstream.write(head);
-          socket.on('data', (c: Buffer) => (bytesIn += c.length));
-          upstream.on('data', (c: Buffer) => (bytesOut += c.length));
-          socket.pipe(upstream);
-          upstream.pipe(socket);
-        });
-        let done = false;
-        const finish = () => {
-          if (done) return;
-          done = true;
-          record('connect-allow', 200);
-          socket.destroy();
-          upstream.destroy();
-        };
-        upstream.on('error', () => {
-          if (!done && bytesOut === 0) {
-            done = true;
-            record('connect-allow (upstream failed)', 502);
-            socket.end('HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
-            return;
-          }
-          finish();
-        });
-        upstream.on('close', finish);
-        socket.on('close', finish);
-        socket.on('error', finish);
-      },
-      (err: Error) => refuse(err.message),
-    );
-  }
-}
-
-/** Reads a receive-pack body until its command list ends; returns the bytes read so far. */
-async function readCommandList(
-  req: http.IncomingMessage,
-): Promise<{ commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    const finish = (v: { commands: RefCommand[]; capabilities: string[]; buffered: Buffer } | { error: string }) => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.pause();
-      resolve(v);
-    };
-    const evaluate = (ended: boolean) => {
-      const buf = Buffer.concat(chunks, total);
-      const parsed = parseReceivePackCommands(buf);
-      if (parsed.state === 'done') return finish({ commands: parsed.commands, capabilities: parsed.capabilities, buffered: buf });
-      if (parsed.state === 'invalid') return finish({ error: parsed.reason });
-      if (ended) return finish({ error: 'the command list ended early' });
-    };
-    const onData = (c: Buffer) => {
-      chunks.push(c);
-      total += c.length;
-      evaluate(false);
-    };
-    const onEnd = () => evaluate(true);
-    req.on('data', onData);
-    req.on('end', onEnd);
-  });
 }

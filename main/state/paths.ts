@@ -11,6 +11,8 @@ export interface AppPaths {
   cache: string;
   sandboxes: string;
   images: string;
+  /** Booted-VM snapshots for fast sandbox starts, derived from the images. */
+  snapshots: string;
   state: string;
   logs: string;
 }
@@ -24,6 +26,7 @@ export function appPaths(env: NodeJS.ProcessEnv = process.env): AppPaths {
     cache,
     sandboxes: path.join(data, 'sandboxes'),
     images: path.join(cache, 'images'),
+    snapshots: path.join(cache, 'snapshots'),
     state: path.join(data, 'state'),
     logs: path.join(data, 'logs'),
   };

@@ -19,6 +19,12 @@ export interface AccelChoice {
   reason: string;
 }
 
+/** An accelerator chosen by the user instead of probed, with where that came from (e.g. "FACTORY_ACCEL=tcg"). */
+export interface ForcedAccel {
+  accel: AccelName;
+  reason: string;
+}
+
 export type ProbeOutcome =
   | { kind: 'exited'; code: number | null; signal: NodeJS.Signals | null; stderr: string }
   | { kind: 'timeout'; stderr: string }
@@ -33,6 +39,8 @@ export interface AccelProbeOptions {
   /** Whether /dev/kvm can be opened read-write. */
   kvmDeviceUsable?: () => Promise<boolean>;
   timeoutMs?: number;
+  /** Skip the probe and use this (KVM and HVF then run with -cpu host). */
+  forced?: ForcedAccel;
 }
 
 /** Exit status of QEMU when the probe program writes 0x31 to isa-debug-exit: (0x31 << 1) | 1. */
@@ -67,6 +75,7 @@ export class AccelProbe {
   private readonly platform: NodeJS.Platform;
   private readonly kvmDeviceUsable: () => Promise<boolean>;
   private readonly timeoutMs: number;
+  private readonly forced: ForcedAccel | undefined;
 
   constructor(opts: AccelProbeOptions = {}) {
     this.qemuBinary = opts.qemuBinary ?? 'qemu-system-x86_64';
@@ -74,10 +83,12 @@ export class AccelProbe {
     this.platform = opts.platform ?? process.platform;
     this.kvmDeviceUsable = opts.kvmDeviceUsable ?? (() => access('/dev/kvm', constants.R_OK | constants.W_OK).then(() => true, () => false));
     this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.forced = opts.forced;
   }
 
-  /** Probes once per process and QEMU binary; FACTORY_ACCEL=tcg|kvm|hvf forces a choice. */
+  /** Probes once per process and QEMU binary (a forced choice is not probed at all). */
   static cached(opts: AccelProbeOptions = {}): Promise<AccelChoice> {
+    if (opts.forced) return new AccelProbe(opts).probe();
     const key = opts.qemuBinary ?? 'qemu-system-x86_64';
     let found = cache.get(key);
     if (!found) {
@@ -88,9 +99,9 @@ export class AccelProbe {
   }
 
   async probe(): Promise<AccelChoice> {
-    const forced = process.env.FACTORY_ACCEL;
-    if (forced === 'tcg') return { ...TCG, reason: 'FACTORY_ACCEL=tcg' };
-    if (forced === 'kvm' || forced === 'hvf') return { accel: forced, cpu: 'host', reason: `FACTORY_ACCEL=${forced}` };
+    const forced = this.forced;
+    if (forced?.accel === 'tcg') return { ...TCG, reason: forced.reason };
+    if (forced) return { accel: forced.accel, cpu: 'host', reason: forced.reason };
 
     let accel: 'kvm' | 'hvf';
     if (this.platform === 'linux') {

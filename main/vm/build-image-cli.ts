@@ -3,13 +3,14 @@
 import { appPaths } from '../state/paths.js';
 import { ImageStore, type BaseImage } from './image-store.js';
 import { QemuDriver } from './qemu-driver.js';
+import { vmSettingsFromEnv } from './vm-settings.js';
 
 /** Also makes the booted snapshot fast starts restore (skip with --no-snapshot). */
 async function prepareSnapshot(image: BaseImage) {
   if (process.argv.includes('--no-snapshot')) return;
   const started = Date.now();
   try {
-    if (await new QemuDriver().prepareFastBoot(image)) {
+    if (await new QemuDriver(vmSettingsFromEnv(process.env, appPaths())).prepareFastBoot(image)) {
       console.log(`fast-boot snapshot ready (${((Date.now() - started) / 1000).toFixed(0)} s)`);
     }
   } catch (err) {

@@ -14,6 +14,8 @@ export interface GuestForward {
 }
 
 export interface QemuLaunchSpec {
+  /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
+  name: string;
   accel: AccelChoice;
   memoryMb: number;
   cpus: number;
@@ -66,9 +68,13 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     ...spec.guestForwards.map((f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:${e(f.command)}`),
   ].join(',');
 
+  if (!/^[A-Za-z0-9._-]{1,80}$/.test(spec.name)) throw new Error(`bad guest name ${JSON.stringify(spec.name)}`);
   const accel = spec.accel.accel === 'tcg' ? 'tcg,thread=multi' : spec.accel.accel;
 
   return [
+    // First, so a crash cleanup finds them right after the program name.
+    '-name', spec.name,
+    '-pidfile', spec.pidFile,
     '-nodefaults',
     '-no-user-config',
     '-display', 'none',
@@ -89,7 +95,6 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-serial', 'chardev:serial0',
     '-chardev', `socket,id=qmp0,path=${e(spec.qmpSocket)},server=on,wait=off`,
     '-mon', 'chardev=qmp0,mode=control',
-    '-pidfile', spec.pidFile,
     ...spec.fwCfg.flatMap((f) => {
       if (!/^[a-z0-9_.-]+$/.test(f.name)) throw new Error(`bad fw_cfg name ${JSON.stringify(f.name)}`);
       return ['-fw_cfg', `name=opt/factory/${f.name},file=${e(f.file)}`];

@@ -59,6 +59,8 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
     if (acquired > 0) reg.setInteractive(sessionId, interactive);
   }, [reg, sessionId, interactive, acquired]);
 
+  // `acquired` is a deliberate dependency: subscribe again once the registry holds this session's terminal.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
   const subscribe = useCallback((l: () => void) => reg.subscribe(sessionId, l), [reg, sessionId, acquired]);
   const snap = useSyncExternalStore(subscribe, () => reg.snapshot(sessionId) ?? EMPTY);
 

@@ -1,6 +1,6 @@
 // The transport is chosen once at start-up: the preload's window.factory under
 // Electron, else the web host's WebSocket with the token from the launch URL.
-import type { FactoryBridge } from '../../common/contract.js';
+import type { ElectronBridge } from '../../common/bridge.js';
 import { electronBridge } from './electron-bridge.js';
 import { WebSocketBridge } from './web-socket-bridge.js';
 
@@ -8,7 +8,8 @@ const TOKEN_KEY = 'factory.token';
 
 declare global {
   interface Window {
-    factory?: FactoryBridge;
+    /** Set by the Electron preload, with every member (see common/bridge.ts). */
+    factory?: ElectronBridge;
   }
 }
 
@@ -27,7 +28,7 @@ export function takeToken(win: Window = window): string | undefined {
 }
 
 export type BridgeChoice =
-  | { kind: 'electron'; bridge: FactoryBridge }
+  | { kind: 'electron'; bridge: ElectronBridge }
   | { kind: 'web'; bridge: WebSocketBridge }
   | { kind: 'no-token' };
 

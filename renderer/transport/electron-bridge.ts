@@ -1,9 +1,10 @@
 // Wraps the preload's window.factory: errors cross contextBridge as plain
 // Errors carrying only a message, so the preload puts the wire error in it and
 // this adapter rebuilds a named FactoryError (name, message, detail).
-import { FactoryError, type FactoryBridge } from '../../common/contract.js';
+import { WIRE_ERROR_PREFIX, type ElectronBridge } from '../../common/bridge.js';
+import { FactoryError } from '../../common/contract.js';
 
-export const WIRE_ERROR_PREFIX = 'factory-wire-error:';
+export { WIRE_ERROR_PREFIX };
 
 export function reviveError(err: unknown): unknown {
   const message = err instanceof Error ? err.message : typeof err === 'string' ? err : '';
@@ -21,11 +22,18 @@ export function reviveError(err: unknown): unknown {
   }
 }
 
-export function electronBridge(raw: FactoryBridge): FactoryBridge {
+/**
+ * The renderer's view of the preload's bridge. Typed as ElectronBridge (every
+ * member required), so leaving one out here, as once happened to the folder
+ * picker and the tray's "New task…", does not compile.
+ */
+export function electronBridge(raw: ElectronBridge): ElectronBridge {
   return {
     call: (method, input) => raw.call(method, input).catch((err: unknown) => Promise.reject(reviveError(err))),
     onEvent: (l) => raw.onEvent(l),
     onTerminalData: (l) => raw.onTerminalData(l),
-    ...(raw.pathForFile ? { pathForFile: (file: File) => raw.pathForFile!(file) } : {}),
+    pathForFile: (file) => raw.pathForFile(file),
+    pickRepoFolder: () => raw.pickRepoFolder().catch((err: unknown) => Promise.reject(reviveError(err))),
+    onNewTaskRequest: (l) => raw.onNewTaskRequest(l),
   };
 }

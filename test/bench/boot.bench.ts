@@ -11,7 +11,9 @@ import path from 'node:path';
 import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
 import { AccelProbe } from '../../main/vm/accel-probe.js';
 import { createOverlay } from '../../main/vm/overlay.js';
-import { freePort, probeSshBanner, QemuDriver } from '../../main/vm/qemu-driver.js';
+import { probeSshBanner } from '../../main/guest/guest-agent.js';
+import { appPaths } from '../../main/state/paths.js';
+import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -30,7 +32,8 @@ async function main() {
   const image = await testImage();
   const accel = await AccelProbe.cached();
   const root = await mkdtemp(path.join(os.tmpdir(), 'boot-bench-'));
-  const driver = new QemuDriver();
+  // Fast boot on, with the app's snapshot folder, as the app runs it.
+  const driver = new QemuDriver({ snapshotsDir: appPaths().snapshots });
   const driverMs: number[] = [];
   const snapshotMs: number[] = [];
   const rawMs: number[] = [];

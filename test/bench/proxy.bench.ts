@@ -27,6 +27,7 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
 }
 const ms = (x: number) => `${x.toFixed(2)} ms`;
+const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 
 interface Timing {
   total: number;
@@ -111,6 +112,7 @@ async function main() {
   console.log(`  proxy (unix socket keep-alive)   p50 ${ms(pct(p, 50))}  p99 ${ms(pct(p, 99))}`);
   console.log(`  proxy via guestfwd socat (new connection each)  p50 ${ms(pct(s, 50))}  p99 ${ms(pct(s, 99))}`);
   console.log(`  added by the proxy: p50 +${ms(pct(p, 50) - pct(d, 50))}, p99 +${ms(pct(p, 99) - pct(d, 99))}; with a socat connection per request: p50 +${ms(pct(s, 50) - pct(d, 50))}`);
+  console.log(`  ratio proxy/direct: p50 ${ratio(pct(p, 50), pct(d, 50))}  p99 ${ratio(pct(p, 99), pct(d, 99))}`);
 
   const dt: number[] = [];
   const pt: number[] = [];
@@ -127,6 +129,7 @@ async function main() {
   console.log(`SSE stream (first event at once, then 6 events 25 ms apart), ${SSE_ROUNDS} rounds`);
   console.log(`  time to first byte: direct p50 ${ms(pct(dt, 50))} p99 ${ms(pct(dt, 99))}; proxy p50 ${ms(pct(pt, 50))} p99 ${ms(pct(pt, 99))}`);
   console.log(`  whole stream:       direct p50 ${ms(pct(dEnd, 50))}; proxy p50 ${ms(pct(pEnd, 50))}`);
+  console.log(`  ratio proxy/direct: first byte p50 ${ratio(pct(pt, 50), pct(dt, 50))}  p99 ${ratio(pct(pt, 99), pct(dt, 99))}; whole stream p50 ${ratio(pct(pEnd, 50), pct(dEnd, 50))}`);
 
   directAgent.destroy();
   proxyAgent.destroy();

@@ -20,6 +20,7 @@ import type { CDPSession } from 'playwright-core';
 import { startWebHost } from '../../main/host/web/web-host.js';
 import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
 import { TerminalService } from '../../main/terminal/terminal-service.js';
+import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
 import { openBrowser } from '../e2e/support/browser.js';
 import { ensureRendererBuilt } from '../e2e/support/build.js';
@@ -59,7 +60,7 @@ async function main() {
   const image = await testImage();
   const work = await mkdtemp(path.join(os.tmpdir(), 'terminal-bench-'));
   const sandboxDir = path.join(work, 'sandbox');
-  const vm = await new QemuDriver().start({ sandboxDir, image, memoryMb: 1024 });
+  const vm = await new QemuDriver({ snapshotsDir: appPaths().snapshots }).start({ sandboxDir, image, memoryMb: 1024 });
   const ssh = await vm.ssh();
   const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
   const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });

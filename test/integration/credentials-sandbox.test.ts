@@ -7,6 +7,7 @@
 // or in a QMP dump of guest memory — and, as the control that proves it can
 // fail, finds a value planted on the guest's disk and in its memory.
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
@@ -80,7 +81,7 @@ describe('credentials in a real sandbox', () => {
     envScript = guestEnvScript(prepared.guestEnv);
     expect(envScript).not.toContain(ANTHROPIC_KEY);
     expect(envScript).not.toContain(GIT_TOKEN);
-    vm = await new QemuDriver().start({ sandboxDir, image, memoryMb: 1024, guestForwards: prepared.guestForwards });
+    vm = await new QemuDriver({ snapshotsDir: appPaths().snapshots }).start({ sandboxDir, image, memoryMb: 1024, guestForwards: prepared.guestForwards });
     console.log(`sandbox booted in ${vm.bootMs} ms (${vm.accel})`);
     ssh = await vm.ssh();
   });
@@ -182,6 +183,12 @@ describe('credentials in a real sandbox', () => {
     expect([...found].some((f) => f.startsWith(`memory:${ids.anthropic}:raw`))).toBe(true);
     expect(JSON.stringify(dirty)).not.toContain(GIT_TOKEN);
     expect(JSON.stringify(dirty)).not.toContain(ANTHROPIC_KEY);
-    expect(sandboxFiles(vm!.sandboxDir).overlay).toBeTruthy();
+    // Teardown: the overlay that held the planted values is gone with the sandbox.
+    const overlay = sandboxFiles(vm!.sandboxDir).overlay;
+    expect(existsSync(overlay)).toBe(true);
+    ssh?.close();
+    await vm!.destroy();
+    vm = undefined;
+    expect(existsSync(overlay)).toBe(false);
   });
 });

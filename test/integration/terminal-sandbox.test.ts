@@ -13,6 +13,7 @@ import type { FactoryEvent, TerminalDataEvent } from '../../common/contract.js';
 import type { SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
 import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
 import { TerminalService } from '../../main/terminal/terminal-service.js';
+import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
 import { tempDir } from '../support/repo.js';
@@ -29,7 +30,7 @@ const dataListeners = new Set<(e: TerminalDataEvent) => void>();
 beforeAll(async () => {
   const image = await testImage();
   work = tempDir('factory-term-it-');
-  vm = await new QemuDriver().start({ sandboxDir: path.join(work, 'sandbox'), image, memoryMb: 1024 });
+  vm = await new QemuDriver({ snapshotsDir: appPaths().snapshots }).start({ sandboxDir: path.join(work, 'sandbox'), image, memoryMb: 1024 });
   ssh = await vm.ssh();
   service = new TerminalService({
     logDir: path.join(work, 'logs'),

@@ -55,24 +55,49 @@ export function createTestCa(): TestCa {
   };
 }
 
+/** One request as the server's own HTTP parser saw it (what really arrived, whatever a proxy replied). */
+export interface ParsedRequest {
+  method: string;
+  path: string;
+  /** Which TLS connection carried it: 1 for the server's first connection, and so on. */
+  connection: number;
+  /** Names of the credential headers present (authorization, x-api-key), lower case. */
+  auth: string[];
+}
+
 export interface TestHttpsServer {
   /** https://localhost:PORT */
   url: string;
   port: number;
   server: https.Server;
+  /** Every request the server parsed, in arrival order. */
+  requestLog: ParsedRequest[];
   close(): Promise<void>;
 }
 
 /** An HTTPS server on 127.0.0.1 with a certificate for localhost / 127.0.0.1 from the CA. */
 export async function startHttpsServer(ca: TestCa, handler: http.RequestListener): Promise<TestHttpsServer> {
   const { cert, key } = ca.issue(['localhost', '127.0.0.1']);
-  const server = https.createServer({ cert, key }, handler);
+  const requestLog: ParsedRequest[] = [];
+  const connectionIds = new WeakMap<object, number>();
+  let connections = 0;
+  const server = https.createServer({ cert, key }, (req, res) => {
+    requestLog.push({
+      method: req.method ?? '',
+      path: req.url ?? '',
+      connection: connectionIds.get(req.socket) ?? 0,
+      auth: ['authorization', 'x-api-key'].filter((h) => req.headers[h] !== undefined),
+    });
+    handler(req, res);
+  });
+  server.on('secureConnection', (socket) => connectionIds.set(socket, ++connections));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     url: `https://localhost:${port}`,
     port,
     server,
+    requestLog,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

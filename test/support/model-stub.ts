@@ -36,7 +36,8 @@ export async function startModelStub(ca: TestCa, opts: ModelStubOptions): Promis
   const server = await startHttpsServer(ca, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', async () => {
+    // The handler awaits between SSE events; errors end the response (not a floating promise).
+    req.on('end', () => void (async () => {
       const body = Buffer.concat(chunks).toString('utf8');
       const url = req.url ?? '/';
       requests.push({ method: req.method ?? '', path: url, headers: req.headers, body });
@@ -96,7 +97,7 @@ export async function startModelStub(ca: TestCa, opts: ModelStubOptions): Promis
         });
       }
       json(404, { type: 'error', error: { type: 'not_found_error', message: `no route ${pathOnly}` } });
-    });
+    })().catch(() => res.destroy()));
   });
   return Object.assign(server, { requests });
 }

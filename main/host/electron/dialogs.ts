@@ -1,10 +1,9 @@
 // Native dialogs the renderer may ask for; the answer is only a path string.
-import { dialog, ipcMain, type BrowserWindow } from 'electron';
+import { BRIDGE_CHANNELS } from '../../../common/bridge.js';
+import type { ElectronParts, WindowLike } from './electron-parts.js';
 import { senderAllowed } from './ipc.js';
 
-export const PICK_REPO_CHANNEL = 'factory:pick-repo-folder';
-
-export async function pickRepoFolder(win: BrowserWindow): Promise<string | undefined> {
+export async function pickRepoFolder(dialog: ElectronParts['dialog'], win: WindowLike): Promise<string | undefined> {
   const result = await dialog.showOpenDialog(win, {
     title: 'Choose a git repository',
     buttonLabel: 'Use this repository',
@@ -13,10 +12,10 @@ export async function pickRepoFolder(win: BrowserWindow): Promise<string | undef
   return result.canceled ? undefined : result.filePaths[0];
 }
 
-export function registerDialogs(win: BrowserWindow, pageFile: string): () => void {
-  ipcMain.handle(PICK_REPO_CHANNEL, async (event) => {
+export function registerDialogs(electron: Pick<ElectronParts, 'ipcMain' | 'dialog'>, win: WindowLike, pageFile: string): () => void {
+  electron.ipcMain.handle(BRIDGE_CHANNELS.pickRepoFolder, async (event) => {
     if (!senderAllowed(event, win, pageFile)) return null;
-    return (await pickRepoFolder(win)) ?? null;
+    return (await pickRepoFolder(electron.dialog, win)) ?? null;
   });
-  return () => ipcMain.removeHandler(PICK_REPO_CHANNEL);
+  return () => electron.ipcMain.removeHandler(BRIDGE_CHANNELS.pickRepoFolder);
 }

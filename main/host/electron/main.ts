@@ -1,21 +1,22 @@
 // Electron entry: one hardened window over the same app the web host serves.
 // Thin on purpose: everything else lives in the services behind createFactoryApp.
-import { app, BrowserWindow, type Tray } from 'electron';
+import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Tray } from 'electron';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
-import { registerDialogs } from './dialogs.js';
-import { registerIpc } from './ipc.js';
+import { connectBridge } from './bridge.js';
+import type { ElectronParts } from './electron-parts.js';
 import { hardenSession } from './security.js';
-import { createTray } from './tray.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url)); // dist/main/host/electron
 const distRoot = path.resolve(here, '../../..');
 export const PAGE_FILE = path.join(distRoot, 'renderer/index.html');
 const PRELOAD_FILE = path.join(distRoot, 'preload/preload/preload.js');
 
+// The parts the bridge wiring uses; the compiler checks Electron's fit ElectronParts.
+const electronParts: ElectronParts = { ipcMain, dialog, Menu, Tray, nativeImage };
+
 let factory: FactoryApp | undefined;
-let tray: Tray | undefined;
 const cleanups: Array<() => void> = [];
 let quitting = false;
 
@@ -48,7 +49,6 @@ async function quit(): Promise<void> {
   if (quitting) return;
   quitting = true;
   for (const c of cleanups.splice(0)) c();
-  tray?.destroy();
   // Every sandbox is torn down before the process ends: nothing left running.
   await factory?.dispose().catch((err: unknown) => console.error('dispose failed:', err));
   app.exit(0);
@@ -60,11 +60,10 @@ async function main(): Promise<void> {
     return;
   }
   await app.whenReady();
-  hardenSession();
+  hardenSession(PAGE_FILE);
   factory = await createFactoryApp({ host: 'electron' });
   const win = createWindow();
-  cleanups.push(registerIpc(factory, win, PAGE_FILE), registerDialogs(win, PAGE_FILE));
-  tray = createTray(win, () => void quit());
+  cleanups.push(connectBridge(electronParts, factory, win, PAGE_FILE, () => void quit()));
   // Build the base image now rather than on the first task; the UI shows its progress.
   void factory.api['system.status']({}).then((s) => {
     if (s.image.state !== 'ready') return factory?.api['image.ensure']({});

@@ -1,5 +1,6 @@
 // Hardening shared by every window and web contents of the app (DESIGN.md, trust model).
-import { app, session, type WebContents } from 'electron';
+import { app, session } from 'electron';
+import { hardenContents } from './navigation-guard.js';
 
 /** The CSP of the renderer; also in index.html as a meta tag, since file:// responses carry no headers. */
 export const ELECTRON_CSP = [
@@ -15,23 +16,19 @@ export const ELECTRON_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-export function hardenSession(): void {
+/** Hardens the default session and every web contents created from now on; pageFile is the app's one page. */
+export function hardenSession(pageFile: string): void {
   const ses = session.defaultSession;
   ses.webRequest.onHeadersReceived((details, callback) => {
     callback({
       responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [ELECTRON_CSP] },
     });
   });
-  // No camera, microphone, notifications, geolocation, ... for anything.
+  // No camera, microphone, notifications, geolocation, USB/HID/serial devices, ... for anything.
   ses.setPermissionRequestHandler((_wc, _permission, callback) => callback(false));
   ses.setPermissionCheckHandler(() => false);
-  app.on('web-contents-created', (_event, contents) => hardenContents(contents));
-}
-
-function hardenContents(contents: WebContents): void {
-  // The app is one page: no navigation (a dropped file would otherwise open), no new windows, no webviews.
-  contents.on('will-navigate', (event) => event.preventDefault());
-  contents.on('will-redirect', (event) => event.preventDefault());
-  contents.on('will-attach-webview', (event) => event.preventDefault());
-  contents.setWindowOpenHandler(() => ({ action: 'deny' }));
+  ses.setDevicePermissionHandler(() => false);
+  // The app is one page: no navigation away from it in any frame (a dropped file
+  // would otherwise open), no new windows, no webviews.
+  app.on('web-contents-created', (_event, contents) => hardenContents(contents, pageFile));
 }

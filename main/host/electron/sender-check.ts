@@ -9,7 +9,8 @@ export function isOwnPage(url: string | undefined, pageFile: string): boolean {
   try {
     const u = new URL(url);
     if (u.protocol !== 'file:' || (u.host !== '' && u.host !== 'localhost')) return false;
-    return path.resolve(fileURLToPath(u)) === path.resolve(pageFile);
+    // Compared as given, not normalised: `index.html/` or `renderer//index.html` is not our page.
+    return fileURLToPath(u) === path.resolve(pageFile);
   } catch {
     return false;
   }

@@ -1,6 +1,8 @@
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { checkRefCommand, parseReceivePackCommands } from '../../../main/credentials/git-policy.js';
-import { forbiddenReason } from '../../../main/credentials/net-guard.js';
+import { spawnSync } from 'node:child_process';
+import { checkRefCommand, parseReceivePackCommands, refFormatProblem } from '../../../main/credentials/git-policy.js';
+import { embeddedIpv4, forbiddenReason, ipv6Words } from '../../../main/credentials/net-guard.js';
 import { proxyGuestForward, guestEnvScript } from '../../../main/credentials/routes.js';
 
 const Z = '0'.repeat(40);
@@ -8,11 +10,60 @@ const A = 'a'.repeat(40);
 const pkt = (s: string) => (s.length + 4).toString(16).padStart(4, '0') + s;
 
 describe('address guard', () => {
-  it.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '64:ff9b::10.0.0.1', '224.0.0.1'])(
+  it.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fe80::1%eth0', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '64:ff9b::10.0.0.1', '224.0.0.1', '2001:db8::1', '3fff::1'])(
     'refuses %s',
     (ip) => expect(forbiddenReason(ip)).toBeTruthy(),
   );
   it.each(['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '::ffff:1.1.1.1'])('allows %s', (ip) => expect(forbiddenReason(ip)).toBeUndefined());
+
+  // Every standard way an IPv6 address carries an IPv4 one, each with a refused
+  // IPv4 address inside (refused, naming the form) and a public one (allowed).
+  it.each([
+    ['::7f00:1', '127.0.0.1', 'IPv4-compatible'],
+    ['::127.0.0.1', '127.0.0.1', 'IPv4-compatible'],
+    ['::a9fe:a9fe', '169.254.169.254', 'IPv4-compatible'],
+    ['0:0:0:0:0:ffff:a00:1', '10.0.0.1', 'IPv4-mapped'],
+    ['::FFFF:7F00:1', '127.0.0.1', 'IPv4-mapped'],
+    ['::ffff:0:7f00:1', '127.0.0.1', 'IPv4-translated'],
+    ['::ffff:0:192.168.1.1', '192.168.1.1', 'IPv4-translated'],
+    ['2002:7f00:1::1', '127.0.0.1', '6to4'],
+    ['2002:a9fe:a9fe::', '169.254.169.254', '6to4'],
+    ['2002:c0a8:101:1::5', '192.168.1.1', '6to4'],
+    ['64:ff9b::7f00:1', '127.0.0.1', 'NAT64 64:ff9b::/96'],
+    ['64:ff9b::169.254.169.254', '169.254.169.254', 'NAT64 64:ff9b::/96'],
+    // Teredo: client 127.0.0.1 / 10.0.0.1 stored inverted; server 65.54.227.120 public.
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', '127.0.0.1', 'Teredo 2001::/32 (client)'],
+    ['2001:0:4136:e378::f5ff:fffe', '10.0.0.1', 'Teredo 2001::/32 (client)'],
+    // Teredo with a private server and a public client (1.1.1.1 inverted).
+    ['2001:0:a00:1::fefe:fefe', '10.0.0.1', 'Teredo 2001::/32 (server)'],
+  ])('refuses %s: it embeds %s (%s)', (ip, ipv4, form) => {
+    expect(forbiddenReason(ip)).toMatch(new RegExp(`embeds ${ipv4.replace(/\./g, '\\.')} \\(${form.replace(/[()/]/g, '\\$&')}[^)]*\\): ${ipv4.replace(/\./g, '\\.')} is a loopback`));
+    expect(embeddedIpv4(ip)).toContainEqual({ form: expect.stringContaining(form), ipv4 });
+  });
+  it.each(['64:ff9b:1::7f00:1', '64:ff9b:1:7f00:1::', '64:ff9b:1:101:101::'])('refuses %s: local-use NAT64 embeds any address wherever its prefix length puts it', (ip) => {
+    expect(forbiddenReason(ip)).toMatch(/local-use NAT64/);
+  });
+  it.each(['::1.1.1.1', '::ffff:0:101:101', '2002:101:101::1', '64:ff9b::1.1.1.1', '2001:0:4136:e378:8000:63bf:fefe:fefe'])('allows %s: it embeds only a public address', (ip) => {
+    expect(forbiddenReason(ip)).toBeUndefined();
+  });
+
+  it('reads IPv6 text exactly as Node does (checked against net.BlockList on random addresses)', () => {
+    let seed = 7;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let i = 0; i < 500; i++) {
+      // Runs of zero words, so the compressed forms vary.
+      const words = Array.from({ length: 8 }, () => (rnd() < 0.4 ? 0 : Math.floor(rnd() * 0x10000)));
+      const full = words.map((w) => w.toString(16)).join(':');
+      const compressed = new URL(`http://[${full}]/`).hostname.slice(1, -1);
+      const withQuad = `${words.slice(0, 6).map((w) => w.toString(16)).join(':')}:${words[6]! >> 8}.${words[6]! & 255}.${words[7]! >> 8}.${words[7]! & 255}`;
+      for (const text of [full, compressed, withQuad]) {
+        expect(ipv6Words(text), text).toEqual(words);
+        const one = new net.BlockList();
+        one.addAddress(ipv6Words(text).map((w) => w.toString(16)).join(':'), 'ipv6');
+        expect(one.check(text, 'ipv6'), text).toBe(true);
+      }
+    }
+  });
 });
 
 describe('receive-pack command parsing and push policy', () => {
@@ -40,7 +91,49 @@ describe('receive-pack command parsing and push policy', () => {
     expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/main' }, 't1')).toMatch(/only new branches/);
     expect(checkRefCommand({ oldId: A, newId: Z, ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/deleting/);
     expect(checkRefCommand({ oldId: A, newId: 'b'.repeat(40), ref: 'refs/heads/factory/t1/x' }, 't1')).toMatch(/no updates/);
-    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/../../main' }, 't1')).toMatch(/not a valid branch/);
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: 'refs/heads/factory/t1/../../main' }, 't1')).toMatch(/not a valid ref name \(.*"\.\."/);
+  });
+});
+
+/** git's own verdict, with the name as an argument (never through a shell). */
+const gitAccepts = (name: string) => {
+  const r = spawnSync('git', ['check-ref-format', name], { encoding: 'utf8' });
+  if (r.status !== 0 && r.status !== 1) throw new Error(`git check-ref-format ${JSON.stringify(name)}: ${r.stderr}`);
+  return r.status === 0;
+};
+/** The proxy sees the ref as bytes decoded one char per byte. */
+const asWire = (name: string) => Buffer.from(name, 'utf8').toString('latin1');
+
+describe('ref names: git check-ref-format rules', () => {
+  const T = 'refs/heads/factory/t1/';
+  const names = [
+    'x', 'a//b', '.hidden', 'x.', 'x.lock', 'x.lock/y', 'a..b', '..', '.', 'a/.b', 'a./b', 'a@{b', 'a@b', '@', '@{', 'a@/{b', '{}',
+    'x/', 'a b', 'a\tb', 'a~1', 'a^', 'a:b', 'a?b', 'a*b', 'a[b', 'a]b', 'a\\b', 'x\x7f', 'x\x01', 'x\x1b[31m', 'é', 'a\u00a0b', 'x.LOCK',
+    '.lock', 'lock', 'a.lockx', '-dash', 'a.b.c', 'a,b', 'a"b', "a'b", 'a#b', 'a%2fb', 'a+b', 'a=b', 'a!b', 'a$b', 'a&b', 'a;b', 'a<b>', 'a|b', 'a`b',
+  ];
+  const table = [...names.map((n) => T + n), '@', 'refs', '/refs/heads/x', 'refs/heads/x/', 'refs//heads', 'refs/heads/x.'];
+  it.each(table)('%j: the proxy agrees with git', (name) => {
+    const git = gitAccepts(name);
+    const problem = refFormatProblem(asWire(name));
+    expect(problem === undefined, `git says ${git ? 'valid' : 'invalid'}, the proxy says ${problem ?? 'valid'}`).toBe(git);
+  });
+  it('agrees with git on 250 generated names built from the characters the rules are about', () => {
+    const alphabet = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', '-', 'é', '.', '.', '/', '/', '@', '{', '.lock', ' ', '~', '*', '\x01', '\\'];
+    let seed = 11;
+    const rnd = (n: number) => Math.floor((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 * n);
+    let invalid = 0;
+    for (let i = 0; i < 250; i++) {
+      const name = (rnd(4) ? 'refs/heads/' : 'x') + Array.from({ length: 1 + rnd(6) }, () => alphabet[rnd(alphabet.length)]).join('');
+      const git = gitAccepts(name);
+      if (!git) invalid++;
+      expect(refFormatProblem(asWire(name)) === undefined, JSON.stringify(name)).toBe(git);
+    }
+    // Both verdicts were exercised.
+    expect(invalid).toBeGreaterThan(40);
+    expect(invalid).toBeLessThan(250 - 40);
+  });
+  it.each(['a//b', '.hidden', 'x.', 'x.lock', 'x\x01', 'a..b', 'a@{b', 'x/'])('refuses a push creating %j under the task prefix, naming the rule', (n) => {
+    expect(checkRefCommand({ oldId: Z, newId: A, ref: asWire(T + n) }, 't1')).toMatch(/refused: not a valid ref name \(.+\)/);
   });
 });
 

@@ -17,6 +17,7 @@ import { emulateGuestfwd, type GuestfwdEmulator } from '../../support/guestfwd.j
 import { git, gitAsync, startGitServer, type GitServer } from '../../support/git-server.js';
 import { createTestCa, type TestCa } from '../../support/https.js';
 import { startModelStub, type ModelStub } from '../../support/model-stub.js';
+import { receivePackBody } from './proxy-harness.js';
 
 const execFileP = promisify(execFile);
 const REAL_ANTHROPIC = 'sk-ant-real-key-0123456789abcdef';
@@ -33,7 +34,7 @@ interface Reply {
   endAt?: number;
 }
 
-function request(socketPath: string, opts: { method?: string; path: string; headers?: Record<string, string>; body?: string }): Promise<Reply> {
+function request(socketPath: string, opts: { method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer }): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const req = http.request({ socketPath, method: opts.method ?? 'GET', path: opts.path, headers: { host: '10.0.2.100', ...opts.headers } }, (res) => {
@@ -159,10 +160,14 @@ describe('CredentialProxy', () => {
     writeFileSync(file, big);
     const { stdout } = await execFileP('curl', ['-sS', '-H', 'Transfer-Encoding: chunked', '-H', `x-api-key: ${env.ANTHROPIC_API_KEY}`, '-H', 'content-type: application/json', '--data-binary', `@${file}`, `${fwd.url}/anthropic/v1/messages`]);
     expect(JSON.parse(stdout).type).toBe('message');
+    expect(stub.requests.length).toBe(before + 1);
     const up = stub.requests[before]!;
     expect(up.body.length).toBe(big.length);
     expect(up.body === big).toBe(true);
     expect(up.headers.expect).toBeUndefined();
+    // The proxy wrote the chunked framing itself; no length the guest chose went along.
+    expect(up.headers['transfer-encoding']).toBe('chunked');
+    expect(up.headers['content-length']).toBeUndefined();
   });
 
   it('sends the OpenAI key as a Bearer header and drops a client-supplied Authorization', async () => {
@@ -174,7 +179,7 @@ describe('CredentialProxy', () => {
       body: '{"model":"gpt-stub","messages":[]}',
     });
     expect(reply.status).toBe(200);
-    expect(stub.requests[before]!.headers.authorization).toBe(`Bearer ${REAL_OPENAI}`);
+    expect(stub.requests.slice(before).map((r) => [r.path, r.headers.authorization])).toEqual([['/v1/chat/completions', `Bearer ${REAL_OPENAI}`]]);
   });
 
   it('streams SSE through without buffering: the first event arrives well before the stream ends', async () => {
@@ -194,6 +199,7 @@ describe('CredentialProxy', () => {
   });
 
   it('refuses an unmatched path with a 403 naming the missing rule', async () => {
+    const before = stub.requestLog.length;
     const reply = await request(proxy.socketPath, { path: '/example.com/v1/x', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! } });
     expect(reply.status).toBe(403);
     expect(reply.body).toMatch(/no rule matches this path/);
@@ -206,10 +212,12 @@ describe('CredentialProxy', () => {
     expect(method.body).toMatch(/does not allow method DELETE/);
     const absolute = await request(proxy.socketPath, { path: 'http://evil.example/', headers: {} });
     expect(absolute.status).toBe(403);
+    expect(absolute.body).toMatch(/send requests to http:\/\/10\.0\.2\.100\/<route>/);
+    expect(stub.requestLog.length).toBe(before);
   });
 
   it('refuses a wrong placeholder (403) and a missing one (401), and never forwards them', async () => {
-    const before = stub.requests.length;
+    const before = stub.requestLog.length;
     const wrong = await request(proxy.socketPath, { method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.OPENAI_API_KEY! }, body: '{}' });
     expect(wrong.status).toBe(403);
     expect(wrong.body).toMatch(/not this sandbox's placeholder/);
@@ -217,12 +225,24 @@ describe('CredentialProxy', () => {
     expect(real.status).toBe(403);
     const none = await request(proxy.socketPath, { method: 'POST', path: '/anthropic/v1/messages', body: '{}' });
     expect(none.status).toBe(401);
-    expect(stub.requests.length).toBe(before);
+    expect(none.body).toMatch(/needs this sandbox's placeholder key/);
+    expect(stub.requestLog.length).toBe(before);
   });
 
   it('refuses destinations that resolve to loopback, private or metadata addresses', async () => {
     const strictDir = mkdtempSync(path.join(os.tmpdir(), 'fiab-strict-'));
-    const targets = [stub.url /* localhost → 127.0.0.1 */, 'https://169.254.169.254', 'https://10.0.0.1', 'https://[::1]:443', 'https://[::ffff:127.0.0.1]'];
+    const targets = [
+      stub.url /* localhost → 127.0.0.1 */,
+      'https://169.254.169.254',
+      'https://10.0.0.1',
+      'https://[::1]:443',
+      'https://[::ffff:127.0.0.1]',
+      // 127.0.0.1 inside IPv6: IPv4-compatible, IPv4-translated, 6to4, Teredo (client bits inverted).
+      `https://[::7f00:1]:${stub.port}`,
+      `https://[::ffff:0:7f00:1]:${stub.port}`,
+      `https://[2002:7f00:1::1]:${stub.port}`,
+      `https://[2001:0:4136:e378:8000:63bf:80ff:fffe]:${stub.port}`,
+    ];
     const strictRoutes: ProxyRoute[] = targets.map((u, i) => ({
       ...routes.find((r) => r.name === 'anthropic')!,
       name: `t${i}`,
@@ -240,13 +260,13 @@ describe('CredentialProxy', () => {
     });
     await strict.listen();
     try {
-      const before = stub.requests.length;
+      const before = stub.requestLog.length;
       for (let i = 0; i < targets.length; i++) {
         const reply = await request(strict.socketPath, { method: 'POST', path: `/t${i}/v1/messages`, headers: { 'x-api-key': env.ANTHROPIC_API_KEY! }, body: '{}' });
         expect(reply.status, targets[i]).toBe(403);
         expect(reply.body).toMatch(/destination .* refused: .*(loopback|private|link-local)/);
       }
-      expect(stub.requests.length).toBe(before);
+      expect(stub.requestLog.length).toBe(before);
       // An allow-listed CONNECT target is still refused when it resolves to loopback.
       const connect = await new Promise<{ status: number; body: string }>((resolve, reject) => {
         const req = http.request({ socketPath: strict.socketPath, method: 'CONNECT', path: `localhost:${stub.port}` });
@@ -292,17 +312,26 @@ describe('CredentialProxy', () => {
     });
     expect(refused).toBe(403);
     // curl through the guestfwd command with HTTPS_PROXY: TLS end to end with the stub.
-    const { stdout } = await execFileP('curl', ['-sS', '--cacert', ca.certPath, '-x', fwd.url, '-H', `x-api-key: ${REAL_ANTHROPIC}`, `${stub.url}/v1/models`]);
+    const before = stub.requests.length;
+    const { stdout } = await execFileP('curl', ['-sS', '--cacert', ca.certPath, '-x', fwd.url, '-H', `x-api-key: ${REAL_ANTHROPIC}`, '-H', 'x-probe: tunnel', `${stub.url}/v1/models`]);
     expect(JSON.parse(stdout).data[0].id).toBe('claude-stub');
+    // The stub saw curl's own request, headers exactly as curl sent them: nothing added or stripped.
+    const seen = stub.requests.slice(before);
+    expect(seen.map((r) => [r.method, r.path, r.headers['x-probe'], r.headers['x-api-key']])).toEqual([['GET', '/v1/models', 'tunnel', REAL_ANTHROPIC]]);
+    expect(Object.keys(seen[0]!.headers).sort()).toEqual(['accept', 'host', 'user-agent', 'x-api-key', 'x-probe']);
   });
 
   it('git: clone through the proxy works with the token added by the proxy', async () => {
     const work = mkdtempSync(path.join(os.tmpdir(), 'fiab-clone-'));
     try {
       const url = env.FACTORY_GIT_URL!.replace('10.0.2.100', `127.0.0.1:${fwd.port}`);
+      const before = gitServer.authSeen.length;
       await gitAsync(['clone', '-q', url, 'repo'], work);
       expect(git(['log', '--format=%s'], path.join(work, 'repo')).trim()).toBe('fixture');
-      expect(gitServer.authSeen).toContain(`Basic ${Buffer.from(`x-access-token:${REAL_GIT_TOKEN}`).toString('base64')}`);
+      // Every request of the clone carried the real token, and only the proxy could have added it.
+      const seen = gitServer.authSeen.slice(before);
+      expect(seen.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(seen)).toEqual(new Set([`Basic ${Buffer.from(`x-access-token:${REAL_GIT_TOKEN}`).toString('base64')}`]));
       // Nothing in the clone's config knows the real token.
       expect(git(['config', '--get', 'remote.origin.url'], path.join(work, 'repo'))).not.toContain(REAL_GIT_TOKEN);
     } finally {
@@ -336,50 +365,72 @@ describe('CredentialProxy', () => {
     }
   });
 
-  it('records every request in the audit log, per sandbox, with rule, status and bytes', async () => {
-    const entries = await audit.list('sb1');
-    expect(entries.length).toBeGreaterThan(10);
-    const ok = entries.find((e) => e.rule === 'anthropic' && e.status === 200 && e.method === 'POST');
-    expect(ok).toBeDefined();
-    expect(ok!.bytesIn).toBeGreaterThan(0);
-    expect(ok!.bytesOut).toBeGreaterThan(0);
-    expect(ok!.host).toBe(new URL(stub.url).host);
-    expect(entries.some((e) => e.rule === 'refused: no rule' && e.status === 403)).toBe(true);
-    expect(entries.some((e) => e.rule.startsWith('refused: git (push)') && e.note?.includes('refs/heads/main'))).toBe(true);
-    expect(entries.some((e) => e.method === 'CONNECT' && e.rule === 'connect-allow')).toBe(true);
-    expect(JSON.stringify(entries)).not.toContain(REAL_ANTHROPIC);
-    expect(await audit.list('other-sandbox')).toEqual([]);
-  });
-});
-
-describe('CredentialProxy with push disabled', () => {
-  it('refuses git-receive-pack altogether', async () => {
-    const ca = createTestCa();
-    const gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
-    gitServer.createRepo('p');
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-nopush-'));
-    const secrets = new MemorySecretStore();
-    await secrets.put('gh', REAL_GIT_TOKEN);
-    const now = new Date().toISOString();
-    const plan = planSandboxRoutes([{ id: 'gh', kind: 'git', label: 'Git', target: { upstream: gitServer.url }, createdAt: now, updatedAt: now }], {
-      taskId: TASK,
-      git: { repoUrl: gitServer.repoUrl('p'), credentialId: 'gh' },
+  it('records every request in the audit log, per sandbox, with rule, status and bytes (its own requests only)', async () => {
+    // A proxy and an audit log of its own, so the entries are exactly this test's requests.
+    const ownDir = mkdtempSync(path.join(os.tmpdir(), 'fiab-audit-'));
+    const ownAudit = new AuditLog(path.join(ownDir, 'audit'));
+    const own = new CredentialProxy({
+      sandboxId: 'sb-audit',
+      socketPath: path.join(ownDir, 'p.sock'),
+      routes,
+      secrets,
+      audit: ownAudit,
+      upstreamCa: ca.cert,
+      allowAddress: allowLoopback,
+      connectAllow: [`localhost:${stub.port}`],
     });
-    const proxy = new CredentialProxy({ sandboxId: 'sb2', socketPath: path.join(dir, 'p.sock'), routes: plan.routes, secrets, upstreamCa: ca.cert, allowAddress: allowLoopback });
-    await proxy.listen();
-    const fwd = await emulateGuestfwd(proxyGuestForward(proxy.socketPath).command);
+    await own.listen();
     try {
-      const url = plan.gitRemoteUrl!.replace('10.0.2.100', `127.0.0.1:${fwd.port}`);
-      await gitAsync(['clone', '-q', url, 'repo'], dir);
-      const repo = path.join(dir, 'repo');
-      git(['commit', '-q', '--allow-empty', '-m', 'x'], repo);
-      await expect(gitAsync(['push', 'origin', `HEAD:refs/heads/factory/${TASK}/a`], repo)).rejects.toThrow(/403|push is disabled/);
+      const body = '{"model":"claude-stub","max_tokens":1,"messages":[]}';
+      const ok = await request(own.socketPath, { method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.ANTHROPIC_API_KEY!, 'content-type': 'application/json' }, body });
+      expect(ok.status).toBe(200);
+      expect((await request(own.socketPath, { path: '/nowhere' })).status).toBe(403);
+      expect((await request(own.socketPath, { path: '/anthropic/v1/models', headers: { 'x-api-key': env.ANTHROPIC_API_KEY!, 'transfer-encoding': 'chunked' }, body: 'x' })).status).toBe(400);
+      const gitRoute = routes.find((r) => r.git)!;
+      const push = await request(own.socketPath, {
+        method: 'POST',
+        path: `${gitRoute.mount}/git-receive-pack`,
+        headers: { authorization: `Basic ${Buffer.from(`factory:${gitRoute.placeholder}`).toString('base64')}`, 'content-type': 'application/x-git-receive-pack-request' },
+        body: receivePackBody(path.join(gitServer.root, 'project.git'), 'refs/heads/main').body,
+      });
+      expect(push.body).toMatch(/ng refs\/heads\/main push to refs\/heads\/main refused/);
+      await new Promise<void>((resolve, reject) => {
+        const req = http.request({ socketPath: own.socketPath, method: 'CONNECT', path: `localhost:${stub.port}` });
+        req.on('connect', (res, socket) => {
+          expect(res.statusCode).toBe(200);
+          socket.destroy();
+          resolve();
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      // Entries are written as each exchange closes: wait for all five.
+      let entries = await ownAudit.list('sb-audit');
+      for (let i = 0; i < 100 && entries.length < 5; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        entries = await ownAudit.list('sb-audit');
+      }
+      expect(entries.map((e) => [e.method, e.rule, e.status]).sort()).toEqual(
+        [
+          ['POST', 'anthropic', 200],
+          ['GET', 'refused: no rule', 403],
+          ['GET', 'refused: framing', 400],
+          ['POST', 'refused: git (push)', 200],
+          ['CONNECT', 'connect-allow', 200],
+        ].sort(),
+      );
+      const allowed = entries.find((e) => e.rule === 'anthropic')!;
+      expect(allowed.bytesIn).toBe(body.length);
+      expect(allowed.bytesOut).toBe(Buffer.byteLength(ok.body));
+      expect(allowed.host).toBe(new URL(stub.url).host);
+      expect(allowed.path).toBe('/v1/messages');
+      expect(entries.find((e) => e.rule === 'refused: git (push)')!.note).toBe('refs/heads/main');
+      expect(entries.find((e) => e.rule === 'refused: framing')!.note).toMatch(/a GET request may not carry a body/);
+      expect(JSON.stringify(entries)).not.toContain(REAL_ANTHROPIC);
+      expect(await ownAudit.list('sb1')).toEqual([]);
     } finally {
-      await fwd.close();
-      await proxy.close();
-      await gitServer.dispose();
-      ca.dispose();
-      rmSync(dir, { recursive: true, force: true });
+      await own.close();
+      rmSync(ownDir, { recursive: true, force: true });
     }
   });
 });

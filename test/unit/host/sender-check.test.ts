@@ -19,6 +19,9 @@ describe('Electron IPC sender check', () => {
       'file://evil-host/opt/factory/resources/app/dist/renderer/index.html',
       'file:///opt/factory/resources/app/dist/renderer/../renderer2/index.html',
       'devtools://devtools/bundled/index.html',
+      // Same file after normalising, but not a URL our page loads from.
+      'file:///opt/factory/resources/app/dist/renderer/index.html/',
+      'file:///opt/factory/resources/app/dist//renderer/index.html',
     ]) {
       expect(isOwnPage(url, page), String(url)).toBe(false);
     }

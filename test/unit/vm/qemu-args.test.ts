@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { buildQemuArgs, escapeOptionValue, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
 import { overlayArgs } from '../../../main/vm/overlay.js';
+import { qemuGuestName, qemuIdentityArgs, sandboxFiles } from '../../../main/vm/sandbox-files.js';
 
 const base: QemuLaunchSpec = {
+  name: 'factory-sb',
   accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
   memoryMb: 2048,
   cpus: 2,
@@ -77,6 +79,21 @@ describe('QEMU command line', () => {
     expect(option(args, '-mon')).toEqual(['chardev=qmp0,mode=control']);
     expect(option(args, '-pidfile')).toEqual(['/sb/qemu.pid']);
     expect(option(args, '-fw_cfg')).toEqual(['name=opt/factory/authorized_keys,file=/sb/keys/authorized_keys']);
+  });
+
+  it('starts with the sandbox folder\'s identity, so a crash cleanup can recognise its QEMU', () => {
+    const dir = '/data/sandboxes/task 1,x';
+    const args = buildQemuArgs({ ...base, name: qemuGuestName(dir), pidFile: sandboxFiles(dir).pidFile });
+    expect(args.slice(0, 4)).toEqual(qemuIdentityArgs(dir));
+    expect(args.slice(0, 4)).toEqual(['-name', 'factory-task_1_x', '-pidfile', '/data/sandboxes/task 1,x/qemu.pid']);
+    expect(option(args, '-name')).toHaveLength(1);
+    expect(option(args, '-pidfile')).toHaveLength(1);
+  });
+
+  it('refuses a guest name that would add QEMU options', () => {
+    expect(() => buildQemuArgs({ ...base, name: 'x,process=evil' })).toThrow(/bad guest name/);
+    expect(() => buildQemuArgs({ ...base, name: '' })).toThrow(/bad guest name/);
+    expect(qemuGuestName('/sb/a,debug-threads=on')).toBe('factory-a_debug-threads_on');
   });
 
   it('escapes commas in paths so they cannot add options', () => {

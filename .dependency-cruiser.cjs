@@ -1,0 +1,94 @@
+// The layering rules of the code base (docs/DESIGN.md, "Layering"), checked by
+// `npm test` (scripts/check-layers.mjs). A rule broken here fails the run with
+// the importing file, the imported one and the rule's reason.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'renderer-no-node',
+      comment: 'The renderer runs in a sandboxed page: no Node built-ins, no Electron, no host-only packages.',
+      severity: 'error',
+      from: { path: '^renderer/' },
+      to: {
+        dependencyTypes: ['core'],
+      },
+    },
+    {
+      name: 'renderer-no-host-packages',
+      comment: 'The renderer reaches the host only through the typed bridge.',
+      severity: 'error',
+      from: { path: '^renderer/' },
+      to: { path: '(^|/)node_modules/(electron|ssh2|node-pty|ws|@napi-rs|conf|env-paths)/' },
+    },
+    {
+      name: 'renderer-no-main',
+      comment: 'The renderer imports common/ and itself, never the host or the preload.',
+      severity: 'error',
+      from: { path: '^renderer/' },
+      to: { path: '^(main|preload)/' },
+    },
+    {
+      name: 'common-imports-nothing-of-ours',
+      comment: 'common/ is the contract every process shares: it imports nothing of ours outside common/, and no Node.',
+      severity: 'error',
+      from: { path: '^common/' },
+      to: { path: '^(main|renderer|preload|test|scripts)/' },
+    },
+    {
+      name: 'common-no-node',
+      comment: 'common/ runs in every process, the renderer included.',
+      severity: 'error',
+      from: { path: '^common/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'main-no-cycles',
+      comment: 'Capabilities in main/ depend on each other in one direction.',
+      severity: 'error',
+      from: { path: '^main/' },
+      to: { circular: true },
+    },
+    {
+      name: 'only-host-knows-electron',
+      comment: 'Electron code stays thin in main/host/electron/ and preload/.',
+      severity: 'error',
+      from: { path: '^(main|common|renderer)/', pathNot: '^main/host/electron/' },
+      to: { path: '(^|/)node_modules/electron/' },
+    },
+    {
+      name: 'only-app-wires-services',
+      comment: 'app.ts is the composition root: no capability imports it; the hosts reach services only through it.',
+      severity: 'error',
+      from: { path: '^main/', pathNot: '^main/(host/|app\\.ts$)' },
+      to: { path: '^main/app\\.ts$' },
+    },
+    {
+      name: 'hosts-use-the-app-only',
+      comment: 'The Electron and web hosts serve the app built by app.ts; they construct no service themselves.',
+      severity: 'error',
+      from: { path: '^main/host/' },
+      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$)' },
+    },
+    {
+      name: 'pullback-not-pipeline',
+      comment: 'Pull-back and the pipeline share main/git and main/guest, not each other.',
+      severity: 'error',
+      from: { path: '^main/pullback/' },
+      to: { path: '^main/pipeline/' },
+    },
+    {
+      name: 'pipeline-not-pullback',
+      comment: 'Pull-back and the pipeline share main/git and main/guest, not each other.',
+      severity: 'error',
+      from: { path: '^main/pipeline/' },
+      to: { path: '^main/pullback/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(dist|test-results)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.test.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },
+  },
+};

@@ -1,0 +1,182 @@
+// The host's side of a sandbox guest before any task uses it: waiting until
+// SSH answers with the pinned host key, and re-keying a guest restored from a
+// shared snapshot (its own keys, the current time, fresh entropy). The guest
+// files this touches are named once, here; they are the files the image's
+// PID 1 (vm-images/*/guest/factory-init) fills from fw_cfg on a cold boot.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import type { SandboxKeys } from '../ssh/sandbox-keys.js';
+import { HostKeyMismatchError, SandboxSsh } from '../ssh/sandbox-ssh.js';
+
+/** Guest files of the SSH trust. Plain absolute paths: the re-key script uses them unquoted. */
+export const GUEST_SSH_PATHS = {
+  /** One per login user: root (the host's own commands) and agent (the stages). */
+  authorizedKeys: ['/root/.ssh/authorized_keys', '/home/agent/.ssh/authorized_keys'],
+  hostKey: '/etc/ssh/ssh_host_ed25519_key',
+  sshdPidFile: '/run/sshd.pid',
+} as const;
+
+/** Where a guest's sshd answers, and the keys that log in and pin it. */
+export interface GuestEndpoint {
+  port: number;
+  keys: Pick<SandboxKeys, 'clientPrivateKey' | 'hostPublicKey'>;
+}
+
+/** What waiting needs to know of the VM: whether its process still runs. */
+export interface GuestProcess {
+  readonly hasExited: boolean;
+  readonly exited: Promise<void>;
+}
+
+export function connectGuest(endpoint: GuestEndpoint, opts: { username?: string; readyTimeoutMs?: number } = {}): Promise<SandboxSsh> {
+  return SandboxSsh.connect({
+    port: endpoint.port,
+    username: opts.username ?? 'root',
+    privateKey: endpoint.keys.clientPrivateKey,
+    hostPublicKey: endpoint.keys.hostPublicKey,
+    readyTimeoutMs: opts.readyTimeoutMs ?? 30_000,
+  });
+}
+
+export interface WaitForSshOptions {
+  endpoint: GuestEndpoint;
+  vm: GuestProcess;
+  timeoutMs: number;
+  /** The error to throw once the VM process has ended. */
+  exitedError(): Error;
+  /** The error to throw at the deadline, with the last failed login if sshd answered at all. */
+  timeoutError(lastLoginError: Error | undefined): Error;
+}
+
+/**
+ * Waits for the SSH banner on the forwarded port, then for a full login with
+ * the pinned host key; resolves to that connection. A wrong host key fails at
+ * once: it is never retried into acceptance.
+ */
+export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
+  const deadline = Date.now() + opts.timeoutMs;
+  let lastLoginError: Error | undefined;
+  while (Date.now() < deadline) {
+    if (opts.vm.hasExited) throw opts.exitedError();
+    const probe = probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
+    const banner = await Promise.race([probe, opts.vm.exited.then(() => false)]);
+    if (opts.vm.hasExited) throw opts.exitedError();
+    if (banner) {
+      try {
+        return await connectGuest(opts.endpoint, { readyTimeoutMs: Math.max(1000, Math.min(30_000, deadline - Date.now())) });
+      } catch (err) {
+        if (err instanceof HostKeyMismatchError) throw err;
+        if (opts.vm.hasExited) throw opts.exitedError();
+        lastLoginError = err as Error;
+      }
+    }
+    await sleep(200);
+  }
+  throw opts.timeoutError(lastLoginError);
+}
+
+/** The script run as root in a restored guest; its stdin is rekeyInput(). */
+export function rekeyScript(): string {
+  const p = GUEST_SSH_PATHS;
+  return [
+    'set -e',
+    'read -r epoch; read -r seed; read -r pub',
+    ...p.authorizedKeys.map((file) => `printf '%s\\n' "$pub" > ${file}`),
+    // The rest of stdin is the host's private key.
+    `cat > ${p.hostKey}`,
+    `printf '%s' "$seed" > /dev/urandom`,
+    'date -u -s "@$epoch" > /dev/null',
+    // sshd reloads its host key on SIGHUP; new connections then see the new one.
+    `kill -HUP "$(cat ${p.sshdPidFile} 2>/dev/null || pgrep -o -x sshd)"`,
+  ].join('\n');
+}
+
+/** Lines read by rekeyScript(): time, entropy, the client public key, then the host private key. */
+export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now()): string {
+  const pub = keys.clientPublicKey.trim();
+  if (!/^ssh-ed25519 [A-Za-z0-9+/=]+( [^\r\n]*)?$/.test(pub)) throw new Error('the client public key for re-keying is not one ssh-ed25519 line');
+  const hostKey = keys.hostPrivateKey.trim();
+  if (!/^-----BEGIN OPENSSH PRIVATE KEY-----\n[\s\S]+\n-----END OPENSSH PRIVATE KEY-----$/.test(hostKey)) {
+    throw new Error('the host private key for re-keying is not an OpenSSH private key');
+  }
+  return `${(nowMs / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${pub}\n${hostKey}\n`;
+}
+
+/**
+ * Installs new keys in a running guest over an existing root connection
+ * (which this closes), then logs in again pinning the new host key; resolves to
+ * that new connection. sshd may serve the old key for a moment while it reloads.
+ */
+export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { keys: SandboxKeys }, vm: GuestProcess, timeoutMs: number): Promise<SandboxSsh> {
+  const input = rekeyInput(endpoint.keys);
+  let result: { code: number | null; stderr: string };
+  try {
+    result = await runWithInput(ssh, rekeyScript(), input);
+  } finally {
+    ssh.close();
+  }
+  if (result.code !== 0) {
+    // Guest output: escape sequences dropped, other control bytes made visible.
+    const why = result.stderr
+      .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '')
+      .replace(/[^\x20-\x7e\n]/g, '?')
+      .split('\n')
+      .filter((l) => l.trim())
+      .slice(-3)
+      .join(' / ');
+    throw new Error(`re-keying the restored sandbox failed (exit ${result.code})${why ? `: ${why}` : ''}`);
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await connectGuest(endpoint, { readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
+    } catch (err) {
+      if (vm.hasExited || Date.now() > deadline) throw err;
+      await sleep(100);
+    }
+  }
+}
+
+function runWithInput(ssh: SandboxSsh, script: string, input: string): Promise<{ code: number | null; stderr: string }> {
+  return ssh.exec(script).then(
+    (channel) =>
+      new Promise((resolve) => {
+        let code: number | null = null;
+        let stderr = '';
+        channel.stderr.on('data', (c: Buffer) => {
+          if (stderr.length < 2000) stderr += c.toString();
+        });
+        channel.on('data', () => {}); // drained, not kept: the script prints nothing we need
+        channel.on('exit', (c: number | null) => {
+          code = c;
+        });
+        channel.on('close', () => resolve({ code, stderr }));
+        channel.end(input);
+      }),
+  );
+}
+
+/** True once the forwarded port sends an SSH identification line. */
+export function probeSshBanner(port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.createConnection({ host: '127.0.0.1', port });
+    let data = '';
+    const finish = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    socket.on('data', (c: Buffer) => {
+      data += c.toString('latin1');
+      if (data.startsWith('SSH-')) finish(true);
+      else if (data.length >= 4) finish(false);
+    });
+    socket.on('error', () => finish(false));
+    socket.on('close', () => finish(false));
+  });
+}
+
+function sleep(ms: number) {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,237 @@
+// One running QEMU process of a sandbox: its stderr and exit, its QMP
+// connection, stop (QMP quit, SIGKILL on timeout) and destroy (stop, then
+// delete the disk, keys and sockets; logs stay). What happens inside the guest
+// (readiness, re-keying) is the guest agent's (main/guest/guest-agent.ts).
+import type { ChildProcess } from 'node:child_process';
+import { appendFile, rm } from 'node:fs/promises';
+import { FactoryError } from '../../common/contract.js';
+import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
+import type { SandboxKeys } from '../ssh/sandbox-keys.js';
+import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
+import type { AccelChoice } from './accel-probe.js';
+import { QmpClient } from './qmp-client.js';
+import type { GuestForward } from './qemu-args.js';
+import type { SandboxFiles } from './sandbox-files.js';
+import { readTail } from './serial-log.js';
+
+/** Everything a QEMU launch of a sandbox needs, fixed before the first attempt. */
+export interface LaunchContext {
+  accel: AccelChoice;
+  /** Files of the sandbox folder (resolved path). */
+  files: SandboxFiles;
+  sandboxDir: string;
+  image: { disk: string; kernel: string; initrd: string };
+  memoryMb: number;
+  cpus: number;
+  guestForwards: GuestForward[];
+  qmpSocket: string;
+  cmdline: string;
+}
+
+// QEMU children of this process, killed if the process exits without tearing them down.
+const liveChildren = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function track(child: ChildProcess) {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const c of liveChildren) c.kill('SIGKILL');
+    });
+  }
+}
+
+export interface QemuVmInit {
+  sandboxDir: string;
+  files: SandboxFiles;
+  qmpSocket: string;
+  keys: SandboxKeys;
+  accel: AccelChoice;
+  sshPort: number;
+  serialOffset: number;
+  bootMode: 'cold' | 'snapshot';
+  child: ChildProcess;
+}
+
+export class QemuVm {
+  readonly pid: number;
+  readonly accel: string;
+  readonly sshPort: number;
+  readonly sandboxDir: string;
+  readonly bootMode: 'cold' | 'snapshot';
+  bootMs = 0;
+  readonly exited: Promise<void>;
+  private readonly files: SandboxFiles;
+  private readonly qmpSocket: string;
+  private keys: SandboxKeys;
+  private qmpClient: Promise<QmpClient> | undefined;
+  private readonly accelChoice: AccelChoice;
+  private readonly serialOffset: number;
+  private readonly child: ChildProcess;
+  private stderr = '';
+  private ended = false;
+  private exitDescription = '';
+  private spare: SandboxSsh | undefined;
+  private stopping: Promise<void> | undefined;
+  private destroyed = false;
+
+  constructor(init: QemuVmInit) {
+    this.child = init.child;
+    this.pid = init.child.pid ?? -1;
+    this.accel = init.accel.accel;
+    this.accelChoice = init.accel;
+    this.sshPort = init.sshPort;
+    this.sandboxDir = init.sandboxDir;
+    this.files = init.files;
+    this.qmpSocket = init.qmpSocket;
+    this.keys = init.keys;
+    this.serialOffset = init.serialOffset;
+    this.bootMode = init.bootMode;
+    track(this.child);
+    const log = init.files.qemuLog;
+    this.child.stderr?.on('data', (c: Buffer) => {
+      const text = c.toString('utf8');
+      if (this.stderr.length < 16384) this.stderr += text;
+      // The text is also kept in memory for the error message; the log file is a convenience.
+      appendFile(log, text).catch(() => {});
+    });
+    this.exited = new Promise((resolve) => {
+      const done = (desc: string) => {
+        if (this.ended) return;
+        this.ended = true;
+        this.exitDescription = desc;
+        resolve();
+      };
+      this.child.once('exit', (code, signal) => done(signal ? `killed by ${signal}` : `exited with code ${code}`));
+      this.child.once('error', (err) => done(`could not start: ${err.message}`));
+    });
+  }
+
+  get hasExited(): boolean {
+    return this.ended;
+  }
+
+  portWasTaken(): boolean {
+    return /Could not set up host forwarding rule/i.test(this.stderr);
+  }
+
+  /** Waits until the guest answers SSH with the pinned key; keeps that connection for the first ssh(). */
+  async waitForSsh(timeoutMs: number, totalTimeoutMs: number): Promise<void> {
+    this.spare = await waitForSsh({
+      endpoint: { port: this.sshPort, keys: this.keys },
+      vm: this,
+      timeoutMs,
+      exitedError: () =>
+        new FactoryError(
+          'SandboxBootFailed',
+          `QEMU ${this.exitDescription} before the sandbox answered SSH` +
+            (this.stderr.trim() ? `: ${this.stderr.trim().split('\n').slice(-5).join(' / ')}` : '') +
+            this.serialSection(),
+        ),
+      timeoutError: (lastLoginError) =>
+        new FactoryError(
+          'SandboxBootTimeout',
+          `the sandbox did not answer SSH within ${Math.round(totalTimeoutMs / 1000)} s (accel ${this.accel}: ${this.accelChoice.reason}); the VM was stopped` +
+            (lastLoginError ? `; sshd answered but the login failed: ${lastLoginError.message}` : '') +
+            this.serialSection(),
+        ),
+    });
+  }
+
+  /** After a snapshot restore: this sandbox's own keys replace the template's in the guest. */
+  async rekey(keys: SandboxKeys, timeoutMs: number): Promise<void> {
+    const ssh = this.spare ?? (await connectGuest({ port: this.sshPort, keys: this.keys }));
+    this.spare = undefined;
+    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, this, timeoutMs);
+    this.keys = keys;
+  }
+
+  private serialSection(): string {
+    const tail = this.serialTail(20);
+    return tail ? `\n--- last serial console lines ---\n${tail}` : '\n(the serial console printed nothing)';
+  }
+
+  /** The VM's QMP connection, made once (retried until the socket is up or the deadline). */
+  qmp(deadline = Date.now() + 10_000): Promise<QmpClient> {
+    this.qmpClient ??= (async () => {
+      for (;;) {
+        try {
+          return await QmpClient.connect(this.qmpSocket, { timeoutMs: 2000 });
+        } catch (err) {
+          if (this.ended) throw new Error(`QEMU ${this.exitDescription}: ${this.stderr.trim().split('\n').slice(-3).join(' / ')}`);
+          if (Date.now() > deadline) throw err;
+          await sleep(50);
+        }
+      }
+    })();
+    // A failed connect is forgotten so the next call tries again; the caller sees the failure.
+    this.qmpClient.catch(() => {
+      this.qmpClient = undefined;
+    });
+    return this.qmpClient;
+  }
+
+  async ssh(opts: { username?: string } = {}): Promise<SandboxSsh> {
+    if (this.ended || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
+    // The connection that proved the boot is handed out first (saves a handshake).
+    const spare = this.spare;
+    this.spare = undefined;
+    if (spare && !spare.isClosed && (opts.username ?? 'root') === 'root') return spare;
+    spare?.close();
+    return connectGuest({ port: this.sshPort, keys: this.keys }, opts);
+  }
+
+  serialTail(lines: number): string {
+    return readTail(this.files.serialLog, this.serialOffset, lines);
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.doStop();
+    return this.stopping;
+  }
+
+  private async doStop(): Promise<void> {
+    this.spare?.close();
+    this.spare = undefined;
+    if (this.ended) return;
+    try {
+      const qmp = await this.qmp(Date.now() + 2000);
+      try {
+        // QEMU may close the socket before it answers quit; the exit below is what counts.
+        await Promise.race([qmp.execute('quit').catch(() => {}), sleep(2000)]);
+      } finally {
+        qmp.close();
+        this.qmpClient = undefined;
+      }
+    } catch {
+      // QMP unreachable: fall through to the kill.
+    }
+    const quit = await Promise.race([this.exited.then(() => true), sleep(5000).then(() => false)]);
+    if (!quit) await this.kill();
+  }
+
+  /** SIGKILL and wait for the process to be gone. */
+  async kill(): Promise<void> {
+    this.spare?.close();
+    this.spare = undefined;
+    // Closing a client whose connect failed has nothing to close.
+    this.qmpClient?.then((q) => q.close()).catch(() => {});
+    this.qmpClient = undefined;
+    if (!this.ended) this.child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  async destroy(): Promise<void> {
+    await this.stop();
+    this.destroyed = true;
+    await rm(this.files.overlay, { force: true });
+    await rm(this.files.keysDir, { recursive: true, force: true });
+    await rm(this.qmpSocket, { force: true });
+    await rm(this.files.pidFile, { force: true });
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
