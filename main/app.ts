@@ -35,6 +35,7 @@ import { spawnHostShell } from './terminal/host-shell.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
+import { killLeftoverQemu } from './vm/leftover-qemu.js';
 import { QemuDriver } from './vm/qemu-driver.js';
 import { vmSettingsFromEnv } from './vm/vm-settings.js';
 import { Listeners } from '../common/listeners.js';
@@ -112,6 +113,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     emit,
     extensions: [broker, ...(opts.sandboxExtensions ?? [])],
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
+    killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
   });
   const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, emit });
   await tasks.init();

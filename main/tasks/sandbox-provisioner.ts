@@ -13,7 +13,6 @@ import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic } from '../state/state-store.js';
 import { createSeedBundle } from './host-repo.js';
-import { isSandboxQemu } from './leftover-qemu.js';
 import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
 import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
 
@@ -28,10 +27,15 @@ export interface SandboxProvisionerDeps<Image> {
   extensions?: SandboxExtension[];
   /** Guest boot limit; the driver's default when absent. */
   bootTimeoutMs?: number;
+  /**
+   * Kills what an earlier app run left running for a sandbox folder (its pidfile
+   * and the pids given), only processes the VM layer identifies as that folder's
+   * VM, and waits until they are gone; resolves to the pids killed.
+   */
+  killLeftovers: (sandboxDir: string, knownPids: number[]) => Promise<number[]>;
 }
 
 const MAX_SEED_BUNDLE_BYTES = 2 * 1024 * 1024 * 1024;
-const REAP_WAIT_MS = 5000;
 
 /** What a task was seeded with, so a fresh sandbox gets the same: kept next to the bundle. */
 const SeedOptions = z.object({
@@ -177,33 +181,19 @@ export class SandboxProvisioner<Image = unknown> {
 
   /**
    * After the app was killed: ends the QEMU it left for this sandbox (only a
-   * process identified as that, never a recycled pid), then deletes the
-   * sandbox's disk, keys and sockets. Logs stay.
+   * process identified as that, never a recycled pid) and waits until it is
+   * gone, then deletes the sandbox's disk, keys and sockets. Logs stay.
    */
   async reapLeftovers(taskId: string, opts: { sandboxDir?: string; qemuPid?: number } = {}): Promise<void> {
     const dir = opts.sandboxDir ?? this.sandboxDir(taskId);
-    const names = await fsp.readdir(dir).catch(() => [] as string[]);
-    const pids = new Set<number>(opts.qemuPid ? [opts.qemuPid] : []);
-    for (const name of names.filter((n) => n.endsWith('.pid'))) {
-      const n = Number((await fsp.readFile(path.join(dir, name), 'utf8').catch(() => '')).trim());
-      if (Number.isInteger(n) && n > 1) pids.add(n);
+    try {
+      await this.deps.killLeftovers(dir, opts.qemuPid ? [opts.qemuPid] : []);
+    } catch (err) {
+      // Nothing could be identified (no process table): leave the disk to a later start rather than pull it from under a VM.
+      console.error(`task ${taskId}: looking for a QEMU left in ${dir} failed: ${(err as Error).message}`);
+      return;
     }
-    const killed: number[] = [];
-    for (const pid of pids) {
-      if (!(await isSandboxQemu(pid, dir))) continue;
-      try {
-        process.kill(pid, 'SIGKILL');
-        killed.push(pid);
-      } catch {
-        // It ended between the check and the kill.
-      }
-    }
-    // Its disk is deleted next: wait until the process is really gone.
-    const deadline = Date.now() + REAP_WAIT_MS;
-    for (const pid of killed) {
-      while ((await isSandboxQemu(pid, dir)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    }
-    for (const name of names) {
+    for (const name of await fsp.readdir(dir).catch(() => [] as string[])) {
       if (name.endsWith('.log')) continue;
       await fsp.rm(path.join(dir, name), { recursive: true, force: true });
     }

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
 import { SandboxProvisioner } from '../../../main/tasks/sandbox-provisioner.js';
 import { appPaths } from '../../../main/state/paths.js';
+import { killLeftoverQemu } from '../../../main/vm/leftover-qemu.js';
 import { SettingsSchema } from '../../../main/state/settings.js';
 import { gitIn, makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
 
@@ -30,6 +31,7 @@ async function setup(): Promise<{ provisioner: SandboxProvisioner; repo: Fixture
     qemu: { checkInstalled: async () => ({ ok: true }), start: never },
     live: new LiveSandboxes(),
     emit: () => {},
+    killLeftovers: killLeftoverQemu,
   });
   return { provisioner, repo, dataDir, task: { id: 'abcdefgh', repoPath: repo.dir, baseCommit: repo.head(), branch: 'factory/abcdefgh' } };
 }

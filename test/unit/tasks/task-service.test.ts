@@ -8,6 +8,8 @@ import path from 'node:path';
 import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
 import { appPaths } from '../../../main/state/paths.js';
 import { StateStore } from '../../../main/state/state-store.js';
+import { isOurQemu } from '../../../main/vm/leftover-qemu.js';
+import { qemuIdentityArgs } from '../../../main/vm/sandbox-files.js';
 import type { ImageStatus } from '../../../common/domain.js';
 import { makeRepo, tempDir } from '../../support/repo.js';
 
@@ -171,20 +173,22 @@ describe('restart', () => {
     fs.mkdirSync(sandboxDir, { recursive: true });
     fs.writeFileSync(path.join(sandboxDir, 'overlay.qcow2'), 'disk');
     fs.writeFileSync(path.join(sandboxDir, 'serial.log'), 'boot log');
-    const sleeper = (...argv: string[]) => {
-      const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', ...argv], { stdio: 'ignore' });
-      cleanups.push(() => void child.kill('SIGKILL'));
-      return { child, exited: new Promise<void>((resolve) => child.on('exit', () => resolve())) };
-    };
-    // Stands in for a QEMU left behind by a killed app: its command line names the sandbox.
-    const leftover = sleeper('qemu-system-x86_64', sandboxDir);
-    fs.writeFileSync(path.join(sandboxDir, 'qemu.pid'), String(leftover.child.pid));
-    // Pids that a pidfile may name after the app died but that are not this sandbox's QEMU (a
-    // recycled pid, a QEMU of another sandbox): they must survive.
-    const stranger = sleeper('not-an-emulator');
-    const otherQemu = sleeper('qemu-system-x86_64', path.join(paths.sandboxes, 'otherbox'));
-    fs.writeFileSync(path.join(sandboxDir, 'recycled.pid'), String(stranger.child.pid));
-    fs.writeFileSync(path.join(sandboxDir, 'other.pid'), `${otherQemu.child.pid}\n`);
+    // A real QEMU with the driver's identity for the sandbox, detached as after a crash of the app
+    // (an empty machine, paused: no guest is needed to be found).
+    execFileSync('qemu-system-x86_64', [...qemuIdentityArgs(sandboxDir), '-nodefaults', '-machine', 'none', '-display', 'none', '-S', '-daemonize']);
+    const leftover = Number(fs.readFileSync(path.join(sandboxDir, 'qemu.pid'), 'utf8').trim());
+    cleanups.push(() => {
+      try {
+        process.kill(leftover, 'SIGKILL');
+      } catch {
+        // reaped by the app, as it should be
+      }
+    });
+    expect(await isOurQemu(leftover, sandboxDir)).toBe(true);
+    // The pid the task record kept now belongs to another process (pid reuse), dressed up with
+    // "qemu" and the folder: it must survive.
+    const lookAlike = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', 'qemu-system-x86_64', sandboxDir], { stdio: 'ignore' });
+    cleanups.push(() => void lookAlike.kill('SIGKILL'));
     await new StateStore({ dir: paths.state }).saveTask({
       version: 1,
       task: {
@@ -193,7 +197,7 @@ describe('restart', () => {
         stages: [{ name: 'request', status: 'passed' }, { name: 'plan', status: 'running', sessionId: 's1' }, { name: 'build', status: 'pending' }],
       },
       sandboxDir,
-      qemuPid: leftover.child.pid!,
+      qemuPid: lookAlike.pid!,
     });
     const a = await app(true, dataDir);
     const t = await a.api['tasks.get']({ taskId: 'abcdefgh' });
@@ -202,9 +206,9 @@ describe('restart', () => {
     expect(t.stages.map((s) => s.status)).toEqual(['passed', 'interrupted', 'pending']);
     expect(t.stages[1]).toEqual({ name: 'plan', status: 'interrupted', sessionId: 's1', summary: 'interrupted: the app stopped' });
     expect(t.error).toEqual({ name: 'Interrupted', message: 'the app stopped while the task was running; Retry runs it again in a fresh sandbox' });
-    await leftover.exited;
-    expect(stranger.child.exitCode).toBeNull();
-    expect(otherQemu.child.exitCode).toBeNull();
+    expect(await isOurQemu(leftover, sandboxDir)).toBe(false);
+    await new Promise((r) => setTimeout(r, 200)); // time for a wrongly sent SIGKILL to show
+    expect([lookAlike.exitCode, lookAlike.signalCode]).toEqual([null, null]);
     expect(fs.readdirSync(sandboxDir)).toEqual(['serial.log']);
     const reread = await new StateStore({ dir: paths.state }).loadTasks();
     expect(reread[0]!.task).toEqual(t);
