@@ -5,7 +5,8 @@ export const STAGE_NAMES = ['request', 'plan', 'build', 'test', 'review', 'docum
 export const StageName = z.enum(STAGE_NAMES);
 export type StageName = z.infer<typeof StageName>;
 
-export const StageStatus = z.enum(['pending', 'running', 'passed', 'failed', 'skipped', 'cancelled']);
+/** 'interrupted': the app stopped while the stage ran; a retry runs it again in a fresh sandbox. */
+export const StageStatus = z.enum(['pending', 'running', 'passed', 'failed', 'skipped', 'cancelled', 'interrupted']);
 export type StageStatus = z.infer<typeof StageStatus>;
 
 export const StageResult = z.object({
@@ -36,6 +37,8 @@ export const TaskPhase = z.enum([
   'rejected',
   'failed',
   'cancelled',
+  /** The app stopped while the task was active; its sandbox is gone and a retry gives it a fresh one. */
+  'interrupted',
 ]);
 export type TaskPhase = z.infer<typeof TaskPhase>;
 

@@ -28,11 +28,14 @@ import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
+import { LiveSandboxes } from './tasks/live-sandboxes.js';
+import { SandboxProvisioner } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { spawnHostShell } from './terminal/host-shell.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
+import { killLeftoverQemu } from './vm/leftover-qemu.js';
 import { QemuDriver } from './vm/qemu-driver.js';
 import { vmSettingsFromEnv } from './vm/vm-settings.js';
 import { Listeners } from '../common/listeners.js';
@@ -78,11 +81,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   // Checked against the port here; the image store and the driver always come as a pair.
   const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver(vmSettingsFromEnv(process.env, paths));
   const qemu = opts.vm?.qemu ?? (realQemu() as QemuDriverPort<unknown>);
-  // The task service is built after the runner; agent executors read its per-sandbox env late.
-  let taskService: TaskService<unknown> | undefined;
+  // The running sandboxes by task: written by the provisioner, read by the agent executors
+  // (environment), the credential broker (QMP, git route) and shells; built before all of them.
+  const live = new LiveSandboxes();
   const executors = new Map<string, StageExecutor>([['command', new CommandStageExecutor()]]);
   for (const adapter of builtInAgents().values()) {
-    executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => taskService?.guestEnv(task.id) ?? {} }));
+    executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => live.guestEnv(task.id) }));
   }
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
@@ -93,24 +97,26 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       paths,
       secrets: new KeychainStore(),
       emit,
-      qmpFor: (taskId) => taskService?.qmpFor(taskId),
-      gitRouteFor: async (taskId) => (taskService ? gitRouteForTask(broker, taskService.get(taskId)) : undefined),
+      qmpFor: (taskId) => live.qmpFor(taskId),
+      gitRouteFor: async (taskId) => {
+        const task = live.task(taskId);
+        return task ? gitRouteForTask(broker, task) : undefined;
+      },
     });
   // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
-  const tasks = new TaskService({
+  const provisioner = new SandboxProvisioner({
     paths,
-    store,
     settings: () => settings.get(),
     images,
     qemu,
-    runner,
-    quarantine,
+    live,
     emit,
     extensions: [broker, ...(opts.sandboxExtensions ?? [])],
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
+    killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
   });
-  taskService = tasks;
+  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, emit });
   await tasks.init();
   for (const p of store.problems) {
     console.warn(`state: ${p.file} could not be read (${p.error}); kept as ${p.keptAs ?? '(could not move it)'}`);

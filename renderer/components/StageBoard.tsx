@@ -10,6 +10,7 @@ const STATUS_MARK: Record<string, string> = {
   failed: '✗',
   skipped: '–',
   cancelled: '⊘',
+  interrupted: '↯',
 };
 
 export function StageBoard() {

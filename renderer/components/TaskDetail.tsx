@@ -14,7 +14,7 @@ interface Tab {
   testId?: string;
 }
 
-const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled']);
+const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
 
 function tabsFor(task: Task, terminals: Record<string, TerminalInfo>): Tab[] {
   const tabs: Tab[] = [];
@@ -64,6 +64,10 @@ export function TaskDetail() {
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
   const active = !FINISHED_PHASES.has(task.phase) && task.phase !== 'review';
+  // Retry runs in the sandbox while it is up, else in a fresh one (the host keeps the seed until Destroy).
+  const retryable =
+    task.phase === 'interrupted' ||
+    ((task.phase === 'failed' || task.phase === 'cancelled') && (sandboxUp || task.sandbox.status === 'lost' || task.sandbox.status === 'none'));
 
   return (
     <section className="detail" data-testid="task-detail" data-task-id={task.id}>
@@ -80,7 +84,7 @@ export function TaskDetail() {
           </p>
         </div>
         <div className="actions">
-          {(task.phase === 'failed' || task.phase === 'cancelled') && sandboxUp ? (
+          {retryable ? (
             <button type="button" className="secondary" data-testid="retry-button" disabled={!!busy} onClick={() => void controller.retry(task.id)}>
               {busy === 'retry' ? 'Retrying…' : 'Retry'}
             </button>

@@ -2,12 +2,14 @@
 // crash. The VM layer is replaced by a QEMU probe that reports what we tell it;
 // everything else (git, state on disk, processes) is real.
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
 import { appPaths } from '../../../main/state/paths.js';
 import { StateStore } from '../../../main/state/state-store.js';
+import { isOurQemu } from '../../../main/vm/leftover-qemu.js';
+import { qemuIdentityArgs } from '../../../main/vm/sandbox-files.js';
 import type { ImageStatus } from '../../../common/domain.js';
 import { makeRepo, tempDir } from '../../support/repo.js';
 
@@ -77,8 +79,12 @@ describe('tasks.create validation', () => {
     expect(await a.api['tasks.list']({})).toEqual([]);
   });
 
-  it('records a failed provision as a failed task with the reason', async () => {
-    const a = await app();
+  it('records a failed provision as a failed task with the reason; Retry starts it over', async () => {
+    let ensureCalls = 0;
+    const a = await app(true, tempDir(), async () => {
+      ensureCalls++;
+      throw new Error('no image in unit tests');
+    });
     const repo = await makeRepo({ files: { a: 'a\n' } });
     cleanups.push(repo.cleanup);
     const events: string[] = [];
@@ -91,10 +97,18 @@ describe('tasks.create validation', () => {
     await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('failed');
     const failed = await a.api['tasks.get']({ taskId: task.id });
     expect(failed.error?.message).toBe('no image in unit tests');
-    expect(events).toContain('provisioning/booting');
+    // No VM ever started: the sandbox does not claim to be booting any more.
+    expect(failed.sandbox.status).toBe('none');
     await expect(a.api['tasks.review']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoReview' });
     await expect(a.api['tasks.approve']({ taskId: task.id })).rejects.toMatchObject({ name: 'NotInReview' });
-    await expect(a.api['tasks.retry']({ taskId: task.id })).rejects.toMatchObject({ name: 'NoSandbox' });
+    // Nothing was lost with the sandbox, so a retry starts from the top with a fresh one.
+    const retried = await a.api['tasks.retry']({ taskId: task.id });
+    expect(retried).toMatchObject({ phase: 'creating', sandbox: { status: 'none' } });
+    expect(retried.error).toBeUndefined();
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('failed');
+    expect(ensureCalls).toBe(2);
+    const once = ['creating/none', 'provisioning/booting', 'provisioning/none', 'failed/none'];
+    expect(events).toEqual([...once, ...once]);
   });
 });
 
@@ -109,8 +123,10 @@ describe('cancel', () => {
     const cancelled = await a.api['tasks.cancel']({ taskId: task.id });
     expect(Date.now() - started).toBeLessThan(2000);
     expect(cancelled.phase).toBe('cancelled');
-    expect(cancelled.stages.every((s) => s.status === 'skipped')).toBe(true);
-    expect((await a.api['tasks.destroy']({ taskId: task.id })).sandbox.status).toBe('destroyed');
+    expect(cancelled.stages.map((s) => s.status)).toEqual(['skipped', 'skipped', 'skipped', 'skipped', 'skipped', 'skipped']);
+    // It never got a VM: the sandbox is none, not booting, and destroy leaves it so.
+    expect(cancelled.sandbox.status).toBe('none');
+    expect((await a.api['tasks.destroy']({ taskId: task.id })).sandbox.status).toBe('none');
   });
 });
 
@@ -143,41 +159,102 @@ describe('parallel limit', () => {
     expect((await a.api['tasks.cancel']({ taskId: second.id })).phase).toBe('cancelled');
     await a.api['tasks.cancel']({ taskId: first.id });
     await expect.poll(async () => (await a.api['tasks.get']({ taskId: third.id })).phase).toBe('provisioning');
-    expect(ensureCalls).toBe(2);
+    // The phase shows before the task's state is on disk; the image is asked for right after.
+    await expect.poll(() => ensureCalls).toBe(2);
+    expect((await a.api['tasks.get']({ taskId: first.id })).phase).toBe('cancelled');
   });
 });
 
 describe('restart', () => {
-  it('marks a task whose VM was running as lost, kills its leftover QEMU and keeps only logs', async () => {
+  it('interrupts a task whose app was killed mid-stage, kills its leftover QEMU only, and keeps only logs', async () => {
     const dataDir = tempDir();
     const paths = appPaths({ FACTORY_DATA_DIR: dataDir });
     const sandboxDir = path.join(paths.sandboxes, 'abcdefgh');
     fs.mkdirSync(sandboxDir, { recursive: true });
     fs.writeFileSync(path.join(sandboxDir, 'overlay.qcow2'), 'disk');
     fs.writeFileSync(path.join(sandboxDir, 'serial.log'), 'boot log');
-    // Stands in for a QEMU left behind by a crashed app: its command line names the sandbox.
-    const leftover = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', 'qemu-system-x86_64', sandboxDir], { stdio: 'ignore' });
-    const exited = new Promise<void>((resolve) => leftover.on('exit', () => resolve()));
-    fs.writeFileSync(path.join(sandboxDir, 'qemu.pid'), String(leftover.pid));
+    // A real QEMU with the driver's identity for the sandbox, detached as after a crash of the app
+    // (an empty machine, paused: no guest is needed to be found).
+    execFileSync('qemu-system-x86_64', [...qemuIdentityArgs(sandboxDir), '-nodefaults', '-machine', 'none', '-display', 'none', '-S', '-daemonize']);
+    const leftover = Number(fs.readFileSync(path.join(sandboxDir, 'qemu.pid'), 'utf8').trim());
+    cleanups.push(() => {
+      try {
+        process.kill(leftover, 'SIGKILL');
+      } catch {
+        // reaped by the app, as it should be
+      }
+    });
+    expect(await isOurQemu(leftover, sandboxDir)).toBe(true);
+    // The pid the task record kept now belongs to another process (pid reuse), dressed up with
+    // "qemu" and the folder: it must survive.
+    const lookAlike = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', 'qemu-system-x86_64', sandboxDir], { stdio: 'ignore' });
+    cleanups.push(() => void lookAlike.kill('SIGKILL'));
     await new StateStore({ dir: paths.state }).saveTask({
       version: 1,
       task: {
         id: 'abcdefgh', title: 't', repoPath: '/r', baseRef: 'HEAD', baseCommit: 'a'.repeat(40), branch: 'factory/abcdefgh',
         createdAt: new Date().toISOString(), phase: 'running', sandbox: { status: 'running', sshPort: 1 },
-        stages: [{ name: 'request', status: 'passed' }, { name: 'plan', status: 'running' }],
+        stages: [{ name: 'request', status: 'passed' }, { name: 'plan', status: 'running', sessionId: 's1' }, { name: 'build', status: 'pending' }],
       },
       sandboxDir,
-      qemuPid: leftover.pid!,
+      qemuPid: lookAlike.pid!,
     });
     const a = await app(true, dataDir);
     const t = await a.api['tasks.get']({ taskId: 'abcdefgh' });
     expect(t.sandbox.status).toBe('lost');
-    expect(t.phase).toBe('failed');
-    expect(t.stages[1]).toMatchObject({ status: 'failed', summary: 'interrupted: the app stopped' });
-    await exited;
+    expect(t.phase).toBe('interrupted');
+    expect(t.stages.map((s) => s.status)).toEqual(['passed', 'interrupted', 'pending']);
+    expect(t.stages[1]).toEqual({ name: 'plan', status: 'interrupted', sessionId: 's1', summary: 'interrupted: the app stopped' });
+    expect(t.error).toEqual({ name: 'Interrupted', message: 'the app stopped while the task was running; Retry runs it again in a fresh sandbox' });
+    expect(await isOurQemu(leftover, sandboxDir)).toBe(false);
+    await new Promise((r) => setTimeout(r, 200)); // time for a wrongly sent SIGKILL to show
+    expect([lookAlike.exitCode, lookAlike.signalCode]).toEqual([null, null]);
     expect(fs.readdirSync(sandboxDir)).toEqual(['serial.log']);
     const reread = await new StateStore({ dir: paths.state }).loadTasks();
-    expect(reread[0]!.task.sandbox.status).toBe('lost');
+    expect(reread[0]!.task).toEqual(t);
     expect(reread[0]!.qemuPid).toBeUndefined();
+    // This record predates kept seeds: Retry says so instead of seeding something else.
+    await expect(a.api['tasks.retry']({ taskId: 'abcdefgh' })).rejects.toMatchObject({ name: 'SeedMissing', message: expect.stringContaining('start a new task') });
+    expect((await a.api['tasks.get']({ taskId: 'abcdefgh' })).phase).toBe('interrupted');
+    // Destroy throws the lost sandbox away for good.
+    expect((await a.api['tasks.destroy']({ taskId: 'abcdefgh' })).sandbox.status).toBe('destroyed');
+  });
+
+  it('interrupts a task when the app shuts down, and Retry in the next app seeds it as it was at create', async () => {
+    const dataDir = tempDir();
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
+    const repo = await makeRepo({ files: { 'a.txt': 'committed\n' } });
+    cleanups.push(repo.cleanup);
+    repo.write('a.txt', 'uncommitted at create\n');
+    const first = await createFactoryApp({ host: 'web', paths, vm: fakeVm(true, () => new Promise(() => {})) });
+    const created = await first.api['tasks.create']({ repoPath: repo.dir, title: 'carry my edit', includeUncommitted: true });
+    await expect.poll(async () => (await first.api['tasks.get']({ taskId: created.id })).phase).toBe('provisioning');
+    await first.dispose();
+
+    // The user edits on while the app is down; a retry must not pick that up.
+    repo.write('a.txt', 'edited after the app stopped\n');
+    let ensureCalls = 0;
+    const second = await createFactoryApp({
+      host: 'web',
+      paths,
+      vm: fakeVm(true, async () => {
+        ensureCalls++;
+        throw new Error('no image in unit tests');
+      }),
+    });
+    cleanups.push(() => second.dispose());
+    const interrupted = await second.api['tasks.get']({ taskId: created.id });
+    expect(interrupted).toMatchObject({ phase: 'interrupted', sandbox: { status: 'none' }, error: { name: 'Interrupted' } });
+    expect((await second.api['tasks.retry']({ taskId: created.id })).phase).toBe('creating');
+    await expect.poll(async () => (await second.api['tasks.get']({ taskId: created.id })).phase).toBe('failed');
+    expect(ensureCalls).toBe(1);
+
+    const bundle = path.join(dataDir, 'work', created.id, 'seed.bundle');
+    const clone = tempDir();
+    cleanups.push(() => fs.rmSync(clone, { recursive: true, force: true }));
+    execFileSync('git', ['clone', '-q', '-b', created.branch, bundle, clone]);
+    expect(fs.readFileSync(path.join(clone, 'a.txt'), 'utf8')).toBe('uncommitted at create\n');
+    expect(execFileSync('git', ['-C', clone, 'rev-parse', 'HEAD^'], { encoding: 'utf8' }).trim()).toBe(created.baseCommit);
   });
 });

@@ -1,0 +1,39 @@
+// What a retry runs: from which stage, with which stage results kept. Pure, so
+// every refusal is checked before the task is touched.
+import { FactoryError } from '../../common/contract.js';
+import { STAGE_NAMES, type StageName, type StageResult, type Task } from '../../common/domain.js';
+
+export interface RetryPlan {
+  start: StageName;
+  /** Stages before `start` as they were (passed); `start` and later pending again. */
+  stages: StageResult[];
+}
+
+/**
+ * From `fromStage`, or by default the stage that failed, was cancelled or was
+ * cut by the app stopping (the first stage when none did). With
+ * `overrideReview`, a failed review counts as passed (marked so) and the
+ * document stage runs.
+ */
+export function planRetry(task: Task, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): RetryPlan {
+  if (task.phase !== 'failed' && task.phase !== 'cancelled' && task.phase !== 'interrupted') {
+    throw new FactoryError('NotRetryable', `task ${task.id} is ${task.phase}; only a failed, cancelled or interrupted task can be retried`);
+  }
+  let stages = task.stages;
+  if (opts.overrideReview) {
+    // The user accepts the change the review stage refused: it counts as passed, marked as overridden.
+    const review = stages.find((s) => s.name === 'review');
+    if (review?.status !== 'failed') throw new FactoryError('InvalidInput', `the review of task ${task.id} did not fail; there is nothing to override`);
+    if (fromStage && fromStage !== 'document') throw new FactoryError('InvalidInput', 'an overridden review goes on with the document stage');
+    fromStage = 'document';
+    const summary = `overridden by the user: ${review.summary ?? 'review failed'}`.slice(0, 240);
+    stages = stages.map((s) => (s.name === 'review' ? { ...s, status: 'passed' as const, summary } : s));
+  }
+  const start = fromStage ?? stages.find((s) => s.status === 'failed' || s.status === 'cancelled' || s.status === 'interrupted')?.name ?? 'request';
+  const from = STAGE_NAMES.indexOf(start);
+  for (const s of stages) {
+    if (s.name === start) break;
+    if (s.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
+  }
+  return { start, stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const } : s)) };
+}

@@ -1,0 +1,282 @@
+// A task's sandbox from birth to death, without the task's bookkeeping: the
+// seed bundle (kept so a fresh sandbox gets the same seed), boot (image,
+// per-sandbox extensions, QEMU), seeding the guest, teardown, and the cleanup of
+// what a killed app left behind. The task service decides when; this does how.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { FactoryError, type FactoryEvent } from '../../common/contract.js';
+import type { Task } from '../../common/domain.js';
+import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../pipeline/guest-shell.js';
+import type { AppPaths } from '../state/paths.js';
+import type { Settings } from '../state/settings.js';
+import { writeFileAtomic } from '../state/state-store.js';
+import { createSeedBundle } from './host-repo.js';
+import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
+
+export interface SandboxProvisionerDeps<Image> {
+  paths: AppPaths;
+  settings: () => Settings;
+  images: ImageStorePort<Image>;
+  qemu: QemuDriverPort<Image>;
+  live: LiveSandboxes;
+  emit: (e: FactoryEvent) => void;
+  /** Per-sandbox add-ons (credential proxy, ...), prepared before boot and released after the VM ends. */
+  extensions?: SandboxExtension[];
+  /** Guest boot limit; the driver's default when absent. */
+  bootTimeoutMs?: number;
+  /**
+   * Kills what an earlier app run left running for a sandbox folder (its pidfile
+   * and the pids given), only processes the VM layer identifies as that folder's
+   * VM, and waits until they are gone; resolves to the pids killed.
+   */
+  killLeftovers: (sandboxDir: string, knownPids: number[]) => Promise<number[]>;
+}
+
+const MAX_SEED_BUNDLE_BYTES = 2 * 1024 * 1024 * 1024;
+
+/** What a task was seeded with, so a fresh sandbox gets the same: kept next to the bundle. */
+const SeedOptions = z.object({
+  includeUncommitted: z.boolean(),
+  /** The commit the bundle holds, once made: the base commit, or one on top with the uncommitted changes. */
+  seedCommit: z.string().regex(/^[0-9a-f]{40,64}$/).optional(),
+});
+type SeedOptions = z.infer<typeof SeedOptions>;
+
+export class SandboxProvisioner<Image = unknown> {
+  constructor(private readonly deps: SandboxProvisionerDeps<Image>) {}
+
+  get live(): LiveSandboxes {
+    return this.deps.live;
+  }
+
+  /** Host-side scratch of a task (its seed); deleted when the task's sandbox is destroyed. */
+  workDir(taskId: string): string {
+    return path.join(this.deps.paths.data, 'work', taskId);
+  }
+
+  sandboxDir(taskId: string): string {
+    return path.join(this.deps.paths.sandboxes, taskId);
+  }
+
+  /** Called once when the task is created: how its seed is to be made. */
+  async rememberSeed(taskId: string, includeUncommitted: boolean): Promise<void> {
+    await this.writeSeedOptions(taskId, { includeUncommitted });
+  }
+
+  /**
+   * The task's seed bundle: the one made before when it is still there, else a
+   * new one. A seed with uncommitted changes cannot be made again (the working
+   * tree has moved on), so it is kept until the task's sandbox is destroyed.
+   */
+  async seedBundle(task: Pick<Task, 'id' | 'repoPath' | 'baseCommit' | 'branch'>): Promise<string> {
+    const workDir = this.workDir(task.id);
+    const opts = await this.readSeedOptions(task.id);
+    const bundlePath = path.join(workDir, 'seed.bundle');
+    // seedCommit is written only once the bundle is complete: a bundle without it was cut by a kill.
+    if (opts.seedCommit && fs.existsSync(bundlePath)) return bundlePath;
+    if (opts.seedCommit && opts.seedCommit !== task.baseCommit) {
+      throw new FactoryError('SeedMissing', `the seed of task ${task.id} (base commit and uncommitted changes) is gone from ${workDir}; start a new task`);
+    }
+    // Seeded once already: only the base commit, never the working tree as it is now.
+    const includeUncommitted = opts.seedCommit ? false : opts.includeUncommitted;
+    const seed = await createSeedBundle({ repoPath: task.repoPath, baseCommit: task.baseCommit, branch: task.branch, workDir, includeUncommitted });
+    if (fs.statSync(seed.bundlePath).size > MAX_SEED_BUNDLE_BYTES) {
+      await fsp.rm(seed.bundlePath, { force: true });
+      throw new FactoryError('RepoTooLarge', 'the repository bundle is over 2 GiB');
+    }
+    await this.writeSeedOptions(task.id, { ...opts, seedCommit: seed.seedCommit });
+    return seed.bundlePath;
+  }
+
+  /** Throws what seedBundle would when the seed cannot be had again, without making it. */
+  async checkSeed(task: Pick<Task, 'id' | 'baseCommit'>): Promise<void> {
+    const opts = await this.readSeedOptions(task.id);
+    if (opts.seedCommit && opts.seedCommit !== task.baseCommit && !fs.existsSync(path.join(this.workDir(task.id), 'seed.bundle'))) {
+      throw new FactoryError('SeedMissing', `the seed of task ${task.id} (base commit and uncommitted changes) is gone from ${this.workDir(task.id)}; start a new task`);
+    }
+  }
+
+  /** Before a fresh sandbox: what is left of the old one (a VM that died in this run, its disk, its extensions) goes. */
+  async clearForFresh(taskId: string, old: LiveSandbox | undefined, sandboxDir: string): Promise<void> {
+    if (old) await this.teardown(old);
+    await this.reapLeftovers(taskId, { sandboxDir });
+  }
+
+  /** Registers the task's sandbox (replacing a gone one), so extensions and shells find it while it boots. */
+  open(task: LiveSandbox['task']): LiveSandbox {
+    return this.deps.live.open(task, this.sandboxDir(task.id));
+  }
+
+  /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
+  async boot(sandbox: LiveSandbox, signal: AbortSignal): Promise<RunningVmPort> {
+    const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
+    checkAborted(signal);
+    const settings = this.deps.settings();
+    const guestForwards: GuestForwardSpec[] = [];
+    for (const ext of this.deps.extensions ?? []) {
+      sandbox.extensions.push(ext);
+      const prepared = await ext.prepare({ taskId: sandbox.taskId, sandboxDir: sandbox.sandboxDir });
+      guestForwards.push(...(prepared.guestForwards ?? []));
+      Object.assign(sandbox.guestEnv, prepared.guestEnv ?? {});
+    }
+    checkAborted(signal);
+    sandbox.vm = await this.deps.qemu.start({
+      sandboxDir: sandbox.sandboxDir,
+      image,
+      memoryMb: settings.vmMemoryMb,
+      cpus: settings.vmCpus,
+      ...(guestForwards.length ? { guestForwards } : {}),
+      ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
+    });
+    return sandbox.vm;
+  }
+
+  /**
+   * Uploads the seed bundle and clones it as the agent user on the task branch.
+   * With a git route through the credential proxy, its URL (placeholder only)
+   * becomes the remote `upstream`, so `git fetch upstream` works in the sandbox.
+   */
+  async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string): Promise<void> {
+    if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${task.id} has no running sandbox to seed`);
+    const ssh = (sandbox.ssh = await sandbox.vm.ssh());
+    await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL);
+    sandbox.seeded = true;
+    // A seed of the base commit alone can be made again; it would only take space.
+    const opts = await this.readSeedOptions(task.id);
+    if (opts.seedCommit === task.baseCommit) await fsp.rm(bundlePath, { force: true });
+  }
+
+  /** Ends the VM (extensions' last look first), deletes its disk and keys, releases the extensions. */
+  async teardown(sandbox: LiveSandbox): Promise<void> {
+    sandbox.tearingDown = true;
+    const vm = sandbox.vm;
+    if (vm && !sandbox.extensions.every((e) => !e.beforeDestroy)) {
+      const qmp: (() => Promise<QmpPort>) | undefined = typeof vm.qmp === 'function' ? () => vm.qmp!() : undefined;
+      for (const ext of sandbox.extensions) {
+        // beforeDestroy must not throw (port contract); a leak check failing is reported by the extension itself.
+        await ext.beforeDestroy?.({ taskId: sandbox.taskId, sandboxDir: vm.sandboxDir, ...(qmp ? { qmp } : {}) }).catch(() => undefined);
+      }
+    }
+    this.dropSsh(sandbox);
+    if (vm) await vm.destroy();
+    sandbox.vm = undefined;
+    await this.releaseExtensions(sandbox);
+    this.deps.live.close(sandbox);
+  }
+
+  /** After QEMU ended by itself: no connection, no extensions. */
+  async afterCrash(sandbox: LiveSandbox): Promise<void> {
+    this.dropSsh(sandbox);
+    await this.releaseExtensions(sandbox);
+  }
+
+  async releaseExtensions(sandbox: LiveSandbox): Promise<void> {
+    const exts = sandbox.extensions.splice(0);
+    // release must not throw (port contract); one failing must not keep the others.
+    await Promise.all(exts.map((e) => e.release({ taskId: sandbox.taskId }).catch(() => undefined)));
+  }
+
+  /**
+   * After the app was killed: ends the QEMU it left for this sandbox (only a
+   * process identified as that, never a recycled pid) and waits until it is
+   * gone, then deletes the sandbox's disk, keys and sockets. Logs stay.
+   */
+  async reapLeftovers(taskId: string, opts: { sandboxDir?: string; qemuPid?: number } = {}): Promise<void> {
+    const dir = opts.sandboxDir ?? this.sandboxDir(taskId);
+    try {
+      await this.deps.killLeftovers(dir, opts.qemuPid ? [opts.qemuPid] : []);
+    } catch (err) {
+      // Nothing could be identified (no process table): leave the disk to a later start rather than pull it from under a VM.
+      console.error(`task ${taskId}: looking for a QEMU left in ${dir} failed: ${(err as Error).message}`);
+      return;
+    }
+    for (const name of await fsp.readdir(dir).catch(() => [] as string[])) {
+      if (name.endsWith('.log')) continue;
+      await fsp.rm(path.join(dir, name), { recursive: true, force: true });
+    }
+  }
+
+  private dropSsh(sandbox: LiveSandbox): void {
+    try {
+      sandbox.ssh?.close();
+    } catch {
+      // Already closed.
+    }
+    sandbox.ssh = undefined;
+  }
+
+  private async readSeedOptions(taskId: string): Promise<SeedOptions> {
+    const file = path.join(this.workDir(taskId), 'seed.json');
+    let raw: string;
+    try {
+      raw = await fsp.readFile(file, 'utf8');
+    } catch {
+      throw new FactoryError('SeedMissing', `the seed of task ${taskId} is gone (${file} is missing); start a new task`);
+    }
+    let parsed: SeedOptions | undefined;
+    try {
+      parsed = SeedOptions.parse(JSON.parse(raw));
+    } catch (err) {
+      const why = err instanceof z.ZodError ? err.issues[0]?.message : (err as Error).message;
+      throw new FactoryError('SeedMissing', `the seed record of task ${taskId} in ${file} is unreadable: ${why}`);
+    }
+    return parsed;
+  }
+
+  private async writeSeedOptions(taskId: string, opts: SeedOptions): Promise<void> {
+    await writeFileAtomic(path.join(this.workDir(taskId), 'seed.json'), JSON.stringify(opts) + '\n');
+  }
+}
+
+async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string, upstreamUrl?: string): Promise<void> {
+  const prep = await ssh.run(
+    `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
+    { timeoutMs: 30_000 },
+  );
+  if (prep.code !== 0) throw new FactoryError('SeedFailed', `preparing /work in the sandbox failed: ${prep.stderr.trim().slice(0, 500)}`);
+  await ssh.putFile(bundlePath, '/work/seed.bundle');
+  const cloneAsAgent = asAgent(
+    [
+      'set -e',
+      `git clone -q -b ${shellQuote(branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
+      `cd ${GUEST_REPO_DIR}`,
+      'git remote remove origin',
+      ...(upstreamUrl ? [`git remote add upstream ${shellQuote(upstreamUrl)}`] : []),
+      'git rev-parse HEAD',
+    ].join('\n'),
+  );
+  // The bundle is only needed for the clone; it would otherwise take space in the overlay.
+  const clone = await ssh.run(`chmod 644 /work/seed.bundle && ${cloneAsAgent}; rc=$?; rm -f /work/seed.bundle; exit $rc`, {
+    timeoutMs: 10 * 60_000,
+    maxBytes: 64 * 1024,
+  });
+  if (clone.code !== 0) throw new FactoryError('SeedFailed', `cloning the repository in the sandbox failed: ${clone.stderr.trim().slice(0, 500)}`);
+}
+
+export function checkAborted(signal: AbortSignal): void {
+  if (signal.aborted) throw new FactoryError('Cancelled', 'the task was cancelled');
+}
+
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => undefined); // its later failure must not surface as an unhandled rejection
+    return Promise.reject(new FactoryError('Cancelled', 'the task was cancelled'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new FactoryError('Cancelled', 'the task was cancelled'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

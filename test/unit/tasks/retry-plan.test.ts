@@ -1,0 +1,68 @@
+// What Retry runs, decided before the task is touched: which stage it starts
+// at, which results it keeps, and what it refuses.
+import { describe, expect, it } from 'vitest';
+import { STAGE_NAMES, type StageResult, type StageStatus, type Task, type TaskPhase } from '../../../common/domain.js';
+import { planRetry } from '../../../main/tasks/retry-plan.js';
+
+function task(phase: TaskPhase, statuses: StageStatus[]): Task {
+  return {
+    id: 'abcdefgh',
+    title: 't',
+    repoPath: '/r',
+    baseRef: 'main',
+    baseCommit: 'a'.repeat(40),
+    branch: 'factory/abcdefgh',
+    createdAt: new Date(0).toISOString(),
+    phase,
+    sandbox: { status: 'lost' },
+    stages: STAGE_NAMES.map((name, i): StageResult => ({ name, status: statuses[i] ?? 'pending', summary: `${name} result`, sessionId: `s-${name}` })),
+  };
+}
+
+describe('planRetry', () => {
+  it('starts an interrupted task at the stage that was cut, keeping what passed before it', () => {
+    const plan = planRetry(task('interrupted', ['passed', 'passed', 'interrupted', 'pending']));
+    expect(plan.start).toBe('build');
+    expect(plan.stages.slice(0, 2)).toEqual([
+      { name: 'request', status: 'passed', summary: 'request result', sessionId: 's-request' },
+      { name: 'plan', status: 'passed', summary: 'plan result', sessionId: 's-plan' },
+    ]);
+    // The cut stage and those after it start over: no summary or session of the run that was cut.
+    expect(plan.stages.slice(2)).toEqual(['build', 'test', 'review', 'document'].map((name) => ({ name, status: 'pending' })));
+  });
+
+  it('starts at the failed or cancelled stage, or at the first one when none is', () => {
+    expect(planRetry(task('failed', ['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped'])).start).toBe('test');
+    expect(planRetry(task('cancelled', ['passed', 'cancelled', 'skipped'])).start).toBe('plan');
+    // Interrupted before any stage ran (waiting for a slot, booting, seeding).
+    expect(planRetry(task('interrupted', [])).start).toBe('request');
+  });
+
+  it('starts where asked when every earlier stage passed', () => {
+    expect(planRetry(task('failed', ['passed', 'passed', 'passed', 'failed']), 'plan').start).toBe('plan');
+    expect(() => planRetry(task('failed', ['passed', 'passed', 'passed', 'failed']), 'review')).toThrow('cannot start at review: stage test has not passed');
+  });
+
+  it.each(['creating', 'provisioning', 'seeding', 'running', 'pulling-back', 'review', 'approved', 'rejected'] as TaskPhase[])(
+    'refuses a task that is %s',
+    (phase) => {
+      expect(() => planRetry(task(phase, ['passed']))).toThrow(
+        expect.objectContaining({ name: 'NotRetryable', message: `task abcdefgh is ${phase}; only a failed, cancelled or interrupted task can be retried` }),
+      );
+    },
+  );
+
+  it('overrides a failed review: it counts as passed, marked so, and the document stage runs', () => {
+    const plan = planRetry(task('failed', ['passed', 'passed', 'passed', 'passed', 'failed', 'skipped']), undefined, { overrideReview: true });
+    expect(plan.start).toBe('document');
+    expect(plan.stages[4]).toMatchObject({ name: 'review', status: 'passed', summary: 'overridden by the user: review result' });
+    expect(plan.stages[5]).toEqual({ name: 'document', status: 'pending' });
+  });
+
+  it('refuses to override a review that did not fail, or to go on elsewhere than the document stage', () => {
+    expect(() => planRetry(task('failed', ['passed', 'passed', 'passed', 'failed']), undefined, { overrideReview: true })).toThrow('did not fail; there is nothing to override');
+    expect(() => planRetry(task('failed', ['passed', 'passed', 'passed', 'passed', 'failed']), 'test', { overrideReview: true })).toThrow(
+      'an overridden review goes on with the document stage',
+    );
+  });
+});
