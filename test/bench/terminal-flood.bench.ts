@@ -115,7 +115,7 @@ async function main() {
         const ms = Date.now() - t0;
         results.session.push(mb / (ms / 1000));
         console.log(`round ${round} session layer (pty, no viewer): ${(mb / (ms / 1000)).toFixed(2)} MB/s`);
-        svc.dispose();
+        await svc.dispose();
       }
 
       // (c) the whole path into xterm.js in Chromium.
