@@ -22,7 +22,7 @@ import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
 import { TerminalService } from '../../main/terminal/terminal-service.js';
 import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
 import { openBrowser } from '../e2e/support/browser.js';
-import { ensureRendererBuilt } from '../e2e/support/build.js';
+import { ensureE2eRendererBuilt } from '../e2e/support/build.js';
 import { rendererRss } from '../support/chromium-memory.js';
 import { testImage } from '../support/image.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
@@ -55,14 +55,14 @@ async function jsHeapUsed(cdp: CDPSession): Promise<number> {
 }
 
 async function main() {
-  ensureRendererBuilt(root);
+  const staticDir = ensureE2eRendererBuilt(root);
   const image = await testImage();
   const work = await mkdtemp(path.join(os.tmpdir(), 'terminal-bench-'));
   const sandboxDir = path.join(work, 'sandbox');
   const vm = await new QemuDriver().start({ sandboxDir, image, memoryMb: 1024 });
   const ssh = await vm.ssh();
   const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
-  const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });
+  const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
   const browser = await openBrowser();
   const results = { openssh: [] as number[], opensshPty: [] as number[], session: [] as number[], chromium: [] as number[] };
   let peakMain = 0;
