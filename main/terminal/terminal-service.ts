@@ -380,7 +380,11 @@ export class TerminalService {
     this.clearStall(s);
     if (s.batchTimer) clearTimeout(s.batchTimer);
     // Let the writer finish first, or a late write would bring a deleted file back.
-    await s.log?.destroy();
+    // A stuck disk is not waited for forever: a file it writes later is a
+    // leftover that the retention prunes at a later start.
+    if (s.log && !(await withTimeout(s.log.destroy(), this.opts.shutdownWaitMs))) {
+      this.warn(`terminal ${s.info.id}: its log was still being written when it was removed`);
+    }
     if (s.persisted) await this.store.remove(s.info.id);
   }
 

@@ -139,6 +139,33 @@ describe('terminal logs written off the main thread', () => {
     );
     expect(log.queuedBytes).toBe(0);
   });
+
+  it('a stuck log disk stalls neither the stage nor the shutdown', async () => {
+    const { svc, warnings, bytesOf } = makeService({
+      options: {
+        logQueue: { high: 64 * 1024, low: 16 * 1024, hardCap: 256 * 1024, stallMs: 300, maxWriteBytes: 64 * 1024 },
+        shutdownWaitMs: 500,
+      },
+    });
+    const { source } = held('seq 1 100000');
+    const info = svc.register({ taskId: 't1', kind: 'stage', title: 'flood', cols: 80, rows: 24, source, persistLog: true });
+    // The log's name is taken by a FIFO nobody reads before its first write: opening it never returns.
+    const fifo = logFile(info.id);
+    execFileSync('mkfifo', [fifo]);
+    const exit = await runToEnd(svc, info.id, () => bytesOf(info.id), '\n100000\r\n');
+    expect(exit).toEqual({ code: 0, lost: false });
+    expect(bytesOf(info.id).toString().startsWith(seqText(100000))).toBe(true);
+    expect(svc.stats(info.id).logHolds).toBeGreaterThan(0);
+    expect(svc.stats(info.id).logQueued).toBeLessThanOrEqual(256 * 1024);
+    expect(warnings.join('\n')).toMatch(/took no write .* for 300 ms/);
+    const t0 = Date.now();
+    await svc.dispose();
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(warnings.join('\n')).toMatch(/not all written within 500 ms/);
+    // Unblock the writer's open so no thread stays stuck after the test; it then writes what it kept.
+    const got = await readAll(fifo);
+    expect(got.subarray(0, 64 * 1024).toString()).toBe(seqText(100000).slice(0, 64 * 1024));
+  });
 });
 
 describe('terminal logs removed with their task and by age', () => {
