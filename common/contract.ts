@@ -59,6 +59,8 @@ export const apiInputs = {
     maxParallelTasks: z.number().int().min(1).max(32).optional(),
     vmMemoryMb: z.number().int().min(256).max(65536).optional(),
     vmCpus: z.number().int().min(1).max(64).optional(),
+    /** Days a finished terminal's log is kept (applied at the next start); 0 keeps logs forever. */
+    terminalLogRetentionDays: z.number().int().min(0).max(3650).optional(),
   }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
@@ -113,6 +115,7 @@ export interface SettingsView {
   maxParallelTasks: number;
   vmMemoryMb: number;
   vmCpus: number;
+  terminalLogRetentionDays: number;
   agents: string[];
 }
 

@@ -76,7 +76,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const settings = new SettingsStore({ dir: paths.data });
   if (opts.settings) settings.set(opts.settings);
   const store = new StateStore({ dir: paths.state });
-  const terminals = new TerminalService({ logDir: path.join(paths.logs, 'terminals'), emit, emitData });
+  // Logs older than the retention are deleted here, at start-up (a changed setting applies at the next start).
+  const terminals = new TerminalService({
+    logDir: path.join(paths.logs, 'terminals'),
+    emit,
+    emitData,
+    retentionDays: settings.get().terminalLogRetentionDays,
+  });
   const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images });
   // Checked against the port here; the image store and the driver always come as a pair.
   const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver(vmSettingsFromEnv(process.env, paths));
@@ -210,7 +216,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       disposed = true;
       await tasks.dispose();
       await broker.dispose().catch(() => undefined);
-      terminals.dispose();
+      await terminals.dispose();
       eventListeners.clear();
       dataListeners.clear();
     },

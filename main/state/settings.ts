@@ -12,6 +12,8 @@ export const SettingsSchema = z.object({
   /** Guest memory per sandbox. */
   vmMemoryMb: z.number().int().min(256).max(65536).default(1024),
   vmCpus: z.number().int().min(1).max(64).default(2),
+  /** Logs of terminal sessions that ended longer ago are deleted at start-up; 0 keeps them forever. */
+  terminalLogRetentionDays: z.number().int().min(0).max(3650).default(30),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 

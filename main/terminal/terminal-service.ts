@@ -1,101 +1,64 @@
 // Terminal sessions on the host: every stage output and interactive shell is a
 // session with an id, a source (ssh2 channel or node-pty), batched output,
 // end-to-end flow control, a byte-capped scrollback and optionally a log on disk
-// that survives an app restart.
-import { randomBytes } from 'node:crypto';
+// (session-log.ts, written off the main thread) that survives an app restart and
+// is deleted with its task or when older than the retention.
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { z } from 'zod';
 import { FactoryError, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
-import { TerminalInfo } from '../../common/domain.js';
+import type { TerminalInfo } from '../../common/domain.js';
+import { ScrollbackBuffer, terminalBytesToText, type FlowDecision } from './flow-control.js';
+import { LogStore, type PersistedMeta } from './log-store.js';
+import { SessionLog } from './session-log.js';
 import {
-  DEFAULT_BATCH,
-  DEFAULT_WATERMARKS,
-  FlowController,
-  OutputBatcher,
-  ScrollbackBuffer,
-  terminalBytesToText,
-  utf8BoundaryFrom,
-  type BatchLimits,
-  type FlowDecision,
-  type Watermarks,
-} from './flow-control.js';
-import type { RegisterSessionOptions, TerminalSource } from './types.js';
+  DEFAULT_TERMINAL_OPTIONS,
+  newSession,
+  newSessionId,
+  withTimeout,
+  type ExitResult,
+  type Session,
+  type TerminalServiceOptions,
+} from './session.js';
+import type { RegisterSessionOptions } from './types.js';
+
+export type { TerminalServiceOptions } from './session.js';
+
+/** Logs of sessions that ended longer ago than this are deleted at start-up (a setting; 0 keeps them). */
+export const DEFAULT_LOG_RETENTION_DAYS = 30;
 
 export interface TerminalServiceDeps {
   logDir: string;
   emit: (e: FactoryEvent) => void;
   emitData: (e: TerminalDataEvent) => void;
+  /** Days a finished session's log is kept; older ones are deleted at start-up. 0 keeps them forever. */
+  retentionDays?: number;
+  /** Where failures to keep a log are reported (a process warning by default). */
+  warn?: (message: string) => void;
+  /** The clock (tests of the retention). */
+  now?: () => number;
   /** Tuning, mostly for tests. */
   options?: Partial<TerminalServiceOptions>;
-}
-
-export interface TerminalServiceOptions {
-  watermarks: Watermarks;
-  batch: BatchLimits;
-  /** Bytes of scrollback kept in memory per session and replayed by attach(). */
-  scrollbackBytes: number;
-  /** A persisted log rotates to `<id>.log.1` when it reaches this size (so at most twice this on disk). */
-  maxLogBytes: number;
-  /**
-   * While paused, if the viewer acknowledges nothing for this long it is taken
-   * as gone (tab closed, page unloaded) and the source runs free again until the
-   * next attach or ack: a closed tab must never stall a pipeline stage.
-   */
-  viewerStallMs: number;
-}
-
-const DEFAULTS: TerminalServiceOptions = {
-  watermarks: DEFAULT_WATERMARKS,
-  batch: DEFAULT_BATCH,
-  scrollbackBytes: 1024 * 1024,
-  maxLogBytes: 64 * 1024 * 1024,
-  viewerStallMs: 10_000,
-};
-
-const ID_RE = /^[A-Za-z0-9._-]{1,128}$/;
-
-/** What a session's `.json` file next to its log holds. Read back with a schema: disk is not trusted blindly. */
-const PersistedMeta = z.object({
-  version: z.literal(1),
-  info: TerminalInfo,
-  createdAt: z.number(),
-});
-type PersistedMeta = z.infer<typeof PersistedMeta>;
-
-interface ExitResult {
-  code: number | null;
-  lost: boolean;
-}
-
-interface Session {
-  info: TerminalInfo;
-  createdAt: number;
-  source: TerminalSource | null;
-  persist: boolean;
-  flow: FlowController;
-  batcher: OutputBatcher;
-  batchTimer: NodeJS.Timeout | null;
-  stallTimer: NodeJS.Timeout | null;
-  /** In-memory scrollback; null for a session restored from disk (read from its log on demand). */
-  scrollback: ScrollbackBuffer | null;
-  logFd: number | null;
-  logBytes: number;
-  exit: ExitResult | null;
-  exitWaiters: Array<(r: ExitResult) => void>;
-  /** Counters for tests and diagnostics. */
-  stats: { bytesIn: number; bytesEmitted: number; pauses: number; resumes: number };
 }
 
 export class TerminalService {
   private readonly sessions = new Map<string, Session>();
   private readonly opts: TerminalServiceOptions;
+  private readonly store: LogStore;
+  private readonly now: () => number;
+  private readonly warn: (message: string) => void;
   private disposed = false;
+  private disposing: Promise<void> | null = null;
 
   constructor(private readonly deps: TerminalServiceDeps) {
-    this.opts = { ...DEFAULTS, ...deps.options };
+    this.opts = { ...DEFAULT_TERMINAL_OPTIONS, ...deps.options };
+    this.now = deps.now ?? Date.now;
+    this.warn = deps.warn ?? ((message) => process.emitWarning(message));
+    const retentionDays = deps.retentionDays ?? DEFAULT_LOG_RETENTION_DAYS;
+    if (!Number.isInteger(retentionDays) || retentionDays < 0) {
+      throw new FactoryError('InvalidInput', `terminal log retention of ${retentionDays} days is not a whole number of days (0 keeps logs forever)`);
+    }
     fs.mkdirSync(deps.logDir, { recursive: true });
-    this.restorePersisted();
+    this.store = new LogStore(deps.logDir);
+    this.restorePersisted(retentionDays);
   }
 
   register(opts: RegisterSessionOptions): TerminalInfo {
@@ -111,32 +74,19 @@ export class TerminalService {
       cols: opts.cols,
       rows: opts.rows,
     };
-    const s: Session = {
-      info,
-      createdAt: Date.now(),
-      source: opts.source,
-      persist: !!opts.persistLog,
-      flow: new FlowController(this.opts.watermarks),
-      batcher: new OutputBatcher(this.opts.batch),
-      batchTimer: null,
-      stallTimer: null,
-      scrollback: new ScrollbackBuffer(this.opts.scrollbackBytes),
-      logFd: null,
-      logBytes: 0,
-      exit: null,
-      exitWaiters: [],
-      stats: { bytesIn: 0, bytesEmitted: 0, pauses: 0, resumes: 0 },
-    };
-    if (s.persist) {
-      try {
-        s.logFd = fs.openSync(this.logPath(id), 'a', 0o600);
-        this.writeMeta(s);
-      } catch (err) {
-        // No log (full disk, unwritable folder) must not cost the user the terminal.
-        this.closeLog(s);
-        s.persist = false;
-        process.emitWarning(`terminal log for ${id} not kept: ${(err as Error).message}`);
-      }
+    const s = newSession(this.opts, info, this.now(), opts.source);
+    s.scrollback = new ScrollbackBuffer(this.opts.scrollbackBytes);
+    if (opts.persistLog) {
+      s.persisted = true;
+      s.log = new SessionLog({
+        file: this.store.logPath(id),
+        metaFile: this.store.metaPath(id),
+        maxLogBytes: this.opts.maxLogBytes,
+        limits: this.opts.logQueue,
+        onPressure: (hold) => this.onLogPressure(s, hold),
+        onError: (err) => this.onLogError(s, err),
+      });
+      s.log.saveMeta(this.metaJson(s));
     }
     this.sessions.set(id, s);
 
@@ -152,6 +102,13 @@ export class TerminalService {
     return new Promise((resolve) => s.exitWaiters.push(resolve));
   }
 
+  /** Resolves once the session's output so far is in its log file and the log is idle (or has failed, reported). */
+  async logSettled(sessionId: string): Promise<void> {
+    const s = this.get(sessionId);
+    this.flush(s);
+    await s.log?.settled();
+  }
+
   /**
    * A viewer opens the session: everything emitted so far comes back as
    * scrollback (base64) and the viewer's flow-control account starts at zero.
@@ -162,7 +119,11 @@ export class TerminalService {
     const s = this.get(sessionId);
     this.flush(s);
     if (s.exit === null) this.apply(s, s.flow.engage());
-    const bytes = s.scrollback ? s.scrollback.snapshot() : this.readLogTail(s, this.opts.scrollbackBytes);
+    let bytes = s.scrollback ? s.scrollback.snapshot() : this.store.readTail(s.info.id, this.opts.scrollbackBytes);
+    if (!s.scrollback && s.logError) {
+      // The log on disk lacks its end: say so where the user reads it.
+      bytes = Buffer.concat([bytes, Buffer.from(`\r\n\x1b[2m[factory: this log is incomplete: ${s.logError}]\x1b[0m\r\n`)]);
+    }
     return { info: { ...s.info }, scrollback: bytes.toString('base64') };
   }
 
@@ -217,43 +178,73 @@ export class TerminalService {
   tail(sessionId: string, maxBytes: number): string {
     const s = this.get(sessionId);
     this.flush(s);
-    const bytes = s.scrollback ? s.scrollback.tail(maxBytes) : this.readLogTail(s, maxBytes);
+    const bytes = s.scrollback ? s.scrollback.tail(maxBytes) : this.store.readTail(s.info.id, maxBytes);
     return terminalBytesToText(bytes);
   }
 
-  /** Forget a finished session and delete its log (e.g. when its task is deleted). */
-  remove(sessionId: string): void {
+  /** Forget a finished session and delete its log. */
+  async remove(sessionId: string): Promise<void> {
     const s = this.get(sessionId);
     if (s.exit === null) throw new FactoryError('TerminalLive', `terminal ${sessionId} is still running; close it first`);
     this.sessions.delete(sessionId);
-    for (const f of [this.logPath(sessionId), `${this.logPath(sessionId)}.1`, this.metaPath(sessionId)]) {
-      fs.rmSync(f, { force: true });
+    await this.deleteFiles(s);
+  }
+
+  /**
+   * The task is gone for good: kill its sessions that still run, forget them all
+   * and delete their logs. The task service calls this when it deletes a task
+   * record (destroying a sandbox keeps its logs). Returns how many were removed.
+   */
+  async removeTaskSessions(taskId: string): Promise<number> {
+    if (typeof taskId !== 'string' || taskId.length === 0) {
+      // An empty id would match the sessions that belong to no task.
+      throw new FactoryError('InvalidInput', 'removeTaskSessions needs a task id');
     }
+    const mine = [...this.sessions.values()].filter((s) => s.info.taskId === taskId);
+    await Promise.all(
+      mine.map(async (s) => {
+        if (s.exit === null) await this.killAndWait(s);
+        this.sessions.delete(s.info.id);
+        await this.deleteFiles(s);
+      }),
+    );
+    return mine.length;
   }
 
   /** Flow-control counters for one session (tests, diagnostics). */
-  stats(sessionId: string): { bytesIn: number; bytesEmitted: number; pauses: number; resumes: number; unacked: number; paused: boolean } {
+  stats(sessionId: string) {
     const s = this.get(sessionId);
-    return { ...s.stats, unacked: s.flow.unacknowledged, paused: s.flow.isPaused };
+    return {
+      ...s.stats,
+      unacked: s.flow.unacknowledged,
+      paused: s.sourcePaused,
+      logQueued: s.log?.queuedBytes ?? 0,
+      logHeld: s.logHeld,
+      logDropped: s.log?.droppedBytes ?? 0,
+      logError: s.logError,
+    };
   }
 
-  /** Kills every live source; their persisted logs are marked lost (the next start shows them so). */
-  dispose(): void {
-    if (this.disposed) return;
+  /**
+   * Kills every live source (their persisted logs are marked lost: the next start
+   * shows them so) and waits until every log is on disk, at most shutdownWaitMs.
+   */
+  dispose(): Promise<void> {
+    if (this.disposing) return this.disposing;
     this.disposed = true;
     for (const s of this.sessions.values()) {
       this.flush(s);
       this.clearStall(s);
       if (s.exit === null) {
-        try {
-          s.source?.kill();
-        } catch {
-          /* already gone */
-        }
+        this.killQuietly(s);
         this.finish(s, null, true, false);
       }
-      this.closeLog(s);
     }
+    const logs = [...this.sessions.values()].map((s) => s.log?.destroy());
+    this.disposing = withTimeout(Promise.all(logs), this.opts.shutdownWaitMs).then((done) => {
+      if (!done) this.warn(`terminal logs not all written within ${this.opts.shutdownWaitMs} ms of shutting down (a slow or stuck disk)`);
+    });
+    return this.disposing;
   }
 
   // --- internals -----------------------------------------------------------
@@ -281,7 +272,7 @@ export class TerminalService {
 
   private emitChunk(s: Session, chunk: Buffer): void {
     s.scrollback?.append(chunk);
-    this.writeLog(s, chunk);
+    s.log?.append(chunk);
     s.stats.bytesEmitted += chunk.length;
     // Only a live session is flow-controlled: the source is gone after exit.
     if (s.exit === null) {
@@ -292,14 +283,38 @@ export class TerminalService {
   }
 
   private apply(s: Session, decision: FlowDecision): void {
-    if (decision === null || !s.source || s.exit !== null) return;
-    if (decision === 'pause') {
+    if (decision === 'resume') this.clearStall(s);
+    this.syncSource(s);
+  }
+
+  /** The source is paused while the viewer is behind or the log's queue is full, and runs otherwise. */
+  private syncSource(s: Session): void {
+    if (!s.source || s.exit !== null) return;
+    const want = s.flow.isPaused || s.logHeld;
+    if (want === s.sourcePaused) return;
+    s.sourcePaused = want;
+    if (want) {
       s.stats.pauses++;
       s.source.pause();
     } else {
       s.stats.resumes++;
-      this.clearStall(s);
       s.source.resume();
+    }
+  }
+
+  private onLogPressure(s: Session, hold: boolean): void {
+    s.logHeld = hold;
+    if (hold) s.stats.logHolds++;
+    this.syncSource(s);
+  }
+
+  private onLogError(s: Session, err: Error): void {
+    this.warn(`terminal ${s.info.id}${s.info.taskId ? ` (task ${s.info.taskId})` : ''}: ${err.message}`);
+    const stopped = s.log?.error;
+    if (stopped && s.logError === null) {
+      // Recorded once, so a failing metadata write cannot loop back here forever.
+      s.logError = stopped.message.slice(0, 2000);
+      s.log!.saveMeta(this.metaJson(s));
     }
   }
 
@@ -327,19 +342,50 @@ export class TerminalService {
 
   private finish(s: Session, code: number | null, lost: boolean, announce: boolean): void {
     s.exit = { code, lost };
+    s.endedAt = this.now();
     s.info.status = lost ? 'lost' : 'exited';
     s.info.exitCode = code;
     s.flow.disengage();
-    if (s.persist) {
-      try {
-        this.writeMeta(s);
-      } catch (err) {
-        process.emitWarning(`terminal log status for ${s.info.id} not saved: ${(err as Error).message}`);
-      }
+    if (s.log) {
+      s.log.saveMeta(this.metaJson(s));
+      // Written and closed in the background; dispose() and logSettled() wait for it.
+      void s.log.end();
     }
     if (announce) this.deps.emit({ type: 'terminal.status', info: { ...s.info } });
     const waiters = s.exitWaiters.splice(0);
     for (const w of waiters) w({ ...s.exit });
+  }
+
+  private killQuietly(s: Session): void {
+    try {
+      s.source?.kill();
+    } catch (err) {
+      // Already gone is the goal; anything else is worth a line.
+      this.warn(`terminal ${s.info.id}: kill failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** Kills a live session and waits for its end; one that does not end in time is marked lost. */
+  private async killAndWait(s: Session): Promise<void> {
+    this.killQuietly(s);
+    const ended = await withTimeout(this.waitForExit(s.info.id), this.opts.shutdownWaitMs);
+    if (!ended && s.exit === null) {
+      this.flush(s);
+      this.clearStall(s);
+      this.finish(s, null, true, true);
+    }
+  }
+
+  private async deleteFiles(s: Session): Promise<void> {
+    this.clearStall(s);
+    if (s.batchTimer) clearTimeout(s.batchTimer);
+    // Let the writer finish first, or a late write would bring a deleted file back.
+    // A stuck disk is not waited for forever: a file it writes later is a
+    // leftover that the retention prunes at a later start.
+    if (s.log && !(await withTimeout(s.log.destroy(), this.opts.shutdownWaitMs))) {
+      this.warn(`terminal ${s.info.id}: its log was still being written when it was removed`);
+    }
+    if (s.persisted) await this.store.remove(s.info.id);
   }
 
   private get(sessionId: string): Session {
@@ -356,141 +402,28 @@ export class TerminalService {
     return s;
   }
 
-  // --- persistence -----------------------------------------------------------
-
-  private logPath(id: string): string {
-    return path.join(this.deps.logDir, `${id}.log`);
-  }
-  private metaPath(id: string): string {
-    return path.join(this.deps.logDir, `${id}.json`);
-  }
-
-  private writeMeta(s: Session): void {
-    const meta: PersistedMeta = { version: 1, info: s.info, createdAt: s.createdAt };
-    const file = this.metaPath(s.info.id);
-    // Write then rename, so a crash never leaves half a JSON file.
-    fs.writeFileSync(`${file}.tmp`, JSON.stringify(meta), { mode: 0o600 });
-    fs.renameSync(`${file}.tmp`, file);
+  private metaJson(s: Session): string {
+    const meta: PersistedMeta = {
+      version: 1,
+      info: s.info,
+      createdAt: s.createdAt,
+      ...(s.endedAt !== undefined ? { endedAt: s.endedAt } : {}),
+      ...(s.logError !== null ? { logError: s.logError } : {}),
+    };
+    return JSON.stringify(meta);
   }
 
-  private writeLog(s: Session, chunk: Buffer): void {
-    if (s.logFd === null) return;
-    try {
-      if (s.logBytes + chunk.length > this.opts.maxLogBytes) {
-        fs.closeSync(s.logFd);
-        s.logFd = null;
-        fs.renameSync(this.logPath(s.info.id), `${this.logPath(s.info.id)}.1`);
-        s.logFd = fs.openSync(this.logPath(s.info.id), 'w', 0o600);
-        s.logBytes = 0;
-      }
-      // Synchronous append: a batch is at most one chunk cap, and the log is then
-      // complete at any moment (a crash or dispose loses nothing already emitted).
-      fs.writeSync(s.logFd, chunk);
-      s.logBytes += chunk.length;
-    } catch (err) {
-      // A full disk must not kill the terminal: stop logging, keep the session.
-      this.closeLog(s);
-      s.persist = false;
-      process.emitWarning(`terminal log for ${s.info.id} stopped: ${(err as Error).message}`);
+  private restorePersisted(retentionDays: number): void {
+    const { sessions, pruned, warnings } = this.store.restore(retentionDays, this.now());
+    for (const w of warnings) this.warn(w);
+    if (pruned.length > 0) this.warn(`removed the logs of ${pruned.length} terminal session(s) older than ${retentionDays} days`);
+    for (const meta of sessions) {
+      const s = newSession(this.opts, meta.info, meta.createdAt, null);
+      if (meta.endedAt !== undefined) s.endedAt = meta.endedAt;
+      s.persisted = true;
+      s.logError = meta.logError ?? null;
+      s.exit = { code: meta.info.exitCode ?? null, lost: meta.info.status === 'lost' };
+      this.sessions.set(meta.info.id, s);
     }
-  }
-
-  private closeLog(s: Session): void {
-    if (s.logFd !== null) {
-      try {
-        fs.closeSync(s.logFd);
-      } catch {
-        /* ignore */
-      }
-      s.logFd = null;
-    }
-  }
-
-  /** Last maxBytes of a persisted log (spanning the rotated file when the current one is short). */
-  private readLogTail(s: Session, maxBytes: number): Buffer {
-    const parts: Buffer[] = [];
-    let need = maxBytes;
-    for (const file of [this.logPath(s.info.id), `${this.logPath(s.info.id)}.1`]) {
-      if (need <= 0) break;
-      const part = readFileTail(file, need);
-      parts.unshift(part);
-      need -= part.length;
-    }
-    const all = Buffer.concat(parts);
-    return all.subarray(utf8BoundaryFrom(all, 0));
-  }
-
-  private restorePersisted(): void {
-    let names: string[];
-    try {
-      names = fs.readdirSync(this.deps.logDir);
-    } catch {
-      return;
-    }
-    const restored: Session[] = [];
-    for (const name of names) {
-      if (!name.endsWith('.json')) continue;
-      const id = name.slice(0, -'.json'.length);
-      if (!ID_RE.test(id)) continue;
-      let meta: PersistedMeta;
-      try {
-        meta = PersistedMeta.parse(JSON.parse(fs.readFileSync(path.join(this.deps.logDir, name), 'utf8')));
-      } catch (err) {
-        process.emitWarning(`ignoring unreadable terminal log metadata ${name}: ${(err as Error).message}`);
-        continue;
-      }
-      if (meta.info.id !== id) continue;
-      // A session still 'live' on disk belonged to a process that ended without closing it.
-      const wasLive = meta.info.status === 'live';
-      const info: TerminalInfo = { ...meta.info, status: wasLive ? 'lost' : meta.info.status };
-      const exit: ExitResult = { code: info.exitCode ?? null, lost: info.status === 'lost' };
-      const s: Session = {
-        info,
-        createdAt: meta.createdAt,
-        source: null,
-        persist: true,
-        flow: new FlowController(this.opts.watermarks),
-        batcher: new OutputBatcher(this.opts.batch),
-        batchTimer: null,
-        stallTimer: null,
-        scrollback: null,
-        logFd: null,
-        logBytes: 0,
-        exit,
-        exitWaiters: [],
-        stats: { bytesIn: 0, bytesEmitted: 0, pauses: 0, resumes: 0 },
-      };
-      if (wasLive) this.writeMeta(s);
-      restored.push(s);
-    }
-    restored.sort((a, b) => a.createdAt - b.createdAt);
-    for (const s of restored) this.sessions.set(s.info.id, s);
-  }
-}
-
-function newSessionId(): string {
-  return `term-${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
-}
-
-function readFileTail(file: string, maxBytes: number): Buffer {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, 'r');
-  } catch {
-    return Buffer.alloc(0);
-  }
-  try {
-    const size = fs.fstatSync(fd).size;
-    const len = Math.min(size, Math.max(0, maxBytes));
-    const buf = Buffer.alloc(len);
-    let off = 0;
-    while (off < len) {
-      const n = fs.readSync(fd, buf, off, len - off, size - len + off);
-      if (n === 0) break;
-      off += n;
-    }
-    return buf.subarray(0, off);
-  } finally {
-    fs.closeSync(fd);
   }
 }

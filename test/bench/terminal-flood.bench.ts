@@ -23,7 +23,7 @@ import { TerminalService } from '../../main/terminal/terminal-service.js';
 import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
 import { openBrowser } from '../e2e/support/browser.js';
-import { ensureRendererBuilt } from '../e2e/support/build.js';
+import { ensureE2eRendererBuilt } from '../e2e/support/build.js';
 import { rendererRss } from '../support/chromium-memory.js';
 import { testImage } from '../support/image.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
@@ -56,14 +56,14 @@ async function jsHeapUsed(cdp: CDPSession): Promise<number> {
 }
 
 async function main() {
-  ensureRendererBuilt(root);
+  const staticDir = ensureE2eRendererBuilt(root);
   const image = await testImage();
   const work = await mkdtemp(path.join(os.tmpdir(), 'terminal-bench-'));
   const sandboxDir = path.join(work, 'sandbox');
   const vm = await new QemuDriver({ snapshotsDir: appPaths().snapshots }).start({ sandboxDir, image, memoryMb: 1024 });
   const ssh = await vm.ssh();
   const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
-  const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });
+  const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
   const browser = await openBrowser();
   const results = { openssh: [] as number[], opensshPty: [] as number[], session: [] as number[], chromium: [] as number[] };
   let peakMain = 0;
@@ -116,7 +116,7 @@ async function main() {
         const ms = Date.now() - t0;
         results.session.push(mb / (ms / 1000));
         console.log(`round ${round} session layer (pty, no viewer): ${(mb / (ms / 1000)).toFixed(2)} MB/s`);
-        svc.dispose();
+        await svc.dispose();
       }
 
       // (c) the whole path into xterm.js in Chromium.

@@ -13,7 +13,7 @@ import { spawnHostShell } from '../../main/terminal/host-shell.js';
 import { rendererRss } from '../support/chromium-memory.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
 import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
-import { ensureRendererBuilt } from './support/build.js';
+import { ensureE2eRendererBuilt } from './support/build.js';
 import { terminalText, typeInTerminal } from './support/ui-driver.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -44,7 +44,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
   let browser: OpenBrowser;
 
   beforeAll(async () => {
-    ensureRendererBuilt(root);
+    const staticDir = ensureE2eRendererBuilt(root);
     work = mkdtempSync(path.join(os.tmpdir(), 'factory-term-flood-'));
     app = new TerminalHostApp({
       logDir: path.join(work, 'logs'),
@@ -58,7 +58,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
           env: { PS1: 'flood$ ', HISTFILE: '/dev/null' },
         }).source,
     });
-    host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? path.join(root, 'dist/renderer') });
+    host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
     browser = await openBrowser();
   });
   afterAll(async () => {

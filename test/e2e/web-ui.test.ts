@@ -15,7 +15,7 @@ import { startWebHost, type WebHost } from '../../main/host/web/web-host.js';
 import { appPaths } from '../../main/state/paths.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/browser.js';
-import { ensureRendererBuilt } from './support/build.js';
+import { ensureE2eRendererBuilt } from './support/build.js';
 import { qemuProcessesUnder, which } from './support/processes.js';
 import { startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
 
@@ -55,12 +55,12 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
   let notRepo: string;
 
   beforeAll(async () => {
-    ensureRendererBuilt(root);
+    const staticDir = ensureE2eRendererBuilt(root);
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'factory-e2e-data-'));
     // Temp data dir; the image cache is shared (FACTORY_CACHE_DIR or the user cache).
     const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
     app = await createFactoryApp({ host: 'web', paths });
-    host = await startWebHost(app, { staticDir: path.join(root, 'dist/renderer') });
+    host = await startWebHost(app, { staticDir });
     // A running account of the task in the test log, so a slow or stuck run shows where it is.
     const t0 = Date.now();
     let last = '';

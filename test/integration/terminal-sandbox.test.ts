@@ -40,7 +40,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  service?.dispose();
+  await service?.dispose();
   ssh?.close();
   await vm?.destroy();
   if (work) fs.rmSync(work, { recursive: true, force: true });
@@ -219,10 +219,11 @@ describe('terminal sessions in a real sandbox', () => {
     const replay = Buffer.from(service.attach(info.id).scrollback, 'base64').toString('utf8');
     for (const i of [1, 2, 3]) expect(replay).toContain(`before-drop-${i}`);
     // …also after an app restart (a new service over the same log folder).
+    await service.logSettled(info.id);
     const restarted = new TerminalService({ logDir: path.join(work, 'logs'), emit: () => {}, emitData: () => {} });
     expect(restarted.list().find((i) => i.id === info.id)).toMatchObject({ status: 'lost' });
     expect(Buffer.from(restarted.attach(info.id).scrollback, 'base64').toString('utf8')).toContain('before-drop-3');
-    restarted.dispose();
+    await restarted.dispose();
 
     // Reconnect: a new connection and session see the same guest.
     const again = await vm!.ssh();

@@ -141,10 +141,10 @@ beforeEach(() => {
   }
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'term-reg-'));
 });
-afterEach(() => {
+afterEach(async () => {
   cleanup();
   registry?.dispose();
-  bridge?.service.dispose();
+  await bridge?.service.dispose();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

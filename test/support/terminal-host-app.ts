@@ -92,7 +92,7 @@ export class TerminalHostApp implements HostedApp {
     return this.data.add(l);
   }
   async dispose() {
-    this.terminals.dispose();
+    await this.terminals.dispose();
   }
 
   private get(taskId: string): Task {

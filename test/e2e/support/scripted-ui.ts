@@ -6,11 +6,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWebHost, type WebHost } from '../../../main/host/web/web-host.js';
 import { openBrowser, type OpenBrowser } from './browser.js';
-import { ensureRendererBuilt } from './build.js';
+import { E2E_RENDERER_DIR, ensureE2eRendererBuilt } from './build.js';
 import type { ScriptedApp } from './scripted-app.js';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-export const staticDir = path.join(projectRoot, 'dist/renderer');
+/** The e2e build of the renderer (with the test hook the specs read terminals through). */
+export const staticDir = path.join(projectRoot, E2E_RENDERER_DIR);
 
 export class ScriptedUi {
   private constructor(
@@ -21,7 +22,7 @@ export class ScriptedUi {
   ) {}
 
   static async start(app: ScriptedApp): Promise<ScriptedUi> {
-    ensureRendererBuilt(projectRoot);
+    ensureE2eRendererBuilt(projectRoot);
     const host = await startWebHost(app, { staticDir });
     const browser = await openBrowser();
     const repo = mkdtempSync(path.join(os.tmpdir(), 'factory-ui-repo-'));

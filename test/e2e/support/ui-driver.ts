@@ -38,15 +38,31 @@ export async function waitForAllStagesPassed(page: Page, taskId: string, timeout
   }
 }
 
-/** The text of the terminal shown in the pane (read from xterm.js's buffer: WebGL draws to a canvas). */
+/**
+ * The text of the terminal shown in the pane, scrollback included, read from
+ * xterm.js's buffer (WebGL draws to a canvas) through the test hook that only
+ * the e2e build of the renderer has (support/build.ts).
+ */
 export async function terminalText(page: Page): Promise<string> {
   const pane = page.getByTestId('terminal-pane');
   const sessionId = await pane.getAttribute('data-session-id');
   if (!sessionId) return '';
-  return page.evaluate(
-    (id) => (window as unknown as { __factoryTerminals?: { text(id: string): string } }).__factoryTerminals?.text(id) ?? '',
+  const text = await page.evaluate(
+    (id) => (window as unknown as { __factoryTerminals?: { text(id: string): string } }).__factoryTerminals?.text(id) ?? null,
     sessionId,
   );
+  if (text === null) throw new Error('window.__factoryTerminals is missing: serve the e2e build of the renderer (ensureE2eRendererBuilt)');
+  return text;
+}
+
+/**
+ * The rows the terminal shows on screen, for the production build (no test
+ * hook), e.g. under Electron. Only the DOM renderer has rows to read; it is the
+ * one used without a GPU (`--disable-gpu`), and the WebGL one has none.
+ */
+export async function terminalScreenText(page: Page): Promise<string> {
+  const rows = page.getByTestId('terminal-pane').locator('.xterm-rows > div');
+  return (await rows.allTextContents()).map((r) => r.replace(/\u00a0/g, ' ').trimEnd()).join('\n');
 }
 
 /** Types into the terminal shown in the pane, as a user would. */

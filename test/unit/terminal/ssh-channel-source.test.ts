@@ -174,7 +174,7 @@ describe('sshChannelSource', () => {
       emitData: (e) => (received += e.data.byteLength),
       options: { watermarks: { high: 256 * 1024, low: 64 * 1024 } },
     });
-    cleanups.push(() => svc.dispose());
+    cleanups.push(() => void svc.dispose()); // not persisted: nothing to wait for
     const info = svc.register({ kind: 'shell', title: 'flood', cols: 80, rows: 24, source: sshChannelSource(await exec(await connect(), 'flood')) });
     svc.attach(info.id);
     let maxUnacked = 0;

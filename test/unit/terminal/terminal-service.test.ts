@@ -15,8 +15,8 @@ let services: TerminalService[] = [];
 beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'term-svc-'));
 });
-afterEach(() => {
-  for (const s of services) s.dispose();
+afterEach(async () => {
+  await Promise.all(services.map((s) => s.dispose()));
   services = [];
   fs.rmSync(dir, { recursive: true, force: true });
 });
@@ -24,15 +24,17 @@ afterEach(() => {
 function makeService(options?: Partial<TerminalServiceOptions>) {
   const events: FactoryEvent[] = [];
   const data: TerminalDataEvent[] = [];
+  const warnings: string[] = [];
   const svc = new TerminalService({
     logDir: path.join(dir, 'logs'),
     emit: (e) => events.push(e),
     emitData: (e) => data.push(e),
+    warn: (m) => warnings.push(m),
     ...(options ? { options } : {}),
   });
   services.push(svc);
   const bytesOf = (id: string) => Buffer.concat(data.filter((d) => d.sessionId === id).map((d) => Buffer.from(d.data)));
-  return { svc, events, data, bytesOf };
+  return { svc, events, data, bytesOf, warnings };
 }
 
 /** A real pty running a command through sh (no shell rc files, deterministic). */
@@ -196,7 +198,7 @@ describe('TerminalService with a real pty', () => {
     await releaseWhenSeen(first.svc, stage.id, () => first.bytesOf(stage.id), '✓\r\n');
     await first.svc.waitForExit(notPersisted.id);
     await waitFor(() => first.svc.tail(running.id, 100).includes('started'));
-    first.svc.dispose(); // the app quits while 'test' runs
+    await first.svc.dispose(); // the app quits while 'test' runs
 
     const second = makeService();
     const listed = second.svc.list('task-1');
@@ -209,7 +211,7 @@ describe('TerminalService with a real pty', () => {
     expect(second.svc.tail(running.id, 100)).toBe('started\n');
     expect(await second.svc.waitForExit(stage.id)).toEqual({ code: 2, lost: false });
     expect(() => second.svc.write(stage.id, 'x')).toThrow(/exited/);
-    second.svc.remove(stage.id);
+    await second.svc.remove(stage.id);
     expect(fs.existsSync(path.join(dir, 'logs', `${stage.id}.log`))).toBe(false);
   });
 
@@ -217,7 +219,7 @@ describe('TerminalService with a real pty', () => {
     const { svc, bytesOf } = makeService({ maxLogBytes: 10_000, scrollbackBytes: 15_000, batch: { delayMs: 1, maxChunkBytes: 1000 } });
     const info = svc.register({ kind: 'stage', title: 'big', cols: 80, rows: 24, source: ptyCommandHeld('seq 1 10000'), persistLog: true });
     await releaseWhenSeen(svc, info.id, () => bytesOf(info.id), '\n10000\r\n');
-    svc.dispose();
+    await svc.dispose();
     const files = fs.readdirSync(path.join(dir, 'logs')).sort();
     expect(files).toEqual([`${info.id}.json`, `${info.id}.log`, `${info.id}.log.1`]);
     for (const f of files) expect(fs.statSync(path.join(dir, 'logs', f)).size).toBeLessThanOrEqual(10_000);
@@ -227,8 +229,8 @@ describe('TerminalService with a real pty', () => {
     expect(replay).toMatch(/\n9999\r\n10000\r\n(\r\n)?$/);
   });
 
-  it('keeps the terminal when its log cannot be written', async () => {
-    const { svc, bytesOf } = makeService();
+  it('keeps the terminal when its log cannot be written, and says why', async () => {
+    const { svc, bytesOf, warnings } = makeService();
     // The log folder vanished and a file took its place: every log write fails.
     fs.rmSync(path.join(dir, 'logs'), { recursive: true });
     fs.writeFileSync(path.join(dir, 'logs'), 'not a folder');
@@ -236,14 +238,17 @@ describe('TerminalService with a real pty', () => {
     await releaseWhenSeen(svc, info.id, () => bytesOf(info.id), 'still-here\r\n');
     expect(svc.list()[0]).toMatchObject({ status: 'exited', exitCode: 0 });
     expect(svc.tail(info.id, 100)).toContain('still-here');
+    await svc.logSettled(info.id);
+    expect(warnings.join('\n')).toMatch(new RegExp(`terminal ${info.id}: terminal log: .*ENOTDIR`));
   });
 
   it('ignores corrupt metadata in the log folder', () => {
     fs.mkdirSync(path.join(dir, 'logs'), { recursive: true });
     fs.writeFileSync(path.join(dir, 'logs', 'term-x.json'), '{"version":1,"info":{"id":"term-x"}}');
     fs.writeFileSync(path.join(dir, 'logs', 'bad name!.json'), '{}');
-    const { svc } = makeService();
+    const { svc, warnings } = makeService();
     expect(svc.list()).toEqual([]);
+    expect(warnings).toEqual([expect.stringMatching(/unreadable terminal log metadata term-x\.json/)]);
   });
 });
 
