@@ -50,7 +50,7 @@ export function FileDetail({ path, file, state, onClose, onRetry }: Props) {
               </pre>
             </>
           ) : null}
-          <PatchView model={model} testId="review-file-patch" label={`Patch of ${escapeName(path)}`} />
+          {model.rowCount ? <PatchView model={model} testId="review-file-patch" label={`Patch of ${escapeName(path)}`} /> : null}
           {detail.patchTruncated ? (
             <p className="note" data-testid="review-file-patch-truncated">
               This file's patch was cut at its size limit: what is above is not all of it.
