@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync, symlinkSync, chmodSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildPatchModel, patchRow, ROW_CHARS, segments, unquoteGitPath } from '../../renderer/components/review/patch-model.js';
+import { buildPatchModel, decodeGitBytes, patchRow, ROW_CHARS, segments, unquoteGitPath } from '../../renderer/components/review/patch-model.js';
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, encoding: 'utf8' });
@@ -31,14 +31,21 @@ describe('patch model', () => {
       git(repo, 'rm', '-q', 'gone.txt');
       symlinkSync('../../etc/passwd', path.join(repo, 'link'));
       writeFileSync(path.join(repo, 'bin.dat'), Buffer.from([0x7f, 0x45, 0, 1, 2]));
+      writeFileSync(Buffer.concat([Buffer.from(repo + '/bad'), Buffer.from([0xff]), Buffer.from('name')]), 'x\n'); // not UTF-8
       git(repo, 'add', '-A');
       git(repo, 'commit', '-qm', 'change');
       const patch = git(repo, 'diff', '-M', '--no-color', 'HEAD~1', 'HEAD');
-      const changed = git(repo, 'diff', '-M', '--name-only', '-z', 'HEAD~1', 'HEAD').split('\0').filter(Boolean);
+      const raw = execFileSync('git', ['diff', '-M', '--name-only', '-z', 'HEAD~1', 'HEAD'], { cwd: repo });
+      const changed: string[] = [];
+      for (let at = 0; at < raw.length; ) {
+        const end = raw.indexOf(0, at);
+        changed.push(decodeGitBytes([...raw.subarray(at, end)]));
+        at = end + 1;
+      }
       const model = buildPatchModel(patch);
       expect([...model.fileRows.keys()].sort()).toEqual([...changed].sort());
       for (const [p, row] of model.fileRows) expect(patchRow(model, row).text.startsWith('diff --git ')).toBe(true);
-      expect(changed).toEqual(expect.arrayContaining([...names, 'new name.txt', 'run.sh', 'gone.txt', 'link', 'bin.dat']));
+      expect(changed).toEqual(expect.arrayContaining([...names, 'new name.txt', 'run.sh', 'gone.txt', 'link', 'bin.dat', 'bad\udcffname']));
     } finally {
       rmSync(repo, { recursive: true, force: true });
     }
@@ -61,6 +68,10 @@ describe('patch model', () => {
     expect(unquoteGitPath('"a/caf\\303\\251" rest')).toEqual({ value: 'a/café', end: 15 });
     expect(unquoteGitPath('"a/x\\342\\200\\256y"')?.value).toBe('a/x\u202ey');
     expect(unquoteGitPath('"a/t\\tb\\"q\\\\"')?.value).toBe('a/t\tb"q\\');
+    // Bytes that are not UTF-8 stay distinct (U+DC80+byte, as the host names them), never U+FFFD.
+    expect(unquoteGitPath('"a\\377"')?.value).toBe('a\udcff');
+    expect(unquoteGitPath('"a\\376"')?.value).toBe('a\udcfe');
+    expect(unquoteGitPath('"\\355\\240\\200x"')?.value).toBe('\udced\udca0\udc80x'); // an encoded surrogate is not UTF-8
     expect(unquoteGitPath('"unterminated')).toBeUndefined();
     expect(unquoteGitPath('"bad \\q escape"')).toBeUndefined();
   });

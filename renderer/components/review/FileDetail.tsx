@@ -42,6 +42,12 @@ export function FileDetail({ path, file, state, onClose, onRetry }: Props) {
       {detail && model ? (
         <>
           <p className="muted">{formatBytes(detail.size)}</p>
+          {/* Hosts that say why a file has no leading bytes (deleted, submodule, over the cap) send a note. */}
+          {'note' in detail && typeof detail.note === 'string' ? (
+            <p className="note" data-testid="review-file-note">
+              {escapeContentLine(detail.note)}
+            </p>
+          ) : null}
           {file?.notText || file?.binary ? (
             <>
               <p className="muted">Leading bytes (printable ASCII as is, everything else escaped):</p>

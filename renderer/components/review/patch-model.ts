@@ -184,6 +184,37 @@ function unquoted(s: string): string | undefined {
 
 const SIMPLE_ESCAPES: Record<string, number> = { a: 7, b: 8, f: 12, n: 10, r: 13, t: 9, v: 11, '\\': 0x5c, '"': 0x22 };
 
+/** Length of the valid UTF-8 sequence at `i`, or 0 when the byte there does not start one. */
+function sequenceLength(b: number[], i: number): number {
+  const c = b[i]!;
+  if (c < 0x80) return 1;
+  const cont = (k: number) => i + k < b.length && (b[i + k]! & 0xc0) === 0x80;
+  const c1 = b[i + 1] ?? 0;
+  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) return cont(1) && cont(2) && !(c === 0xe0 && c1 < 0xa0) && !(c === 0xed && c1 >= 0xa0) ? 3 : 0;
+  if (c >= 0xf0 && c <= 0xf4) return cont(1) && cont(2) && cont(3) && !(c === 0xf0 && c1 < 0x90) && !(c === 0xf4 && c1 >= 0x90) ? 4 : 0;
+  return 0;
+}
+
+/**
+ * A git name's bytes as the host names them: UTF-8, and each byte that is not
+ * UTF-8 as the lone surrogate U+DC80+byte ("surrogateescape"), so two names
+ * differing only in invalid bytes stay two names.
+ */
+export function decodeGitBytes(b: number[]): string {
+  let out = '';
+  const dec = new TextDecoder();
+  for (let i = 0; i < b.length; ) {
+    const n = sequenceLength(b, i);
+    if (n === 0) out += String.fromCharCode(0xdc00 + b[i++]!);
+    else {
+      out += dec.decode(new Uint8Array(b.slice(i, i + n)));
+      i += n;
+    }
+  }
+  return out;
+}
+
 /** git's C-style quoting ("a/caf\303\251") back to the path; `end` is the index after the closing quote. */
 export function unquoteGitPath(s: string): { value: string; end: number } | undefined {
   if (s[0] !== '"') return undefined;
@@ -191,7 +222,7 @@ export function unquoteGitPath(s: string): { value: string; end: number } | unde
   const enc = new TextEncoder();
   for (let i = 1; i < s.length; i++) {
     const c = s[i]!;
-    if (c === '"') return { value: new TextDecoder().decode(new Uint8Array(bytes)), end: i + 1 };
+    if (c === '"') return { value: decodeGitBytes(bytes), end: i + 1 };
     if (c !== '\\') {
       const cp = s.codePointAt(i)!;
       const ch = String.fromCodePoint(cp);
