@@ -80,7 +80,7 @@ export function ReviewPanel({ task }: { task: Task }) {
       ) : null}
       <PatchView ref={patchView} model={model} testId="review-patch" label="Patch" />
       <p className="muted patch-size" data-testid="review-patch-size">
-        {plural(model.lines.length, 'patch line')}
+        {plural(model.lineCount, 'patch line')}
       </p>
       {review.patchTruncated ? (
         <p className="note" role="alert" data-testid="review-patch-truncated">

@@ -64,6 +64,17 @@ describe('patch model', () => {
     expect(model.maxCols).toBe(ROW_CHARS);
   });
 
+  it('reads lines with or without a final newline, empty ones included', () => {
+    const rows = (p: string) => {
+      const m = buildPatchModel(p);
+      return Array.from({ length: m.rowCount }, (_, i) => patchRow(m, i).text);
+    };
+    expect(rows('')).toEqual([]);
+    expect(rows('+a')).toEqual(['+a']);
+    expect(rows('+a\n\n-b\r\n')).toEqual(['+a', '', '-b\r']);
+    expect(rows('\n')).toEqual(['']);
+  });
+
   it('unquotes git C-quoted paths, and refuses malformed quoting', () => {
     expect(unquoteGitPath('"a/caf\\303\\251" rest')).toEqual({ value: 'a/café', end: 15 });
     expect(unquoteGitPath('"a/x\\342\\200\\256y"')?.value).toBe('a/x\u202ey');

@@ -10,7 +10,11 @@ export const ROW_CHARS = 1000;
 export type LineKind = 'header' | 'file' | 'hunk' | 'add' | 'del' | 'ctx' | 'meta';
 
 export interface PatchModel {
-  lines: string[];
+  /** The patch as given; lines are read from it on demand (no string per line). */
+  text: string;
+  lineCount: number;
+  /** Line i is text[lineStart[i], lineStart[i + 1] - 1): the "\n" before the next start is left out. */
+  lineStart: Int32Array;
   rowCount: number;
   /** Row → line and the line offset it starts at; absent when every line fits one row (row = line). */
   rowLine?: Int32Array;
@@ -42,45 +46,56 @@ export function lineKind(line: string): LineKind {
 }
 
 /** Where a line is cut into rows; never between the halves of a surrogate pair. */
-function cuts(line: string): number[] {
+function cuts(text: string, from: number, to: number): number[] {
   const starts: number[] = [];
-  let at = 0;
-  while (at < line.length) {
-    starts.push(at);
+  let at = from;
+  while (at < to) {
+    starts.push(at - from);
     let next = at + ROW_CHARS;
-    const high = line.charCodeAt(next - 1);
-    if (next < line.length && high >= 0xd800 && high <= 0xdbff) next -= 1;
+    const high = text.charCodeAt(next - 1);
+    if (next < to && high >= 0xd800 && high <= 0xdbff) next -= 1;
     at = next;
   }
   return starts.length ? starts : [0];
 }
 
+export function lineAt(model: Pick<PatchModel, 'text' | 'lineStart' | 'lineCount'>, i: number): string {
+  return i < model.lineCount ? model.text.slice(model.lineStart[i]!, model.lineStart[i + 1]! - 1) : '';
+}
+
 export function buildPatchModel(patch: string): PatchModel {
-  const lines = patch === '' ? [] : patch.split('\n');
-  if (lines.length && lines[lines.length - 1] === '') lines.pop();
-  const fileRows = new Map<string, number>();
+  // Offsets, not split(): 700,000 line strings would cost tens of MB and long GC pauses while scrolling.
+  let lineCount = 0;
+  for (let at = patch.indexOf('\n'); at !== -1; at = patch.indexOf('\n', at + 1)) lineCount++;
+  if (patch.length && !patch.endsWith('\n')) lineCount++;
+  const lineStart = new Int32Array(lineCount + 1);
+  for (let i = 1, at = 0; i <= lineCount; i++) {
+    const nl = patch.indexOf('\n', at);
+    at = nl === -1 ? patch.length + 1 : nl + 1;
+    lineStart[i] = at;
+  }
+  const base = { text: patch, lineCount, lineStart };
+  const len = (i: number) => lineStart[i + 1]! - 1 - lineStart[i]!;
   let long = false;
   let maxCols = 0;
-  for (const l of lines) {
-    if (l.length > ROW_CHARS) long = true;
-    if (l.length > maxCols) maxCols = l.length;
-  }
+  for (let i = 0; i < lineCount; i++) maxCols = Math.max(maxCols, len(i));
+  if (maxCols > ROW_CHARS) long = true;
   maxCols = Math.min(maxCols, ROW_CHARS);
-  let rowCount = lines.length;
+  let rowCount = lineCount;
   let rowLine: Int32Array | undefined;
   let rowStart: Int32Array | undefined;
-  const lineRow = (i: number) => i;
-  let rowOf = lineRow;
+  let rowOf = (i: number) => i;
   if (long) {
-    const starts = lines.map((l) => (l.length > ROW_CHARS ? cuts(l) : [0]));
-    rowCount = starts.reduce((n, s) => n + s.length, 0);
+    const starts: number[][] = [];
+    for (let i = 0; i < lineCount; i++) starts.push(len(i) > ROW_CHARS ? cuts(patch, lineStart[i]!, lineStart[i]! + len(i)) : [0]);
+    rowCount = starts.reduce((n, st) => n + st.length, 0);
     rowLine = new Int32Array(rowCount);
     rowStart = new Int32Array(rowCount);
-    const firstRow = new Int32Array(lines.length);
+    const firstRow = new Int32Array(lineCount);
     let r = 0;
-    starts.forEach((s, i) => {
+    starts.forEach((st, i) => {
       firstRow[i] = r;
-      for (const at of s) {
+      for (const at of st) {
         rowLine![r] = i;
         rowStart![r] = at;
         r++;
@@ -88,22 +103,24 @@ export function buildPatchModel(patch: string): PatchModel {
     });
     rowOf = (i: number) => firstRow[i]!;
   }
-  for (let i = 0; i < lines.length; i++) {
-    const l = lines[i]!;
-    if (l.charCodeAt(0) !== 0x64 /* d */ || !l.startsWith('diff --git ')) continue;
-    const p = headerPath(lines, i);
+  const fileRows = new Map<string, number>();
+  const line = (i: number) => lineAt(base, i);
+  for (let i = 0; i < lineCount; i++) {
+    const at = lineStart[i]!;
+    if (patch.charCodeAt(at) !== 0x64 /* d */ || !patch.startsWith('diff --git ', at)) continue;
+    const p = headerPath(line, lineCount, i);
     if (p !== undefined && !fileRows.has(p)) fileRows.set(p, rowOf(i));
   }
-  return { lines, rowCount, ...(rowLine ? { rowLine, rowStart } : {}), maxCols, fileRows };
+  return { ...base, rowCount, ...(rowLine ? { rowLine, rowStart } : {}), maxCols, fileRows };
 }
 
 export function patchRow(model: PatchModel, row: number): PatchRow {
   if (!model.rowLine) {
-    const line = model.lines[row] ?? '';
+    const line = lineAt(model, row);
     return { text: line, line, lineIndex: row, continued: false };
   }
   const lineIndex = model.rowLine[row]!;
-  const line = model.lines[lineIndex] ?? '';
+  const line = lineAt(model, lineIndex);
   const start = model.rowStart![row]!;
   const next = row + 1 < model.rowCount && model.rowLine[row + 1] === lineIndex ? model.rowStart![row + 1]! : line.length;
   return { text: line.slice(start, next), line, lineIndex, continued: start > 0 };
@@ -139,10 +156,10 @@ export function segments(text: string): Segment[] {
  * `rename to` / `copy to` / `+++ b/` / `--- a/` lines, else from the header
  * itself when both sides name the same path. Undefined when it cannot be told.
  */
-export function headerPath(lines: string[], i: number): string | undefined {
+export function headerPath(lineOf: (i: number) => string, count: number, i: number): string | undefined {
   let minus: string | undefined;
-  for (let j = i + 1; j < lines.length && j < i + 12; j++) {
-    const l = lines[j]!;
+  for (let j = i + 1; j < count && j < i + 12; j++) {
+    const l = lineOf(j);
     if (l.startsWith('diff --git ') || l.startsWith('@@')) break;
     for (const prefix of ['rename to ', 'copy to ']) {
       if (l.startsWith(prefix)) return unquoted(l.slice(prefix.length));
@@ -157,7 +174,7 @@ export function headerPath(lines: string[], i: number): string | undefined {
     }
   }
   if (minus !== undefined) return minus;
-  const rest = lines[i]!.slice('diff --git '.length);
+  const rest = lineOf(i).slice('diff --git '.length);
   if (rest.startsWith('"')) {
     const a = unquoteGitPath(rest);
     const b = a && rest[a.end] === ' ' ? unquoted(rest.slice(a.end + 1)) : undefined;
