@@ -17,6 +17,13 @@ import type { VirtualRowsHandle } from './review/VirtualRows.js';
  * patch (virtualised, as escaped text), what it could not show and the way to
  * ask for it, then Approve, which is a second step whenever something is unseen.
  */
+function lastHeader(fileRows: Map<string, number>): string | undefined {
+  let last: string | undefined;
+  let at = -1;
+  for (const [path, row] of fileRows) if (row > at) [last, at] = [path, row];
+  return last;
+}
+
 export function ReviewPanel({ task }: { task: Task }) {
   const controller = useController();
   const review = useFactory((s) => s.reviews[task.id]);
@@ -30,7 +37,12 @@ export function ReviewPanel({ task }: { task: Task }) {
   }, [controller, task.id, inReview, task.decision, review]);
 
   const model = useMemo(() => (review ? buildPatchModel(review.patch) : undefined), [review]);
-  const unshown = useMemo(() => (review && model ? review.files.filter((f) => !model.fileRows.has(f.path)).map((f) => f.path) : []), [review, model]);
+  // The file the cut fell in is the one whose header comes last in a cut patch.
+  const cutPath = useMemo(() => (review?.patchTruncated && model ? lastHeader(model.fileRows) : undefined), [review, model]);
+  const unshown = useMemo(
+    () => (review && model ? review.files.filter((f) => !model.fileRows.has(f.path) || f.path === cutPath).map((f) => f.path) : []),
+    [review, model, cutPath],
+  );
   const confirmations = useMemo(() => (review ? requiredConfirmations(review, review.patchTruncated ? unshown : []) : []), [review, unshown]);
 
   if (!review || !model) {
@@ -62,7 +74,7 @@ export function ReviewPanel({ task }: { task: Task }) {
           </li>
         ))}
       </ul>
-      <FileList files={review.files} fileRows={model.fileRows} onGoTo={(row) => patchView.current?.scrollToRow(row)} onOpen={open} openPath={openPath} patchTruncated={review.patchTruncated} />
+      <FileList files={review.files} fileRows={model.fileRows} onGoTo={(row) => patchView.current?.scrollToRow(row)} onOpen={open} openPath={openPath} patchTruncated={review.patchTruncated} cutPath={cutPath} />
       {review.filesOmitted > 0 ? (
         <p className="note" role="alert" data-testid="review-files-omitted">
           {plural(review.filesOmitted, 'more changed file')} {review.filesOmitted === 1 ? 'is' : 'are'} not listed (over the review's limit); the totals
@@ -84,8 +96,8 @@ export function ReviewPanel({ task }: { task: Task }) {
       </p>
       {review.patchTruncated ? (
         <p className="note" role="alert" data-testid="review-patch-truncated">
-          The patch was cut at its size limit: {plural(unshown.length, 'file')} {unshown.length === 1 ? 'is' : 'are'} not in it. Each is marked in the list above
-          with a way to show its own patch.
+          The patch was cut at its size limit: {plural(unshown.length, 'file')} {unshown.length === 1 ? 'is' : 'are'} not in it, or not all of it. Each is
+          marked in the list above with a way to show its own patch.
         </p>
       ) : null}
       <ApproveBar task={task} confirmations={confirmations} />

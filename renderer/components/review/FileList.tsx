@@ -20,6 +20,8 @@ interface Props {
   openPath: string | undefined;
   /** The patch was cut: a file without a header in it is not in it (else it is only not found, e.g. an odd name). */
   patchTruncated: boolean;
+  /** The file the cut fell in: its header is in the patch, the rest of it may not be. */
+  cutPath: string | undefined;
 }
 
 interface Shown {
@@ -28,7 +30,7 @@ interface Shown {
   target?: string;
 }
 
-export function FileList({ files, fileRows, onGoTo, onOpen, openPath, patchTruncated }: Props) {
+export function FileList({ files, fileRows, onGoTo, onOpen, openPath, patchTruncated, cutPath }: Props) {
   const shown = useMemo<Shown[]>(
     () =>
       files.map((f) => ({
@@ -85,9 +87,22 @@ export function FileList({ files, fileRows, onGoTo, onOpen, openPath, patchTrunc
               </span>
             ) : null}{' '}
             {row !== undefined ? (
-              <button type="button" className="link" data-testid="review-file-goto" onClick={() => onGoTo(row)}>
-                go to patch
-              </button>
+              <>
+                <button type="button" className="link" data-testid="review-file-goto" onClick={() => onGoTo(row)}>
+                  go to patch
+                </button>
+                {f.path === cutPath ? (
+                  <>
+                    {' '}
+                    <span className="file-unshown" data-testid="review-file-cut">
+                      its patch is cut off below
+                    </span>{' '}
+                    <button type="button" className="link" data-testid="review-file-load" onClick={() => onOpen(f.path)}>
+                      show all of it
+                    </button>
+                  </>
+                ) : null}
+              </>
             ) : (
               <>
                 {patchTruncated ? (

@@ -12,7 +12,7 @@ function named(paths: string[]): string {
   return paths.length > NAMED ? `${shown} and ${(paths.length - NAMED).toLocaleString('en')} more` : shown;
 }
 
-/** `unshownPaths`: the files the patch shown does not hold (when it was cut). */
+/** `unshownPaths`: the files the cut patch does not hold, or not all of (the one the cut fell in). */
 export function requiredConfirmations(review: PullbackReview, unshownPaths: string[]): ReviewConfirmation[] {
   const out = [...review.confirmations];
   const has = (kind: ReviewConfirmation['kind']) => out.some((c) => c.kind === kind);
@@ -20,7 +20,7 @@ export function requiredConfirmations(review: PullbackReview, unshownPaths: stri
     const parts: string[] = [];
     if (review.patchTruncated) {
       parts.push(
-        `the patch was cut at its size limit${unshownPaths.length ? `; not in it: ${plural(unshownPaths.length, 'file')} (${named(unshownPaths)})` : ''}`,
+        `the patch was cut at its size limit${unshownPaths.length ? `; not in it, or not all of it: ${plural(unshownPaths.length, 'file')} (${named(unshownPaths)})` : ''}`,
       );
     }
     if (review.filesOmitted > 0) parts.push(`${plural(review.filesOmitted, 'changed file')} were not listed at all`);
