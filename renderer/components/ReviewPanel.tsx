@@ -1,55 +1,72 @@
-import { useEffect } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import type { Task } from '../../common/domain.js';
+import { escapeName } from '../../common/review-text.js';
 import { useController, useFactory } from '../state/context.js';
+import { ApproveBar } from './review/ApproveBar.js';
+import { requiredConfirmations } from './review/confirmations.js';
+import { FileDetail } from './review/FileDetail.js';
+import { FileList } from './review/FileList.js';
+import { plural } from './review/format.js';
+import { buildPatchModel } from './review/patch-model.js';
+import { PatchView } from './review/PatchView.js';
+import { ReviewFlags } from './review/ReviewFlags.js';
+import type { VirtualRowsHandle } from './review/VirtualRows.js';
 
-function lineClass(line: string): string {
-  if (line.startsWith('+++') || line.startsWith('---')) return 'diff-file';
-  if (line.startsWith('+')) return 'diff-add';
-  if (line.startsWith('-')) return 'diff-del';
-  if (line.startsWith('@@')) return 'diff-hunk';
-  if (line.startsWith('diff ')) return 'diff-header';
-  return 'diff-ctx';
+/**
+ * What came back from the sandbox, all of it: flags first, every file, the
+ * patch (virtualised, as escaped text), what it could not show and the way to
+ * ask for it, then Approve, which is a second step whenever something is unseen.
+ */
+function lastHeader(fileRows: Map<string, number>): string | undefined {
+  let last: string | undefined;
+  let at = -1;
+  for (const [path, row] of fileRows) if (row > at) [last, at] = [path, row];
+  return last;
 }
 
-/** The diff that came back, as escaped text, with Approve and Reject. */
 export function ReviewPanel({ task }: { task: Task }) {
   const controller = useController();
   const review = useFactory((s) => s.reviews[task.id]);
-  const busy = useFactory((s) => s.busy[task.id]);
+  const fileStates = useFactory((s) => s.reviewFiles[task.id]);
+  const [openPath, setOpenPath] = useState<string | undefined>();
+  const patchView = useRef<VirtualRowsHandle>(null);
   const inReview = task.phase === 'review';
 
   useEffect(() => {
     if ((inReview || task.decision) && !review) void controller.loadReview(task.id);
   }, [controller, task.id, inReview, task.decision, review]);
 
-  if (!review) {
+  const model = useMemo(() => (review ? buildPatchModel(review.patch) : undefined), [review]);
+  // The file the cut fell in is the one whose header comes last in a cut patch.
+  const cutPath = useMemo(() => (review?.patchTruncated && model ? lastHeader(model.fileRows) : undefined), [review, model]);
+  const unshown = useMemo(
+    () => (review && model ? review.files.filter((f) => !model.fileRows.has(f.path) || f.path === cutPath).map((f) => f.path) : []),
+    [review, model, cutPath],
+  );
+  const confirmations = useMemo(() => (review ? requiredConfirmations(review, review.patchTruncated ? unshown : []) : []), [review, unshown]);
+
+  if (!review || !model) {
     return inReview ? (
       <section className="review" data-testid="review-panel">
         <p className="hint">Loading the result…</p>
       </section>
     ) : null;
   }
+  const open = (path: string) => {
+    setOpenPath(path);
+    void controller.loadReviewFile(task.id, path);
+  };
+  const listed = review.files.length;
   return (
     <section className="review" data-testid="review-panel">
-      <h3>
-        Result: {review.files.length} file{review.files.length === 1 ? '' : 's'},{' '}
-        <span className="diff-add">+{review.added}</span> <span className="diff-del">−{review.removed}</span>
+      <h3 data-testid="review-summary">
+        Result: {plural(listed + review.filesOmitted, 'file')}, <span className="diff-add">+{review.added}</span>{' '}
+        <span className="diff-del">−{review.removed}</span>
       </h3>
       <p className="muted">
-        branch {review.branch} · {review.baseCommit.slice(0, 10)}..{review.headCommit.slice(0, 10)} · bundle {review.bundleBytes} bytes
+        branch {escapeName(review.branch)} · {review.baseCommit.slice(0, 10)}..{review.headCommit.slice(0, 10)} · bundle {review.bundleBytes} bytes
       </p>
-      <ul className="review-files" data-testid="review-files">
-        {review.files.map((f) => (
-          <li key={f.path} data-testid="review-file" data-path={f.path}>
-            <span className={`file-status file-${f.status}`}>{f.status}</span> <code>{f.oldPath ? `${f.oldPath} → ${f.path}` : f.path}</code>{' '}
-            {f.binary ? <span className="muted">binary</span> : (
-              <>
-                <span className="diff-add">+{f.added}</span> <span className="diff-del">−{f.removed}</span>
-              </>
-            )}
-          </li>
-        ))}
-      </ul>
+      <ReviewFlags flags={review.flags} secrets={review.secrets} />
       <ul className="checks" data-testid="review-checks">
         {review.checks.map((c) => (
           <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>
@@ -57,30 +74,33 @@ export function ReviewPanel({ task }: { task: Task }) {
           </li>
         ))}
       </ul>
-      <pre className="patch" data-testid="review-patch">
-        {review.patch.split('\n').map((line, i) => (
-          <div key={i} className={lineClass(line)}>
-            {line || ' '}
-          </div>
-        ))}
-      </pre>
-      {review.patchTruncated ? <p className="note">The patch was cut at its size limit.</p> : null}
-      {task.decision ? (
-        <p className="decision" data-testid="decision" data-kind={task.decision.kind}>
-          {task.decision.kind === 'approved'
-            ? `Approved: branch ${task.decision.branch ?? task.branch} is in your repository${task.decision.commit ? ` at ${task.decision.commit.slice(0, 10)}` : ''}.`
-            : 'Rejected: the result was discarded.'}
+      <FileList files={review.files} fileRows={model.fileRows} onGoTo={(row) => patchView.current?.scrollToRow(row)} onOpen={open} openPath={openPath} patchTruncated={review.patchTruncated} cutPath={cutPath} />
+      {review.filesOmitted > 0 ? (
+        <p className="note" role="alert" data-testid="review-files-omitted">
+          {plural(review.filesOmitted, 'more changed file')} {review.filesOmitted === 1 ? 'is' : 'are'} not listed (over the review's limit); the totals
+          above count them.
         </p>
-      ) : inReview ? (
-        <div className="actions">
-          <button type="button" data-testid="approve-button" disabled={!!busy} onClick={() => void controller.approve(task.id)}>
-            {busy === 'approve' ? 'Approving…' : 'Approve'}
-          </button>
-          <button type="button" className="secondary" data-testid="reject-button" disabled={!!busy} onClick={() => void controller.reject(task.id)}>
-            Reject
-          </button>
-        </div>
       ) : null}
+      {openPath !== undefined ? (
+        <FileDetail
+          path={openPath}
+          file={review.files.find((f) => f.path === openPath)}
+          state={fileStates?.[openPath]}
+          onClose={() => setOpenPath(undefined)}
+          onRetry={() => void controller.loadReviewFile(task.id, openPath)}
+        />
+      ) : null}
+      <PatchView ref={patchView} model={model} testId="review-patch" label="Patch" />
+      <p className="muted patch-size" data-testid="review-patch-size">
+        {plural(model.lineCount, 'patch line')}
+      </p>
+      {review.patchTruncated ? (
+        <p className="note" role="alert" data-testid="review-patch-truncated">
+          The patch was cut at its size limit: {plural(unshown.length, 'file')} {unshown.length === 1 ? 'is' : 'are'} not in it, or not all of it. Each is
+          marked in the list above with a way to show its own patch.
+        </p>
+      ) : null}
+      <ApproveBar task={task} confirmations={confirmations} />
     </section>
   );
 }

@@ -3,7 +3,8 @@
 import type { FactoryBridge } from '../../common/contract.js';
 import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
 import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
-import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore } from './store.js';
+import type { ReviewConfirmationKind } from '../../common/review.js';
+import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type ReviewFileState } from './store.js';
 
 export class FactoryController {
   private readonly disposers: Array<() => void> = [];
@@ -149,8 +150,45 @@ export class FactoryController {
     });
   }
 
-  async approve(taskId: string): Promise<void> {
-    await this.act(taskId, 'approve', () => this.bridge.call('tasks.approve', { taskId }).then((t) => this.upsert(t)));
+  /**
+   * `confirm` names the review's confirmations the user acknowledged in the
+   * second step. When the host still asks for one (the review changed), the
+   * error is shown and the review is loaded again so the user sees what it is.
+   */
+  async approve(taskId: string, confirm?: ReviewConfirmationKind[]): Promise<void> {
+    await this.act(taskId, 'approve', async () => {
+      try {
+        this.upsert(await this.bridge.call('tasks.approve', { taskId, ...(confirm?.length ? { confirm } : {}) }));
+      } catch (err) {
+        if (err instanceof Error && err.name === 'ApproveNeedsConfirmation') await this.reloadReview(taskId);
+        throw err;
+      }
+    });
+  }
+
+  private async reloadReview(taskId: string): Promise<void> {
+    try {
+      const review = await this.bridge.call('tasks.review', { taskId });
+      this.store.setState({ reviews: { ...this.store.getState().reviews, [taskId]: review } });
+    } catch {
+      // The approve error is what the user needs to see; the old review stays.
+    }
+  }
+
+  /** One file of the review on its own (its patch, its leading bytes); asked once, kept. */
+  async loadReviewFile(taskId: string, path: string): Promise<void> {
+    const current = this.store.getState().reviewFiles[taskId]?.[path];
+    if (current && current.state !== 'failed') return;
+    const set = (v: ReviewFileState) => {
+      const all = this.store.getState().reviewFiles;
+      this.store.setState({ reviewFiles: { ...all, [taskId]: { ...all[taskId], [path]: v } } });
+    };
+    set({ state: 'loading' });
+    try {
+      set({ state: 'loaded', detail: await this.bridge.call('tasks.reviewFile', { taskId, path }) });
+    } catch (err) {
+      set({ state: 'failed', error: toErrorInfo(err) });
+    }
   }
 
   async reject(taskId: string): Promise<void> {

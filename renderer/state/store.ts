@@ -4,8 +4,12 @@ import { createStore, type StoreApi } from 'zustand/vanilla';
 import type { FactoryEvent, SettingsView } from '../../common/contract.js';
 import type { AuditEntry, CredentialRef, LeakReport } from '../../common/credentials.js';
 import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
+import type { ReviewFileDetail } from '../../common/review.js';
 
 export type Connection = 'connecting' | 'open' | 'closed';
+
+/** One file of a review, asked for on its own (its patch, its leading bytes). */
+export type ReviewFileState = { state: 'loading' } | { state: 'loaded'; detail: ReviewFileDetail } | { state: 'failed'; error: ErrorInfo };
 
 export interface FactoryState {
   connection: Connection;
@@ -17,6 +21,8 @@ export interface FactoryState {
   /** The terminal tab shown per task (session id). */
   activeTab: Record<string, string | undefined>;
   reviews: Record<string, PullbackReview | undefined>;
+  /** Per task, the files asked for one at a time, by stored path. */
+  reviewFiles: Record<string, Record<string, ReviewFileState> | undefined>;
   /** Last failed action per task (approve, destroy, ...), shown next to it. */
   actionErrors: Record<string, ErrorInfo | undefined>;
   /** Per-task action in flight, so buttons can disable themselves. */
@@ -44,6 +50,7 @@ export function createFactoryStore(): FactoryStore {
     terminals: {},
     activeTab: {},
     reviews: {},
+    reviewFiles: {},
     actionErrors: {},
     busy: {},
     audit: {},

@@ -7,8 +7,12 @@ import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEven
 import { STAGE_NAMES, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
+import type { ReviewConfirmationKind } from '../../../common/review.js';
+import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
+/** In a task's title: its stages finish but its result comes back only on release(). */
+export const HELD = '[held]';
 export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
 
 export class ScriptedApp implements HostedApp {
@@ -20,6 +24,8 @@ export class ScriptedApp implements HostedApp {
   private readonly scrollback = new Map<string, string>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private seq = 0;
+  /** Every approval the app accepted, with the confirmations it named. */
+  readonly approvals: Array<{ taskId: string; confirm?: ReviewConfirmationKind[] }> = [];
 
   /**
    * @param stageMs how long each stage runs
@@ -41,8 +47,18 @@ export class ScriptedApp implements HostedApp {
       'tasks.get': async ({ taskId }) => this.task(taskId),
       'tasks.create': async ({ repoPath, title }) => this.create(repoPath, title),
       'tasks.review': async ({ taskId }) => this.review(taskId),
-      'tasks.approve': async ({ taskId }) =>
-        this.update(taskId, { phase: 'approved', decision: { kind: 'approved', at: new Date().toISOString(), branch: `factory/${taskId}`, commit: 'c0ffee00c0ffee00' } }),
+      'tasks.reviewFile': async ({ taskId, path }) => {
+        const file = this.task(taskId).title.includes(HOSTILE_REVIEW) ? hostileFile(path) : undefined;
+        if (!file) throw new FactoryError('NotFound', `no file ${JSON.stringify(path)} in the review of ${taskId}`);
+        return file;
+      },
+      'tasks.approve': async ({ taskId, confirm }) => {
+        // As the real host: refused unless `confirm` names every confirmation kind of the review.
+        const missing = this.review(taskId).confirmations.map((c) => c.kind).filter((k) => !confirm?.includes(k));
+        if (missing.length) throw new FactoryError('ApproveNeedsConfirmation', `approving needs the user to confirm: ${[...new Set(missing)].join(', ')}`);
+        this.approvals.push({ taskId, confirm });
+        return this.update(taskId, { phase: 'approved', decision: { kind: 'approved', at: new Date().toISOString(), branch: `factory/${taskId}`, commit: 'c0ffee00c0ffee00' } });
+      },
       'tasks.reject': async ({ taskId }) => this.update(taskId, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } }),
       'tasks.cancel': async ({ taskId }) => this.update(taskId, { phase: 'cancelled' }),
       'tasks.destroy': async ({ taskId }) => this.update(taskId, { sandbox: { status: 'destroyed' } }),
@@ -70,6 +86,17 @@ export class ScriptedApp implements HostedApp {
           throw new FactoryError('NotImplemented', `${method} is not scripted`);
         }),
     });
+  }
+
+  /** Lets a task whose title says HELD, and whose stages are done, come back for review. */
+  release(taskId: string): void {
+    if (!this.held.delete(taskId)) throw new Error(`${taskId} is not held`);
+    this.update(taskId, { phase: 'review' });
+  }
+
+  /** Whether a HELD task finished its stages and waits for release(). */
+  isHeld(taskId: string): boolean {
+    return this.held.has(taskId);
   }
 
   onEvent(l: (e: FactoryEvent) => void) {
@@ -113,6 +140,8 @@ export class ScriptedApp implements HostedApp {
   }
 
   private readonly lines = new Map<string, string>();
+  private huge: ReturnType<typeof hugeReview> | undefined;
+  private readonly held = new Set<string>();
 
   /** A line-editing echo shell: echoes keys, answers each line on Enter. */
   private typed(sessionId: string, data: string) {
@@ -156,7 +185,8 @@ export class ScriptedApp implements HostedApp {
 
   private runStage(id: string, i: number) {
     if (i >= STAGE_NAMES.length) {
-      this.update(id, { phase: 'review' });
+      if (this.task(id).title.includes(HELD)) this.held.add(id);
+      else this.update(id, { phase: 'review' });
       return;
     }
     const name = STAGE_NAMES[i]!;
@@ -182,8 +212,12 @@ export class ScriptedApp implements HostedApp {
     });
   }
 
+  /** The review a task's title asks for: a huge one, a hostile one, or the small default. */
   private review(id: string): PullbackReview {
     const t = this.task(id);
+    const ids = { taskId: id, branch: t.branch, baseCommit: t.baseCommit, headCommit: '0123456789abcdef' };
+    if (t.title.includes(HUGE_REVIEW)) return { ...ids, ...(this.huge ??= hugeReview()) };
+    if (t.title.includes(HOSTILE_REVIEW)) return { ...ids, ...hostileReview() };
     return {
       taskId: id, branch: t.branch, baseCommit: t.baseCommit, headCommit: '0123456789abcdef',
       files: [{ path: 'hello.txt', status: 'modified', added: 2, removed: 1, binary: false }],

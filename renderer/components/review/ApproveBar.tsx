@@ -1,0 +1,92 @@
+// Approve and Reject. When the review could not show everything (or found
+// secrets), Approve is a deliberate second step: the first click lists what the
+// user has not seen, and only a differently worded button sends the approval,
+// naming exactly those confirmations. Cancel goes back.
+import { useState } from 'react';
+import type { Task } from '../../../common/domain.js';
+import { escapeContentLine } from '../../../common/review-text.js';
+import type { ReviewConfirmation, ReviewConfirmationKind } from '../../../common/review.js';
+import { useController, useFactory } from '../../state/context.js';
+
+const KIND_WORDS: Record<ReviewConfirmationKind, string> = {
+  unshown: 'Not shown',
+  secrets: 'Possible secrets',
+};
+
+export function ApproveBar({ task, confirmations }: { task: Task; confirmations: ReviewConfirmation[] }) {
+  const controller = useController();
+  const busy = useFactory((s) => s.busy[task.id]);
+  const error = useFactory((s) => s.actionErrors[task.id]);
+  const [confirming, setConfirming] = useState(false);
+
+  if (task.decision) {
+    return (
+      <p className="decision" data-testid="decision" data-kind={task.decision.kind}>
+        {task.decision.kind === 'approved'
+          ? `Approved: branch ${task.decision.branch ?? task.branch} is in your repository${task.decision.commit ? ` at ${task.decision.commit.slice(0, 10)}` : ''}.`
+          : 'Rejected: the result was discarded.'}
+      </p>
+    );
+  }
+  if (task.phase !== 'review') return null;
+
+  const needs = confirmations;
+  const kinds = [...new Set(needs.map((c) => c.kind))];
+  const refused =
+    error?.name === 'ApproveNeedsConfirmation' ? (
+      <p className="note" role="alert" data-testid="approve-needs-confirmation">
+        Not approved: {escapeContentLine(error.message)}. The review was loaded again; check what it lists now.
+      </p>
+    ) : null;
+
+  if (confirming && needs.length) {
+    return (
+      <div className="approve-confirm" role="group" aria-labelledby={`approve-confirm-${task.id}`} data-testid="approve-confirm">
+        {refused}
+        <p id={`approve-confirm-${task.id}`}>
+          <strong>You are about to approve what this review did not show you, or what it warned about:</strong>
+        </p>
+        <ul>
+          {needs.map((c, i) => (
+            <li key={i} data-testid="approve-confirmation" data-kind={c.kind}>
+              <strong>{KIND_WORDS[c.kind]}:</strong> {escapeContentLine(c.message)}
+            </li>
+          ))}
+        </ul>
+        <div className="actions">
+          {/* Cancel first, where Approve was, so a double click cannot approve. */}
+          <button type="button" className="secondary" data-testid="approve-cancel-button" autoFocus onClick={() => setConfirming(false)}>
+            Cancel
+          </button>
+          <button
+            type="button"
+            className="danger"
+            data-testid="approve-confirmed-button"
+            disabled={!!busy}
+            onClick={() => void controller.approve(task.id, kinds)}
+          >
+            {busy === 'approve' ? 'Approving…' : 'Approve without seeing these'}
+          </button>
+        </div>
+      </div>
+    );
+  }
+  return (
+    <>
+      {refused}
+      <div className="actions">
+        <button
+          type="button"
+          data-testid="approve-button"
+          disabled={!!busy}
+          onClick={() => (needs.length ? setConfirming(true) : void controller.approve(task.id))}
+        >
+          {busy === 'approve' ? 'Approving…' : needs.length ? 'Approve…' : 'Approve'}
+        </button>
+        <button type="button" className="secondary" data-testid="reject-button" disabled={!!busy} onClick={() => void controller.reject(task.id)}>
+          Reject
+        </button>
+      </div>
+    </>
+  );
+}
