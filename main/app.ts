@@ -19,7 +19,7 @@ import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
 import { builtInAgents } from './pipeline/agents/registry.js';
-import { GUEST_REPO_DIR } from './pipeline/guest-shell.js';
+import { GUEST_REPO_DIR } from './guest/guest-shell.js';
 import { CommandStageExecutor, type StageExecutor } from './pipeline/stage-executor.js';
 import { PipelineRunner } from './pipeline/stage-runner.js';
 import { PullbackQuarantine } from './pullback/quarantine.js';

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: everything a fresh machine needs, then every test.
 //  1. system packages (apt-get as root, else the exact command to run)
-//  2. type checks of every process's config
+//  2. type checks of every process's config (the Electron host against Electron's
+//     own types), the layering rules (dependency-cruiser) and ESLint
 //  3. the app build (the end-to-end tests drive the built renderer)
 //  4. the base VM image, built on first use with progress and cached
 //  5. vitest (unit, renderer, integration with real QEMU, e2e in Chromium) inside
@@ -34,6 +35,8 @@ function step(title, cmd, args, opts = {}) {
 
 step('system packages', 'bash', ['scripts/ensure-system.sh', 'test']);
 step('type check', 'npm', ['run', '--silent', 'typecheck']);
+step('layering (dependency-cruiser, .dependency-cruiser.cjs)', 'npx', ['depcruise', 'main', 'common', 'renderer', 'preload', '--config', '.dependency-cruiser.cjs', '--output-type', 'err']);
+step('lint (ESLint)', 'npx', ['eslint', '.']);
 step('build the app', 'npm', ['run', '--silent', 'build']);
 step('base VM image (built on first use, then cached)', 'npx', ['tsx', 'main/vm/build-image-cli.ts']);
 

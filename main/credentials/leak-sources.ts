@@ -5,7 +5,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { runGit } from '../pullback/host-git.js';
+import { runGit } from '../git/host-git.js';
 import { NeedleMatcher, type LeakNeedle } from './leak-needles.js';
 import { bufferReader, scanFile, scanReader, type ScanLimits, type SourceScan } from './leak-scan.js';
 

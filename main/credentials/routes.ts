@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
+import { shellQuote } from '../../common/shell-quote.js';
 import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT, GUEST_PROXY_URL, newPlaceholder, type ProxyRoute } from './proxy.js';
 
 export const DEFAULT_UPSTREAMS = {
@@ -135,8 +136,7 @@ export function proxyGuestForward(socketPath: string): { guestAddress: string; g
 
 /** A shell snippet for the guest (e.g. /etc/profile.d/factory-proxy.sh): placeholders and proxy URLs only. */
 export function guestEnvScript(env: Record<string, string>): string {
-  const q = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
   return Object.entries(env)
-    .map(([k, v]) => `export ${k}=${q(v)}`)
+    .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
     .join('\n') + '\n';
 }

@@ -6,15 +6,16 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
+import { GUEST_AGENT_HOME } from './guest-shell.js';
 import { HostKeyMismatchError, SandboxSsh } from '../ssh/sandbox-ssh.js';
 
 /** Guest files of the SSH trust. Plain absolute paths: the re-key script uses them unquoted. */
 export const GUEST_SSH_PATHS = {
   /** One per login user: root (the host's own commands) and agent (the stages). */
-  authorizedKeys: ['/root/.ssh/authorized_keys', '/home/agent/.ssh/authorized_keys'],
+  authorizedKeys: ['/root/.ssh/authorized_keys', `${GUEST_AGENT_HOME}/.ssh/authorized_keys`],
   hostKey: '/etc/ssh/ssh_host_ed25519_key',
   sshdPidFile: '/run/sshd.pid',
-} as const;
+};
 
 /** Where a guest's sshd answers, and the keys that log in and pin it. */
 export interface GuestEndpoint {

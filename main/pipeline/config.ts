@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { FactoryError } from '../../common/contract.js';
 import { STAGE_NAMES, type StageName } from '../../common/domain.js';
-import { runGit } from '../pullback/host-git.js';
+import { runGit } from '../git/host-git.js';
 
 export const PIPELINE_CONFIG_PATH = '.factory/pipeline.json';
 export const MAX_PIPELINE_CONFIG_BYTES = 64 * 1024;

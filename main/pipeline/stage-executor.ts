@@ -3,17 +3,12 @@
 // adapters (Claude Code, Codex, ...) implement the same interface and are picked
 // per task by name. The runner owns ordering, statuses, timing, cancellation and
 // the terminal sessions; an executor only decides what to run and how to read it.
-import type { ClientChannel } from 'ssh2';
 import type { StageName, StageResult, Task } from '../../common/domain.js';
+import { lastLine } from '../guest/guest-shell.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
 import type { PipelineConfig, StageConfig } from './config.js';
 
-/** The parts of SandboxSsh the pipeline uses. */
-export interface GuestSsh {
-  exec(command: string, opts?: { pty?: { cols: number; rows: number }; env?: Record<string, string> }): Promise<ClientChannel>;
-  run(command: string, opts?: { maxBytes?: number; timeoutMs?: number }): Promise<{ code: number | null; stdout: string; stderr: string }>;
-  putFile(localPath: string, remotePath: string): Promise<void>;
-  getFile(remotePath: string, localPath: string, opts: { maxBytes: number }): Promise<number>;
-}
+export type { GuestSsh };
 
 export interface GuestRunOptions {
   /** Title of the terminal session (the stage name by default). */
@@ -88,7 +83,7 @@ export class CommandStageExecutor implements StageExecutor {
 /** The usual reading of a guest run: exit 0 passes, anything else fails with the output tail. */
 export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undefined): StageOutcome {
   const tail = r.tail(4096);
-  const last = lastLineOf(tail);
+  const last = lastLine(tail);
   if (r.cancelled) return { status: 'cancelled', exitCode: r.code, summary: 'cancelled', sessionId: r.sessionId };
   if (r.timedOut) {
     return { status: 'failed', exitCode: r.code, summary: `timed out after ${timeoutSeconds ?? '?'} s`, sessionId: r.sessionId, detail: tail };
@@ -102,10 +97,4 @@ export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undef
     sessionId: r.sessionId,
     detail: tail,
   };
-}
-
-function lastLineOf(text: string): string {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
-  const line = lines[lines.length - 1] ?? '';
-  return line.length > 200 ? line.slice(0, 199) + '…' : line;
 }

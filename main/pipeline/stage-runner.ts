@@ -21,7 +21,7 @@ import {
   exportLines,
   plainText,
   shellQuote,
-} from './guest-shell.js';
+} from '../guest/guest-shell.js';
 import type { GuestRunOptions, GuestRunResult, GuestSsh, StageExecutor, StageOutcome } from './stage-executor.js';
 
 /** The parts of TerminalService the runner uses. */

@@ -3,8 +3,8 @@
 // root), then download it with a size cap into the task's quarantine folder.
 // What the guest prints is untrusted and only matched against fixed markers.
 import { FactoryError } from '../../common/contract.js';
-import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../pipeline/guest-shell.js';
-import type { GuestSsh } from '../pipeline/stage-executor.js';
+import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
 
 export const GUEST_RESULT_BUNDLE = `${GUEST_OUT_DIR}/result.bundle`;
 

@@ -6,8 +6,8 @@
 // deleting it or adding it again under a new name). git answers sizes from
 // object headers (for a delta, from the delta's header) without inflating.
 import { FactoryError } from '../../common/contract.js';
-import { formatBytes, type GitLimits } from './git-limits.js';
-import { firstLine, git, limitMessage, runGit } from './host-git.js';
+import { formatBytes, type GitLimits } from '../git/git-limits.js';
+import { firstLine, git, limitMessage, runGit } from '../git/host-git.js';
 import type { PackCaps } from './pack-scan.js';
 
 interface Sized { id: string; type: string; size: number }

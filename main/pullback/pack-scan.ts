@@ -11,7 +11,7 @@
 import fsp, { type FileHandle } from 'node:fs/promises';
 import zlib from 'node:zlib';
 import { FactoryError } from '../../common/contract.js';
-import { formatBytes } from './git-limits.js';
+import { formatBytes } from '../git/git-limits.js';
 
 export interface PackCaps {
   maxObjectBytes: number;

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
-import { firstLine, git, runGit } from '../pullback/host-git.js';
+import { firstLine, git, runGit } from '../git/host-git.js';
 
 export interface InspectedRepo {
   /** The work tree's top level (or the git dir of a bare repo). */

@@ -2,7 +2,7 @@
 // bundle into quarantine and is verified there, giving the review to show and
 // what approve must find unchanged.
 import type { PullbackReview, Task } from '../../common/domain.js';
-import type { GuestSsh } from '../pipeline/stage-executor.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
 import { exportTaskBundle } from '../pullback/guest-export.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
 import type { TaskRecord } from '../state/state-store.js';

@@ -2,7 +2,7 @@
 // ImageStore / QemuDriver / RunningVm / SandboxSsh satisfy them structurally.
 import type { ClientChannel } from 'ssh2';
 import type { ImageStatus } from '../../common/domain.js';
-import type { GuestSsh } from '../pipeline/stage-executor.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
 
 export interface SandboxSshPort extends GuestSsh {
   shell(opts: { cols: number; rows: number }): Promise<ClientChannel>;

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
-import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../pipeline/guest-shell.js';
+import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
 import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic } from '../state/state-store.js';

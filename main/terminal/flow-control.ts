@@ -239,6 +239,5 @@ export function terminalBytesToText(bytes: Uint8Array): string {
     const cut = line.lastIndexOf('\r');
     return cut >= 0 ? line.slice(cut + 1) : line;
   });
-  // eslint-disable-next-line no-control-regex
   return lines.join('\n').replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '');
 }

@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { TerminalInfo } from '../../common/domain.js';
 import { utf8BoundaryFrom } from './flow-control.js';
+import { readFileTail } from '../state/file-tail.js';
 
 export const SESSION_ID_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -148,29 +149,3 @@ function writeFileAtomicSync(file: string, data: string): void {
   fs.renameSync(`${file}.tmp`, file);
 }
 
-function readFileTail(file: string, maxBytes: number): Buffer {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, 'r');
-  } catch {
-    // No such file (never written, or not rotated yet): an empty tail.
-    return Buffer.alloc(0);
-  }
-  try {
-    const st = fs.fstatSync(fd);
-    // Something else under the log's name (a folder, a device) is not our log.
-    if (!st.isFile()) return Buffer.alloc(0);
-    const size = st.size;
-    const len = Math.min(size, Math.max(0, maxBytes));
-    const buf = Buffer.alloc(len);
-    let off = 0;
-    while (off < len) {
-      const n = fs.readSync(fd, buf, off, len - off, size - len + off);
-      if (n === 0) break;
-      off += n;
-    }
-    return buf.subarray(0, off);
-  } finally {
-    fs.closeSync(fd);
-  }
-}

@@ -11,6 +11,7 @@ import { FactoryError } from '../../common/contract.js';
 import { ImageManifest, parsePackageList } from './image-manifest.js';
 import type { LoadedRecipe } from './image-recipe.js';
 import { findOnPath, runCommand, type CommandRunner, type RunResult } from './process-runner.js';
+import { shellQuote } from '../../common/shell-quote.js';
 
 export interface BuildProgress {
   step: string;
@@ -144,11 +145,11 @@ export class ImageBuilder {
     let current = 'rootfs';
     const hook = [
       'sh',
-      shq(path.join(loaded.dir, 'customize.sh')),
+      shellQuote(path.join(loaded.dir, 'customize.sh')),
       '"$1"',
-      shq(loaded.dir),
-      shq(outDir),
-      shq(clisDir),
+      shellQuote(loaded.dir),
+      shellQuote(outDir),
+      shellQuote(clisDir),
       String(recipe.diskSizeMb),
     ].join(' ');
     const mmArgs = [
@@ -249,10 +250,6 @@ function failureReason(command: string, r: RunResult): string {
   return `${command} exited with code ${r.code}`;
 }
 
-/** Single-quotes a value for sh. */
-export function shq(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
-}
 
 export async function fileDigest(file: string): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');

@@ -20,7 +20,8 @@ import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type LaunchContext } from './qemu-vm.js';
 import { qemuGuestName, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
-import { shq, SnapshotBoot } from './snapshot-boot.js';
+import { shellQuote } from '../../common/shell-quote.js';
+import { SnapshotBoot } from './snapshot-boot.js';
 import { SnapshotStore } from './snapshot-store.js';
 
 export type { GuestForward } from './qemu-args.js';
@@ -261,7 +262,7 @@ export class QemuDriver {
         { name: 'ssh_host_ed25519_key', file: how.fwCfgFiles.hostKey },
       ],
     });
-    if (how.incomingState) args.push('-incoming', `exec:cat ${shq(how.incomingState)}`);
+    if (how.incomingState) args.push('-incoming', `exec:cat ${shellQuote(how.incomingState)}`);
     return new QemuVm({
       sandboxDir: ctx.sandboxDir,
       files,

@@ -10,6 +10,7 @@ import type { QemuVm, LaunchContext } from './qemu-vm.js';
 import { sleep } from './qemu-vm.js';
 import { qmpSocketFor, readKeys, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import type { SnapshotStore } from './snapshot-store.js';
+import { shellQuote } from '../../common/shell-quote.js';
 
 /** What snapshot boot needs of the driver: starting QEMU processes. */
 export interface QemuLauncher {
@@ -92,7 +93,7 @@ export class SnapshotBoot {
       await sleep(300);
       const qmp = await vm.qmp();
       await qmp.execute('stop');
-      await qmp.execute('migrate', { uri: `exec:cat > ${shq(path.join(dir, 'state'))}` });
+      await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(path.join(dir, 'state'))}` });
       const deadline = Date.now() + 120_000;
       for (;;) {
         const info = (await qmp.execute('query-migrate')) as { status?: string; 'error-desc'?: string };
@@ -141,7 +142,3 @@ export class SnapshotBoot {
   }
 }
 
-/** For QEMU's exec: migration URIs, which QEMU runs with /bin/sh. */
-export function shq(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
-}

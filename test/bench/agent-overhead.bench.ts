@@ -13,7 +13,7 @@
 import type { TerminalInfo } from '../../common/domain.js';
 import { ClaudeCodeAdapter } from '../../main/pipeline/agents/claude-code.js';
 import { shellQuote } from '../../main/pipeline/agents/shell.js';
-import { GUEST_AGENT_HOME, GUEST_ENV_FILE, GUEST_REPO_DIR } from '../../main/pipeline/guest-shell.js';
+import { GUEST_AGENT_HOME, GUEST_ENV_FILE, GUEST_REPO_DIR } from '../../main/guest/guest-shell.js';
 import { stageOfRequest, type StubReply } from '../support/anthropic-stub.js';
 import { SandboxShell, startAgentApp, waitForTask } from '../support/agent-app.js';
 import { testImage } from '../support/image.js';

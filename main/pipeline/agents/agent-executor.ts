@@ -6,8 +6,8 @@
 // by its adapter (schemas, caps); the board gets its summary, tokens and cost.
 import { randomBytes } from 'node:crypto';
 import type { Task } from '../../../common/domain.js';
-import { runGit } from '../../pullback/host-git.js';
-import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../guest-shell.js';
+import { runGit } from '../../git/host-git.js';
+import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../../guest/guest-shell.js';
 import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
 import { capText, firstLine } from './json-lines.js';
 import { promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';

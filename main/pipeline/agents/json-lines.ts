@@ -16,7 +16,6 @@ export const DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_MAX_SUMMARY_CHARS = 4000;
 
 // CSI / OSC / two-byte escapes a pty or a colouring tool may add.
-// eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]/g;
 
 export function stripTerminalNoise(line: string): string {

@@ -1,15 +1,12 @@
 // Shell rendering of agent commands. The prompt never enters the command line:
 // it is a file redirected to stdin. Every other word is single-quoted.
+import { shellWord as shellQuote } from '../../../common/shell-quote.js';
 import type { AgentCommandSpec } from './types.js';
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+// Agent command lines keep plain words bare (easier to read in a terminal).
+export { shellQuote };
 
-/** POSIX single-quoting: safe for any string without NUL. */
-export function shellQuote(word: string): string {
-  if (word.includes('\0')) throw new Error('a shell word cannot contain a NUL byte');
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-  return `'${word.replace(/'/g, `'\\''`)}'`;
-}
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
 export function assertEnvName(name: string): void {
   if (!ENV_NAME.test(name)) throw new Error(`not an environment variable name: ${JSON.stringify(name).slice(0, 80)}`);

@@ -107,7 +107,6 @@ export interface TestCounts {
 
 export const MAX_TEST_OUTPUT_CHARS = 4 * 1024 * 1024;
 
-// eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]/g;
 
 /** Reads the counts from a test run's output (the last summary wins), or null when none is recognised. */

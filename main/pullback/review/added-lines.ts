@@ -2,7 +2,7 @@
 // new file: one `git diff -U0 --text` over the quarantine's objects (so binary
 // and NUL-holding files are read as lines too), capped, parsed by counting each
 // hunk's lines so no content line is ever taken for a header.
-import { firstLine, runGit } from '../host-git.js';
+import { firstLine, runGit } from '../../git/host-git.js';
 import { DIFF_OPTIONS, firstIncompleteFile, patchSections, rejected, type ChangedFile } from './listing.js';
 
 export interface AddedLines {

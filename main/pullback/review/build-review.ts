@@ -5,7 +5,7 @@
 // quarantine repository's objects, never from the packed bundle.
 import type { PullbackReview, ReviewFlag } from '../../../common/review.js';
 import { describeHiddenChar, escapeName, hiddenChars } from '../../../common/review-text.js';
-import { firstLine, limitMessage, runGit } from '../host-git.js';
+import { firstLine, limitMessage, runGit } from '../../git/host-git.js';
 import { readAddedLines, type AddedLines } from './added-lines.js';
 import { buildConfirmations } from './confirmations.js';
 import { inspectContent } from './content.js';

@@ -5,7 +5,7 @@
 import { FactoryError } from '../../../common/contract.js';
 import type { ReviewFileDetail } from '../../../common/review.js';
 import { escapeBytes, escapeName } from '../../../common/review-text.js';
-import { firstLine, git, limitMessage, runGit } from '../host-git.js';
+import { firstLine, git, limitMessage, runGit } from '../../git/host-git.js';
 import { isArgvSafe } from './git-names.js';
 import { longestValue, maskValuesInBytes, maskValuesInText, type CredentialValue } from './mask-values.js';
 import { DIFF_OPTIONS, listChanges, type ChangedFile } from './listing.js';

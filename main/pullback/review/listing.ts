@@ -3,7 +3,7 @@
 // rename, line counts), parsed from bytes so no name is lost or merged.
 import type { DiffFile, FileMode } from '../../../common/review.js';
 import { FactoryError } from '../../../common/contract.js';
-import { git } from '../host-git.js';
+import { git } from '../../git/host-git.js';
 import { decodeGitName, splitNul } from './git-names.js';
 
 /** A changed file with what the review needs internally (object ids), beyond what it shows. */

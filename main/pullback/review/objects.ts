@@ -1,7 +1,7 @@
 // Reading the returned objects from the quarantine repository: sizes first
 // (`git cat-file --batch-check`), content only after the size is known and
 // within a budget (`git cat-file --batch` in bounded batches).
-import { firstLine, runGit } from '../host-git.js';
+import { firstLine, runGit } from '../../git/host-git.js';
 import { rejected } from './listing.js';
 
 export interface ObjectInfo {

@@ -3,7 +3,7 @@
 // and local paths read repositories on this machine, other `x::` transports run
 // a remote helper; a URL starting with '-' can be taken for an option.
 import { escapeName } from '../../../common/review-text.js';
-import { runGit } from '../host-git.js';
+import { runGit } from '../../git/host-git.js';
 import { splitNul } from './git-names.js';
 
 export interface SubmoduleEntry {

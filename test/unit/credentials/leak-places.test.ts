@@ -60,7 +60,7 @@ describe('leak check places', () => {
     const shell = await run('t1', 'shell', `printf '{"k":"%s"}\\n' '${[...KEY].map((c) => `\\u00${c.charCodeAt(0).toString(16)}`).join('')}'`);
     await run('t1', 'host', `echo ${KEY}`); // the user's own shell on the host: not sandbox output
     await run('other-task', 'stage', `echo ${KEY}`);
-    terminals.dispose();
+    await terminals.dispose();
 
     const logs = await taskTerminalLogs(logDir, 't1');
     expect(logs.map((f) => path.basename(f)).sort()).toEqual([`${shell}.log`, `${stage}.log`, `${stage}.log.1`].sort());

@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   HOST_GIT_LIMITS, boundGitUnder, boundedGitCommand, effectiveLimits, guestDataLimits, stricter,
-} from '../../../main/pullback/git-limits.js';
-import { git, runGit } from '../../../main/pullback/host-git.js';
+} from '../../../main/git/git-limits.js';
+import { git, runGit } from '../../../main/git/host-git.js';
 import { tempDir } from '../../support/repo.js';
 
 const MiB = 1024 * 1024;

@@ -1,5 +1,8 @@
 // Building guest shell commands safely. Everything interpolated is either
 // validated by the caller (ids, commit hashes) or single-quoted here.
+import { shellQuote } from '../../common/shell-quote.js';
+
+export { shellQuote };
 
 export const GUEST_REPO_DIR = '/work/repo';
 export const GUEST_OUT_DIR = '/work/out';
@@ -8,12 +11,6 @@ export const GUEST_TASK_FILE = '/work/TASK.md';
 export const GUEST_ENV_FILE = '/work/.factory/env.sh';
 export const GUEST_AGENT_USER = 'agent';
 export const GUEST_AGENT_HOME = '/home/agent';
-
-/** POSIX single-quote: safe for any byte string except NUL. */
-export function shellQuote(s: string): string {
-  if (s.includes('\0')) throw new Error('a shell argument cannot contain NUL');
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 /**
  * A command line that runs `argv` as the unprivileged agent user with a clean,

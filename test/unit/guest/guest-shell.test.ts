@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { asAgentArgv, exportLines, lastLine, plainText, shellQuote } from '../../../main/pipeline/guest-shell.js';
+import { asAgentArgv, exportLines, lastLine, plainText, shellQuote } from '../../../main/guest/guest-shell.js';
 import { outcomeFromRun, type GuestRunResult } from '../../../main/pipeline/stage-executor.js';
 import { pendingStages } from '../../../main/pipeline/stage-runner.js';
 
