@@ -4,6 +4,17 @@ import { useEffect, useState } from 'react';
 import type { Task } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { toErrorInfo } from '../state/store.js';
+import { formatBytes } from './review/format.js';
+
+/** What each leak check source is, in words. */
+const LEAK_SOURCE_NAMES: Record<string, string> = {
+  overlay: 'disk overlay',
+  memory: 'guest memory',
+  file: 'file',
+  'serial-log': 'serial console log',
+  'stage-log': 'stage logs',
+  'returned-work': 'returned work',
+};
 
 export function SecurityPanel({ task }: { task: Task }) {
   const controller = useController();
@@ -29,19 +40,22 @@ export function SecurityPanel({ task }: { task: Task }) {
           {report.verdict === 'leak' ? (
             <strong>SECURITY FAILURE: a credential was found inside the sandbox.</strong>
           ) : report.verdict === 'clean' ? (
-            <strong>Leak check clean: no credential found in the disk overlay or guest memory.</strong>
+            <strong>Leak check clean: no credential found in anything scanned.</strong>
           ) : (
             <strong>Leak check incomplete: not every source could be scanned.</strong>
           )}{' '}
           <span className="muted">
             {report.at.slice(0, 19).replace('T', ' ')} · {report.credentialIds.length} credential(s) ·{' '}
-            {report.scanned.map((s) => `${s.source} ${s.bytes} bytes${s.error ? ` (error: ${s.error})` : ''}`).join(', ')}
+            {report.scanned
+              .map((s) => `${LEAK_SOURCE_NAMES[s.source] ?? s.source} ${formatBytes(s.bytes)}${s.error ? ` (not fully scanned: ${s.error})` : ''}${s.notInflatedCount ? ` (${s.notInflatedCount} compressed stream(s) not opened)` : ''}`)
+              .join(', ')}
           </span>
           {report.hits.length ? (
             <ul data-testid="leak-hits">
               {report.hits.map((h, i) => (
                 <li key={i}>
-                  {h.credentialId} as {h.encoding} in {h.source} at offset {h.offset}
+                  {h.credentialId} as {h.encoding} in {LEAK_SOURCE_NAMES[h.source] ?? h.source}
+                  {h.detail ? ` (${h.detail})` : ''} at offset {h.offset}
                 </li>
               ))}
             </ul>

@@ -223,7 +223,7 @@ describe('renderer', () => {
     expect(report.dataset.verdict).toBe('leak');
     expect(report.getAttribute('role')).toBe('alert');
     expect(report.textContent).toContain('SECURITY FAILURE');
-    expect(screen.getByTestId('leak-hits').textContent).toContain('anthropic-1 as base64 in memory at offset 4096');
+    expect(screen.getByTestId('leak-hits').textContent).toContain('anthropic-1 as base64 in guest memory at offset 4096');
     expect(screen.getByTestId('audit-log').textContent).toContain('/v1/messages');
   });
   it('sends the agent chosen in the new-task form, and nothing when left to the default', async () => {
