@@ -9,7 +9,13 @@ export default defineConfig({
     projects: [
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000 } },
       {
-        test: { name: 'renderer', include: ['test/renderer/**/*.test.{ts,tsx}'], environment: 'jsdom', testTimeout: 30_000 },
+        test: {
+          name: 'renderer',
+          include: ['test/renderer/**/*.test.{ts,tsx}'],
+          environment: 'jsdom',
+          testTimeout: 30_000,
+          setupFiles: ['test/renderer/support/jsdom-setup.ts'],
+        },
         esbuild: { jsx: 'automatic' },
       },
       {

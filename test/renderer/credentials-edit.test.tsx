@@ -1,34 +1,12 @@
 // Editing a stored credential on the Credentials screen, in jsdom with a
 // recording bridge in place of a host (the host's own refusal is tested in
 // test/integration/credentials-destination.test.ts).
-import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react';
+import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
 import type { CredentialRef } from '../../common/credentials.js';
-import { Listeners } from '../../common/listeners.js';
+import { mountWith, RecordingBridge } from './support/app-harness.js';
 import { CredentialsScreen } from '../../renderer/components/CredentialsScreen.js';
-import { ControllerContext } from '../../renderer/state/context.js';
-import { FactoryController } from '../../renderer/state/controller.js';
-import { createFactoryStore } from '../../renderer/state/store.js';
 
-class RecordingBridge implements FactoryBridge {
-  calls: Array<{ method: string; input: any }> = [];
-  events = new Listeners<FactoryEvent>();
-  data = new Listeners<TerminalDataEvent>();
-  constructor(public handlers: Record<string, (input: any) => unknown>) {}
-  async call(method: any, input: any): Promise<any> {
-    this.calls.push({ method, input });
-    const h = this.handlers[method];
-    if (!h) throw new FactoryError('NotImplemented', method);
-    return h(input);
-  }
-  onEvent(l: (e: FactoryEvent) => void) {
-    return this.events.add(l);
-  }
-  onTerminalData(l: (e: TerminalDataEvent) => void) {
-    return this.data.add(l);
-  }
-}
 
 const stored: CredentialRef = {
   id: 'custom-1',
@@ -48,12 +26,7 @@ function mount() {
       return refs[0];
     },
   });
-  const controller = new FactoryController(bridge, createFactoryStore());
-  render(
-    <ControllerContext.Provider value={controller}>
-      <CredentialsScreen />
-    </ControllerContext.Provider>,
-  );
+  mountWith(bridge, <CredentialsScreen />);
   return bridge;
 }
 

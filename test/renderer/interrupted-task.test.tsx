@@ -1,23 +1,11 @@
 // A task cut by the app stopping, as the user sees it after a restart: the
 // cut stage and the task say "interrupted", and Retry is offered although the
 // sandbox is gone. The bridge records calls in place of a host.
-import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
+import { afterEach, describe, expect, it } from 'vitest';
 import { FactoryError, type FactoryBridge } from '../../common/contract.js';
 import { STAGE_NAMES, type SandboxStatus, type Task, type TaskPhase } from '../../common/domain.js';
-import { App } from '../../renderer/App.js';
-import { FactoryController } from '../../renderer/state/controller.js';
-import { ControllerContext } from '../../renderer/state/context.js';
-import { createFactoryStore } from '../../renderer/state/store.js';
-
-// jsdom lacks canvas and matchMedia, which xterm.js probes; answer as a browser without WebGL would.
-vi.hoisted(() => {
-  HTMLCanvasElement.prototype.getContext = (() => null) as unknown as HTMLCanvasElement['getContext'];
-  window.matchMedia ??= ((query: string) => ({
-    matches: false, media: query, onchange: null,
-    addListener() {}, removeListener() {}, addEventListener() {}, removeEventListener() {}, dispatchEvent: () => false,
-  })) as unknown as typeof window.matchMedia;
-});
+import { mountWith } from './support/app-harness.js';
 
 function task(phase: TaskPhase, sandbox: SandboxStatus): Task {
   return {
@@ -52,13 +40,7 @@ function mount(tasks: Task[]) {
     onEvent: () => () => {},
     onTerminalData: () => () => {},
   } as FactoryBridge;
-  const controller = new FactoryController(bridge, createFactoryStore());
-  controller.start();
-  render(
-    <ControllerContext.Provider value={controller}>
-      <App />
-    </ControllerContext.Provider>,
-  );
+  mountWith(bridge);
   return { calls };
 }
 

@@ -4,7 +4,7 @@
 // Doubles only because no Electron runtime can be installed on the machines these
 // tests run on; test/support/electron-doubles.ts says what they copy.
 import { act, cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectBridge } from '../../main/host/electron/bridge.js';
 import { App } from '../../renderer/App.js';
 import { FactoryController } from '../../renderer/state/controller.js';
@@ -12,15 +12,6 @@ import { ControllerContext } from '../../renderer/state/context.js';
 import { createFactoryStore } from '../../renderer/state/store.js';
 import { chooseBridge } from '../../renderer/transport/choose-bridge.js';
 import { ElectronDouble, loadPreload, PAGE_FILE, smallApp } from '../support/electron-doubles.js';
-
-// jsdom lacks canvas and matchMedia, which xterm.js probes; answer as a browser without WebGL would.
-vi.hoisted(() => {
-  HTMLCanvasElement.prototype.getContext = (() => null) as unknown as HTMLCanvasElement['getContext'];
-  window.matchMedia ??= ((query: string) => ({
-    matches: false, media: query, onchange: null,
-    addListener() {}, removeListener() {}, addEventListener() {}, removeEventListener() {}, dispatchEvent: () => false,
-  })) as unknown as typeof window.matchMedia;
-});
 
 let electron: ElectronDouble;
 let disconnect: () => void;

@@ -1,22 +1,9 @@
 // Renderer components in jsdom, with a recording bridge in place of a host.
-import { act, cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { FactoryError, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { act, cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FactoryError } from '../../common/contract.js';
 import { STAGE_NAMES, type PullbackReview, type Task } from '../../common/domain.js';
-import { App } from '../../renderer/App.js';
-import { FactoryController } from '../../renderer/state/controller.js';
-import { ControllerContext } from '../../renderer/state/context.js';
-import { createFactoryStore } from '../../renderer/state/store.js';
-import { Listeners } from '../../common/listeners.js';
-
-// jsdom lacks canvas and matchMedia, which xterm.js probes; answer as a browser without WebGL would.
-vi.hoisted(() => {
-  HTMLCanvasElement.prototype.getContext = (() => null) as unknown as HTMLCanvasElement['getContext'];
-  window.matchMedia ??= ((query: string) => ({
-    matches: false, media: query, onchange: null,
-    addListener() {}, removeListener() {}, addEventListener() {}, removeEventListener() {}, dispatchEvent: () => false,
-  })) as unknown as typeof window.matchMedia;
-});
+import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';
 
 function task(over: Partial<Task> = {}): Task {
   return {
@@ -31,30 +18,6 @@ function task(over: Partial<Task> = {}): Task {
   } as Task;
 }
 
-class RecordingBridge implements FactoryBridge {
-  calls: Array<{ method: string; input: unknown }> = [];
-  events = new Listeners<FactoryEvent>();
-  data = new Listeners<TerminalDataEvent>();
-  constructor(public handlers: Record<string, (input: any) => unknown>) {}
-  async call(method: any, input: any): Promise<any> {
-    this.calls.push({ method, input });
-    const h = this.handlers[method];
-    if (!h) throw new FactoryError('NotImplemented', method);
-    return h(input);
-  }
-  onEvent(l: (e: FactoryEvent) => void) {
-    return this.events.add(l);
-  }
-  onTerminalData(l: (e: TerminalDataEvent) => void) {
-    return this.data.add(l);
-  }
-  emit(e: FactoryEvent) {
-    this.events.emit(e);
-  }
-  emitData(sessionId: string, text: string) {
-    this.data.emit({ sessionId, data: new TextEncoder().encode(text) });
-  }
-}
 
 const baseHandlers = {
   'system.status': () => ({
@@ -74,15 +37,9 @@ const baseHandlers = {
   'leakcheck.get': () => null,
 };
 
-function mount(handlers: Record<string, (input: any) => unknown> = {}) {
+function mount(handlers: Handlers = {}) {
   const bridge = new RecordingBridge({ ...baseHandlers, ...handlers });
-  const controller = new FactoryController(bridge, createFactoryStore());
-  controller.start();
-  render(
-    <ControllerContext.Provider value={controller}>
-      <App />
-    </ControllerContext.Provider>,
-  );
+  const controller = mountWith(bridge);
   return { bridge, controller };
 }
 

@@ -1,14 +1,11 @@
 // The app in jsdom with a recording bridge in place of a host, opened on one
 // task in review, for the review screen's tests.
-import { render, screen } from '@testing-library/react';
-import { FactoryError, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { screen } from '@testing-library/react';
 import { STAGE_NAMES, type Task } from '../../../common/domain.js';
 import type { PullbackReview } from '../../../common/review.js';
-import { Listeners } from '../../../common/listeners.js';
-import { App } from '../../../renderer/App.js';
-import { FactoryController } from '../../../renderer/state/controller.js';
-import { ControllerContext } from '../../../renderer/state/context.js';
-import { createFactoryStore } from '../../../renderer/state/store.js';
+import { mountWith, RecordingBridge } from './app-harness.js';
+
+export { RecordingBridge };
 
 /**
  * jsdom has no layout engine: boxes measure 0 and elements cannot scroll by
@@ -29,27 +26,6 @@ export function scrollBox(box: HTMLElement, top: number): void {
   box.dispatchEvent(new Event('scroll'));
 }
 
-export class RecordingBridge implements FactoryBridge {
-  calls: Array<{ method: string; input: unknown }> = [];
-  events = new Listeners<FactoryEvent>();
-  data = new Listeners<TerminalDataEvent>();
-  constructor(public handlers: Record<string, (input: any) => unknown>) {}
-  async call(method: any, input: any): Promise<any> {
-    this.calls.push({ method, input });
-    const h = this.handlers[method];
-    if (!h) throw new FactoryError('NotImplemented', method);
-    return h(input);
-  }
-  onEvent(l: (e: FactoryEvent) => void) {
-    return this.events.add(l);
-  }
-  onTerminalData(l: (e: TerminalDataEvent) => void) {
-    return this.data.add(l);
-  }
-  inputs(method: string): unknown[] {
-    return this.calls.filter((c) => c.method === method).map((c) => c.input);
-  }
-}
 
 export function reviewTask(over: Partial<Task> = {}): Task {
   return {
@@ -83,13 +59,7 @@ export async function openReview(handlers: Record<string, (input: any) => unknow
     'tasks.approve': () => reviewTask({ phase: 'approved', decision: { kind: 'approved', at: 'now', branch: 'factory/t1' } }),
     ...handlers,
   });
-  const controller = new FactoryController(bridge, createFactoryStore());
-  controller.start();
-  render(
-    <ControllerContext.Provider value={controller}>
-      <App />
-    </ControllerContext.Provider>,
-  );
+  const controller = mountWith(bridge);
   (await screen.findByTestId('task-select-t1')).click();
   await screen.findByTestId('review-files');
   return { bridge, controller };
