@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PullbackQuarantine, type QuarantineOptions, type VerifiedPullback } from '../../main/pullback/quarantine.js';
 import { gitIn, makeRepo, tempDir, type FixtureRepo } from './repo.js';
+import { afterEach } from 'vitest';
 
 export interface IndexEntry {
   mode: '100644' | '100755' | '120000' | '160000';
@@ -98,5 +99,21 @@ export async function guestFixture(opts: { id?: string; files?: Record<string, s
       fs.rmSync(bundleFile, { force: true });
       if (!opts.root) fs.rmSync(root, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A maker of guest fixtures for one test file: each fixture it makes is
+ * cleaned up after the test that made it.
+ */
+export function guestFixtures(): (opts?: Parameters<typeof guestFixture>[0]) => Promise<GuestFixture> {
+  const made: GuestFixture[] = [];
+  afterEach(() => {
+    while (made.length) made.pop()!.cleanup();
+  });
+  return async (opts) => {
+    const f = await guestFixture(opts);
+    made.push(f);
+    return f;
   };
 }

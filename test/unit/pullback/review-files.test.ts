@@ -2,21 +2,13 @@
 // says what the capped patch did not show, flags content it cannot show as text,
 // and shows names as they are. Each result is built as real commits in a
 // sandbox clone, bundled, and run through the real PullbackQuarantine.verify.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { escapeName } from '../../../common/review-text.js';
-import { guestFixture, type GuestFixture } from '../../support/pullback-guest.js';
+import { guestFixtures } from '../../support/pullback-guest.js';
 
-const fixtures: GuestFixture[] = [];
-afterEach(() => {
-  while (fixtures.length) fixtures.pop()!.cleanup();
-});
-async function fixture(opts?: Parameters<typeof guestFixture>[0]) {
-  const f = await guestFixture(opts);
-  fixtures.push(f);
-  return f;
-}
+const fixture = guestFixtures();
 
 describe('the file list', () => {
   it('lists a one-line change to an existing file behind 10,000 generated files, with complete totals', async () => {

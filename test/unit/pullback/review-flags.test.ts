@@ -3,21 +3,13 @@
 // lines. Each case is what an agent inside the sandbox could commit to get
 // something past a quick look at the diff, built as real commits and run
 // through the real PullbackQuarantine.verify.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ReviewFlag } from '../../../common/review.js';
-import { guestFixture, type GuestFixture } from '../../support/pullback-guest.js';
+import { guestFixtures } from '../../support/pullback-guest.js';
 
-const fixtures: GuestFixture[] = [];
-afterEach(() => {
-  while (fixtures.length) fixtures.pop()!.cleanup();
-});
-async function fixture() {
-  const f = await guestFixture();
-  fixtures.push(f);
-  return f;
-}
+const fixture = guestFixtures();
 const ofKind = (flags: ReviewFlag[], kind: ReviewFlag['kind']) => flags.filter((f) => f.kind === kind);
 
 describe('flags', () => {

@@ -3,20 +3,12 @@
 // check, named by file and line with the value masked, and Approve must confirm
 // them. The values are generated here (never real keys) and committed in the
 // sandbox clone as an agent would.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import type { PullbackReview } from '../../../common/review.js';
-import { guestFixture, type GuestFixture } from '../../support/pullback-guest.js';
+import { guestFixtures } from '../../support/pullback-guest.js';
 
-const fixtures: GuestFixture[] = [];
-afterEach(() => {
-  while (fixtures.length) fixtures.pop()!.cleanup();
-});
-async function fixture() {
-  const f = await guestFixture();
-  fixtures.push(f);
-  return f;
-}
+const fixture = guestFixtures();
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 function random(n: number, alphabet = ALNUM): string {
