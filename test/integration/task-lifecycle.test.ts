@@ -110,7 +110,11 @@ describe('task lifecycle in a real sandbox', () => {
     expect(t.stages.find((s) => s.name === 'test')!.summary).toBe('tests: 1 passed');
 
     const review = await a.api['tasks.review']({ taskId });
-    expect(review.files).toEqual([{ path: 'README.md', status: 'modified', added: 1, removed: 0, binary: false }]);
+    expect(review.files).toEqual([
+      { path: 'README.md', status: 'modified', added: 1, removed: 0, binary: false, oldMode: 'file', newMode: 'file', size: expect.any(Number) },
+    ]);
+    expect(review.flags).toEqual([]);
+    expect(review.confirmations).toEqual([]);
     expect(review.patch).toContain('+changed by the sandbox');
     // Every check ran and passed (an empty list would pass "every" without checking anything).
     expect(review.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['size', 'refs', 'bundle verify', 'fsck', 'ancestry']));
