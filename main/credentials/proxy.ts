@@ -157,6 +157,10 @@ export class CredentialProxy {
     });
     // A guest cannot exhaust the host with connections.
     this.server.maxConnections = 128;
+    // Node keeps only the first ~1,000 header lines in rawHeaders yet still frames
+    // the body by a Transfer-Encoding after them: with no count cap, framing checks
+    // see every header (their total is still bounded by the 16 KiB header size).
+    this.server.maxHeadersCount = 0;
     this.server.on('connect', (req, socket: Duplex, head) =>
       openTunnel(req, socket, head, { sandboxId: this.sandboxId, allow: opts.connectAllow ?? [], guard: this.guard, audit: opts.audit }),
     );
