@@ -42,4 +42,17 @@ describe('the secret scan finds the sandbox credential in other encodings', () =
     expect(review.secrets.map((s) => [s.path, s.rule])).toContainEqual(['ci/env.ps1', 'secretlint/github:GITHUB_TOKEN']);
     expect(JSON.stringify(review)).not.toContain(token);
   });
+
+  it('the leading bytes of that UTF-16 file, shown on request, hide the value', async () => {
+    const f = await guestFixture();
+    fixtures.push(f);
+    f.guest.write('notes/key.txt', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(`key = ${VALUE}\n`, 'utf16le')]));
+    f.guest.commit('keep the key');
+    const q = f.quarantine({ credentialValues: async () => [{ id: 'anthropic', value: VALUE }] });
+    const verified = await f.verify(q);
+    const detail = await q.fileDetail({ taskId: f.id, baseCommit: f.base, headCommit: verified.headCommit, path: 'notes/key.txt' });
+    const shown = detail.leadingBytes.replace(/\\x00/g, '');
+    expect(shown).toContain('key = ');
+    expect(shown).not.toContain(VALUE.slice(0, 12));
+  });
 });
