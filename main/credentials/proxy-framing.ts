@@ -68,7 +68,13 @@ export function upstreamFramingHeaders(method: string, framing: Framing): Record
  */
 export function forwardBody(req: http.IncomingMessage, upstream: Writable, framing: Framing, prefix: Buffer | undefined, count: (n: number) => void): void {
   let sent = 0;
+  const limit = framing.kind === 'length' ? framing.length : framing.kind === 'none' ? 0 : Infinity;
   const send = (c: Buffer) => {
+    // Never a byte past the framing written upstream: there it would start another request.
+    if (sent + c.length > limit) {
+      upstream.destroy(new Error(`the request body ran past the ${limit} bytes its framing said`));
+      return false;
+    }
     sent += c.length;
     count(c.length);
     return upstream.write(c);

@@ -157,6 +157,10 @@ export class CredentialProxy {
     });
     // A guest cannot exhaust the host with connections.
     this.server.maxConnections = 128;
+    // Node keeps only the first ~1,000 header lines in rawHeaders yet still frames
+    // the body by a Transfer-Encoding after them: with no count cap, framing checks
+    // see every header (their total is still bounded by the 16 KiB header size).
+    this.server.maxHeadersCount = 0;
     this.server.on('connect', (req, socket: Duplex, head) =>
       openTunnel(req, socket, head, { sandboxId: this.sandboxId, allow: opts.connectAllow ?? [], guard: this.guard, audit: opts.audit }),
     );
@@ -221,7 +225,11 @@ export class CredentialProxy {
     const [pathOnly, query = ''] = rest.split('?', 2) as [string, string?];
     if (pathOnly.includes('..') || pathOnly.includes('//') || /%2e|%2f/i.test(pathOnly)) return `path ${pathOnly} is not a plain path`;
     if (route.git) {
-      const service = new URLSearchParams(query).get('service');
+      // Exactly one service and nothing else: git http-backend takes the LAST of a
+      // repeated parameter (names %-decoded), so a reader of the first could be fooled.
+      const params = [...new URLSearchParams(query)];
+      const service = params.length === 1 && params[0]![0] === 'service' ? params[0]![1] : undefined;
+      if (pathOnly === '/info/refs' && !service) return `rule "${route.name}" needs exactly one service= in the query of info/refs, not ${JSON.stringify(query.slice(0, 100))}`;
       const push = route.git.allowPush;
       if (method === 'GET' && pathOnly === '/info/refs' && service === 'git-upload-pack') return undefined;
       if (method === 'POST' && pathOnly === '/git-upload-pack') return undefined;

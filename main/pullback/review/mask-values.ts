@@ -31,20 +31,27 @@ export function maskValuesInText(text: string, values: readonly CredentialValue[
   return out;
 }
 
-/** Bytes with every credential value (UTF-8) overwritten by '*'. */
+/** A value as bytes: UTF-8, and UTF-16 in both byte orders (escaped leading bytes would show those too). */
+function valueForms(value: string): Buffer[] {
+  const le = Buffer.from(value, 'utf16le');
+  return [Buffer.from(value, 'utf8'), le, Buffer.from(le).swap16()];
+}
+
+/** Bytes with every credential value (UTF-8, UTF-16LE/BE) overwritten by '*'. */
 export function maskValuesInBytes(bytes: Buffer, values: readonly CredentialValue[]): Buffer {
   const out = Buffer.from(bytes);
   for (const { value } of values) {
-    const needle = Buffer.from(value, 'utf8');
-    if (needle.length < MIN_CUT_PREFIX) continue;
-    for (let at = out.indexOf(needle); at >= 0; at = out.indexOf(needle, at + 1)) out.fill(0x2a, at, at + needle.length);
+    if (Buffer.byteLength(value) < MIN_CUT_PREFIX) continue;
+    for (const needle of valueForms(value)) {
+      for (let at = out.indexOf(needle); at >= 0; at = out.indexOf(needle, at + 1)) out.fill(0x2a, at, at + needle.length);
+    }
   }
   return out;
 }
 
-/** The longest value, in bytes: how much more to read so that a value across a cut can be masked whole. */
+/** The longest value, in bytes of any form: how much more to read so that a value across a cut can be masked whole. */
 export function longestValue(values: readonly CredentialValue[]): number {
-  return values.reduce((n, v) => Math.max(n, Buffer.byteLength(v.value)), 0);
+  return values.reduce((n, v) => Math.max(n, Buffer.byteLength(v.value), Buffer.byteLength(v.value, 'utf16le')), 0);
 }
 
 /** Every string in a JSON-like value masked (names, targets, messages); the patch with its cut end. */

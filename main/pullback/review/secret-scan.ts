@@ -138,14 +138,18 @@ export async function scanSecrets(input: ScanSecretsInput): Promise<{ findings: 
 
   for (const [file, { lines, texts }] of [...input.added.byFile].sort((a, b) => a[0] - b[0])) {
     for (let k = 0; k < texts.length; k++) {
-      const text = texts[k]!;
       const line = lines[k]!;
-      for (const c of credentials) {
-        if (text.includes(c.value)) add(file, line, `credential:${c.id}`, `${maskSecret(c.value, { keep: false })}: the value of credential "${escapeContentLine(c.id)}"`);
+      // UTF-16 text (read with --text) has a NUL beside every ASCII character:
+      // the line is scanned as it is and once more with the NULs taken out.
+      const forms = texts[k]!.includes('\0') ? [texts[k]!, texts[k]!.replace(/\0/g, '')] : [texts[k]!];
+      for (const text of forms) {
+        for (const c of credentials) {
+          if (text.includes(c.value)) add(file, line, `credential:${c.id}`, `${maskSecret(c.value, { keep: false })}: the value of credential "${escapeContentLine(c.id)}"`);
+        }
+        chunk.push(text);
+        where.push([file, line]);
+        chars += text.length + 1;
       }
-      chunk.push(text);
-      where.push([file, line]);
-      chars += text.length + 1;
       if (chars >= CHUNK_CHARS) await flush();
     }
   }
