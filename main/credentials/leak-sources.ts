@@ -27,6 +27,7 @@ export async function taskTerminalLogs(logDir: string, taskId: string): Promise<
     try {
       meta = TerminalMeta.parse(JSON.parse(await readFile(path.join(logDir, name), 'utf8')));
     } catch {
+      // Unreadable metadata cannot say whose log it is; the terminal service reports it at start.
       continue;
     }
     if (meta.info.taskId !== taskId || meta.info.kind === 'host') continue;
