@@ -180,6 +180,7 @@ export async function checkHostRepo(repoPath: string): Promise<void> {
     const top = await runGit(['rev-parse', '--show-toplevel'], { cwd: repoPath, timeoutMs: 15_000 });
     root = top.code === 0 ? top.stdout.trim() : '';
   }
+  // Unresolvable: compare the path as given (git's answer then decides).
   const real = await fsp.realpath(repoPath).catch(() => repoPath);
   if (root !== repoPath && root !== real) {
     throw new FactoryError('NotAGitRepository', `${repoPath} is no longer the top of a git repository${root ? ` (git finds ${root})` : ''}`);
