@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent } from './credentials.js';
+import type { ErrorName } from './errors.js';
 import type {
   PullbackReview,
   SystemStatus,
@@ -156,15 +157,25 @@ export interface WireError {
   error: { name: string; message: string; detail?: string };
 }
 
-/** Errors the host raises on purpose carry a name the UI can show as-is. */
+/**
+ * Errors the host raises on purpose carry a name from the registry in
+ * common/errors.ts (the UI shows its title and help); an unknown name does not compile.
+ */
 export class FactoryError extends Error {
   constructor(
-    name: string,
+    name: ErrorName,
     message: string,
     public readonly detail?: string,
   ) {
     super(message);
     this.name = name;
+  }
+
+  /** An error that crossed from elsewhere (the wire) keeps its name even when the registry does not know it. */
+  static carried(name: string, message: string, detail?: string): FactoryError {
+    const err = new FactoryError('Error', message, detail);
+    err.name = name;
+    return err;
   }
 }
 
@@ -188,7 +199,7 @@ export function toWireError(err: unknown): WireError {
 }
 
 export function fromWireError(wire: WireError): FactoryError {
-  return new FactoryError(wire.error.name, wire.error.message, wire.error.detail);
+  return FactoryError.carried(wire.error.name, wire.error.message, wire.error.detail);
 }
 
 /** Validates an untrusted call at a host boundary; throws ZodError or FactoryError. */

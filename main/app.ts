@@ -26,6 +26,7 @@ import { PullbackQuarantine } from './pullback/quarantine.js';
 import { appPaths, type AppPaths } from './state/paths.js';
 import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
+import { createFileLogger, parseLogLevel } from './log/logger.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { LiveSandboxes } from './tasks/live-sandboxes.js';
@@ -67,6 +68,8 @@ export interface FactoryAppOptions {
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
   const paths = opts.paths ?? appPaths();
   for (const dir of [paths.data, paths.state, paths.logs, paths.sandboxes]) fs.mkdirSync(dir, { recursive: true });
+  // The app log (logs/app.log, rotated); each service gets it under its own component name.
+  const log = createFileLogger({ dir: paths.logs, level: parseLogLevel(process.env.FACTORY_LOG_LEVEL) });
 
   const eventListeners = new Listeners<FactoryEvent>();
   const dataListeners = new Listeners<TerminalDataEvent>();
@@ -82,8 +85,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     emit,
     emitData,
     retentionDays: settings.get().terminalLogRetentionDays,
+    warn: (message) => log.child('terminals').warn(message),
   });
-  const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images });
+  const images = opts.vm?.images ?? new ImageStore({ imagesDir: paths.images, log: log.child('images') });
   // Checked against the port here; the image store and the driver always come as a pair.
   const realQemu = (): QemuDriverPort<BaseImage> => new QemuDriver(vmSettingsFromEnv(process.env, paths));
   const qemu = opts.vm?.qemu ?? (realQemu() as QemuDriverPort<unknown>);
@@ -95,7 +99,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => live.guestEnv(task.id) }));
   }
   for (const e of opts.executors ?? []) executors.set(e.name, e);
-  const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors });
+  const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors, log: log.child('pipeline') });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
   const broker: CredentialBroker =
     opts.credentials ??
@@ -103,6 +107,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       paths,
       secrets: new KeychainStore(),
       emit,
+      log: log.child('credentials'),
       qmpFor: (taskId) => live.qmpFor(taskId),
       gitRouteFor: async (taskId) => {
         const task = live.task(taskId);
@@ -121,11 +126,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     extensions: [broker, ...(opts.sandboxExtensions ?? [])],
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
     killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
+    log: log.child('sandboxes'),
   });
-  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, emit });
+  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, emit, log: log.child('tasks') });
   await tasks.init();
   for (const p of store.problems) {
-    console.warn(`state: ${p.file} could not be read (${p.error}); kept as ${p.keptAs ?? '(could not move it)'}`);
+    log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
   }
 
   let disposed = false;
@@ -215,7 +221,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (disposed) return;
       disposed = true;
       await tasks.dispose();
-      await broker.dispose().catch(() => undefined);
+      // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
+      await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));
       await terminals.dispose();
       eventListeners.clear();
       dataListeners.clear();

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
+import { stderrLogger, type Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
 import { CredentialService } from './credential-service.js';
@@ -42,6 +43,8 @@ export interface CredentialBrokerDeps {
   terminalLogDir?: string;
   /** Where pull-back keeps one quarantine folder per task (the app's `<data>/quarantine`). */
   quarantineRoot?: string;
+  /** The app log (never given a credential value); stderr for warnings when absent. */
+  log?: Logger;
 }
 
 /** What a sandbox's routes could use, kept on disk (ids only, never a value) for checks after a restart. */
@@ -71,12 +74,16 @@ export class CredentialBroker {
   private readonly usedBy = new Map<string, { sandboxDir: string; credentials: SandboxState['credentials'] }>();
   private readonly unsubscribeAudit: () => void;
 
+  private readonly log: Logger;
+
   constructor(private readonly deps: CredentialBrokerDeps) {
+    this.log = deps.log ?? stderrLogger('credentials');
     const refs = new CredentialRefStore(path.join(deps.paths.state, 'credentials.json'));
     this.service = new CredentialService({
       refs,
       secrets: deps.secrets,
       onChange: (credentials) => deps.emit?.({ type: 'credentials.changed', credentials }),
+      log: this.log,
       ...(deps.upstreamCa ? { upstreamCa: deps.upstreamCa } : {}),
       ...(deps.allowAddress ? { allowAddress: deps.allowAddress } : {}),
     });
@@ -142,8 +149,9 @@ export class CredentialBroker {
     const s = this.sandboxes.get(ctx.taskId);
     if (!s) return;
     this.sandboxes.delete(ctx.taskId);
-    await s.proxy.close().catch(() => undefined);
-    if (s.socketDir) await rm(s.socketDir, { recursive: true, force: true }).catch(() => undefined);
+    // The VM is gone, so nothing can reach the proxy any more: a failed close or cleanup is only logged.
+    await s.proxy.close().catch((err: unknown) => this.log.warn('closing a sandbox proxy failed', { taskId: ctx.taskId, err }));
+    if (s.socketDir) await rm(s.socketDir, { recursive: true, force: true }).catch((err: unknown) => this.log.warn('removing a proxy socket folder failed', { taskId: ctx.taskId, err }));
   }
 
   /**
@@ -159,7 +167,7 @@ export class CredentialBroker {
         ...(ctx.qmp ? { qmp: ctx.qmp } : {}),
       });
     } catch (err) {
-      console.error(`leak check of ${ctx.taskId} failed: ${(err as Error).message}`);
+      this.log.warn('leak check before destroy failed', { taskId: ctx.taskId, err });
       return undefined;
     }
   }
@@ -175,6 +183,7 @@ export class CredentialBroker {
     try {
       repo = new URL(remoteUrl);
     } catch {
+      // Not a URL (an scp-style ssh remote): no git route, as for any other non-https remote.
       return undefined;
     }
     if (repo.protocol !== 'https:' || repo.username || repo.password) return undefined;
@@ -269,6 +278,7 @@ export class CredentialBroker {
     try {
       return LeakReport.parse(JSON.parse(await readFile(this.reportFile(taskId), 'utf8')));
     } catch {
+      // None yet, or an unreadable one: the UI shows "no report" and offers to run the check again.
       return null;
     }
   }
@@ -313,6 +323,7 @@ export class CredentialBroker {
     try {
       text = await readFile(this.usedFile(taskId), 'utf8');
     } catch {
+      // No record: the sandbox never had credentials (or never booted); there is nothing to look for.
       return undefined;
     }
     let json: unknown;

@@ -11,6 +11,7 @@ import {
   CredentialTarget,
   type CredentialTestResult,
 } from '../../common/credentials.js';
+import type { Logger } from '../log/logger.js';
 import type { SecretStore } from './keychain.js';
 import { createNetGuard, type AddressAllowance } from './net-guard.js';
 import type { CredentialRefStore } from './ref-store.js';
@@ -27,6 +28,8 @@ export class CredentialService {
       /** Extra trust roots and the loopback allowance, for tests only. */
       upstreamCa?: string | Buffer;
       allowAddress?: AddressAllowance;
+      /** Told ids and messages only, never a value. */
+      log?: Logger;
     },
   ) {}
 
@@ -73,7 +76,10 @@ export class CredentialService {
     } catch (err) {
       // The new value is in the keychain but the old destination is still on file:
       // remove the value rather than let it go where it was not meant to.
-      if (moved.length) await this.deps.secrets.remove(id).catch(() => undefined);
+      // The caller gets the write's error; a value that could not be removed is for the log (its id, never the value).
+      if (moved.length) {
+        await this.deps.secrets.remove(id).catch((e: unknown) => this.deps.log?.error('a moved credential\'s new value could not be removed after its record failed to save', { credentialId: id, err: e }));
+      }
       throw err;
     }
     this.deps.onChange?.(refs);
@@ -82,6 +88,7 @@ export class CredentialService {
 
   private serially<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.queue.then(fn);
+    // The queue only orders changes; the caller gets this change's failure from `next`.
     this.queue = next.catch(() => undefined);
     return next;
   }

@@ -20,6 +20,7 @@ const TerminalMeta = z.object({
  * the user's own shell on this computer, not sandbox output: left out.
  */
 export async function taskTerminalLogs(logDir: string, taskId: string): Promise<string[]> {
+  // No folder: no terminal ever wrote a log, so there is none to scan.
   const names = await readdir(logDir).catch(() => [] as string[]);
   const out: string[] = [];
   for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
@@ -27,6 +28,7 @@ export async function taskTerminalLogs(logDir: string, taskId: string): Promise<
     try {
       meta = TerminalMeta.parse(JSON.parse(await readFile(path.join(logDir, name), 'utf8')));
     } catch {
+      // Unreadable metadata cannot say whose log it is; the terminal service reports it at start.
       continue;
     }
     if (meta.info.taskId !== taskId || meta.info.kind === 'host') continue;

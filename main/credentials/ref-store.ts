@@ -40,6 +40,7 @@ export class CredentialRefStore {
       await writeAtomic(this.file, JSON.stringify({ version: 1, credentials: refs }, null, 2) + '\n');
       return refs;
     });
+    // The queue only orders writes; the caller gets this write's failure from `next`.
     this.queue = next.catch(() => undefined);
     return next;
   }

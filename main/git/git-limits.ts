@@ -123,6 +123,7 @@ function hardLimit(name: 'Max address space' | 'Max cpu time'): number {
     const hard = line?.slice(26).trim().split(/\s+/)[1];
     return hard && /^\d+$/.test(hard) ? Number(hard) : Infinity;
   } catch {
+    // No /proc (macOS): no hard limit known, so the requested bounds are used as they are.
     return Infinity;
   }
 }

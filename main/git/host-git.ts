@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { FactoryError } from '../../common/contract.js';
+import type { ErrorName } from '../../common/errors.js';
 import { boundedGitCommand, describeLimit, effectiveLimits, limitExceeded, type GitLimits, type LimitExceeded } from './git-limits.js';
 
 export const GIT_SAFETY_OPTIONS: readonly string[] = [
@@ -127,7 +128,7 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
 }
 
 /** Like runGit, but a non-zero exit (or timeout) becomes a FactoryError naming the command. */
-export async function git(args: readonly string[], opts: GitRunOptions & { errorName?: string } = {}): Promise<GitResult> {
+export async function git(args: readonly string[], opts: GitRunOptions & { errorName?: ErrorName } = {}): Promise<GitResult> {
   const r = await runGit(args, opts);
   if (r.timedOut) {
     throw new FactoryError(opts.errorName ?? 'GitFailed', `git ${args[0]} timed out after ${opts.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`);

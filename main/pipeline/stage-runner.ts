@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { ClientChannel } from 'ssh2';
 import { FactoryError } from '../../common/contract.js';
 import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Task, type TerminalInfo } from '../../common/domain.js';
+import { stderrLogger, type Logger } from '../log/logger.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
 import type { PipelineConfig } from './config.js';
 import {
@@ -38,6 +39,8 @@ export interface PipelineRunnerDeps {
   /** Executors by agent name; 'command' must be present. */
   executors: ReadonlyMap<string, StageExecutor>;
   ptySize?: { cols: number; rows: number };
+  /** The app log; stderr for warnings when absent. */
+  log?: Logger;
 }
 
 export interface PipelineRunInput {
@@ -89,7 +92,10 @@ export function pendingStages(): StageResult[] {
 export class PipelineRunner {
   private readonly pty: { cols: number; rows: number };
 
+  private readonly log: Logger;
+
   constructor(private readonly deps: PipelineRunnerDeps) {
+    this.log = deps.log ?? stderrLogger('pipeline');
     if (!deps.executors.has('command')) throw new Error('the command executor is required');
     this.pty = deps.ptySize ?? { cols: 120, rows: 32 };
   }
@@ -255,7 +261,10 @@ export class PipelineRunner {
     let cancelled = false;
     const kill = async () => {
       this.deps.terminals.close(info.id);
-      await ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch(() => undefined);
+      // The stage's terminal is closed already, so the stage ends either way; an agent left running is worth a line.
+      await ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch((err: unknown) =>
+        this.log.warn("killing a stage's agent processes failed", { taskId: task.id, stage, err }),
+      );
     };
     const timer = opts.timeoutSeconds
       ? setTimeout(() => {

@@ -133,8 +133,10 @@ export class StateStore {
 
   private chain(id: string, op: () => Promise<void>): Promise<void> {
     const prev = this.writeChains.get(id) ?? Promise.resolve();
+    // The earlier write's failure went to its own caller; this write goes ahead regardless.
     const next = prev.catch(() => undefined).then(op);
     this.writeChains.set(id, next);
+    // Only the bookkeeping of the chain; the failure itself is the caller's, through `next`.
     void next.finally(() => {
       if (this.writeChains.get(id) === next) this.writeChains.delete(id);
     }).catch(() => undefined);

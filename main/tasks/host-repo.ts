@@ -82,6 +82,7 @@ function isSymlink(p: string): boolean {
   try {
     return fs.lstatSync(p).isSymbolicLink();
   } catch {
+    // Nothing there: not a symlink.
     return false;
   }
 }
@@ -179,6 +180,7 @@ export async function checkHostRepo(repoPath: string): Promise<void> {
     const top = await runGit(['rev-parse', '--show-toplevel'], { cwd: repoPath, timeoutMs: 15_000 });
     root = top.code === 0 ? top.stdout.trim() : '';
   }
+  // Unresolvable: compare the path as given (git's answer then decides).
   const real = await fsp.realpath(repoPath).catch(() => repoPath);
   if (root !== repoPath && root !== real) {
     throw new FactoryError('NotAGitRepository', `${repoPath} is no longer the top of a git repository${root ? ` (git finds ${root})` : ''}`);
@@ -198,6 +200,7 @@ export function httpsRemoteUrl(raw: string | undefined): string | undefined {
   try {
     url = new URL(s);
   } catch {
+    // Not a URL (scp-style ssh remote): by contract, undefined.
     return undefined;
   }
   if (url.protocol !== 'https:' || !url.hostname) return undefined;
@@ -210,6 +213,7 @@ export function httpsRemoteUrl(raw: string | undefined): string | undefined {
 
 /** The https URL of the repository's `origin` remote (see httpsRemoteUrl); undefined when there is none or git fails. */
 export async function originHttpsUrl(repoPath: string): Promise<string | undefined> {
+  // Git failing here means no usable remote: the task runs without a git route, as documented above.
   const r = await runGit(['config', '--get', 'remote.origin.url'], { cwd: repoPath, timeoutMs: 15_000, maxStdoutBytes: 8192 }).catch(() => undefined);
   if (!r || r.code !== 0 || r.truncated) return undefined;
   return httpsRemoteUrl(r.stdout);

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
+import type { Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic } from '../state/state-store.js';
@@ -33,6 +34,7 @@ export interface SandboxProvisionerDeps<Image> {
    * VM, and waits until they are gone; resolves to the pids killed.
    */
   killLeftovers: (sandboxDir: string, knownPids: number[]) => Promise<number[]>;
+  log: Logger;
 }
 
 const MAX_SEED_BUNDLE_BYTES = 2 * 1024 * 1024 * 1024;
@@ -156,8 +158,9 @@ export class SandboxProvisioner<Image = unknown> {
     if (vm && !sandbox.extensions.every((e) => !e.beforeDestroy)) {
       const qmp: (() => Promise<QmpPort>) | undefined = typeof vm.qmp === 'function' ? () => vm.qmp!() : undefined;
       for (const ext of sandbox.extensions) {
-        // beforeDestroy must not throw (port contract); a leak check failing is reported by the extension itself.
-        await ext.beforeDestroy?.({ taskId: sandbox.taskId, sandboxDir: vm.sandboxDir, ...(qmp ? { qmp } : {}) }).catch(() => undefined);
+        // beforeDestroy must not throw (port contract); if one does, the teardown goes on and the log says so.
+        await ext.beforeDestroy?.({ taskId: sandbox.taskId, sandboxDir: vm.sandboxDir, ...(qmp ? { qmp } : {}) })
+          .catch((err: unknown) => this.deps.log.warn('a sandbox extension failed before destroy', { taskId: sandbox.taskId, extension: ext.name, err }));
       }
     }
     this.dropSsh(sandbox);
@@ -175,8 +178,12 @@ export class SandboxProvisioner<Image = unknown> {
 
   async releaseExtensions(sandbox: LiveSandbox): Promise<void> {
     const exts = sandbox.extensions.splice(0);
-    // release must not throw (port contract); one failing must not keep the others.
-    await Promise.all(exts.map((e) => e.release({ taskId: sandbox.taskId }).catch(() => undefined)));
+    // release must not throw (port contract); one failing must not keep the others, and the log says which.
+    await Promise.all(
+      exts.map((e) =>
+        e.release({ taskId: sandbox.taskId }).catch((err: unknown) => this.deps.log.warn('a sandbox extension failed to release', { taskId: sandbox.taskId, extension: e.name, err })),
+      ),
+    );
   }
 
   /**
@@ -190,9 +197,10 @@ export class SandboxProvisioner<Image = unknown> {
       await this.deps.killLeftovers(dir, opts.qemuPid ? [opts.qemuPid] : []);
     } catch (err) {
       // Nothing could be identified (no process table): leave the disk to a later start rather than pull it from under a VM.
-      console.error(`task ${taskId}: looking for a QEMU left in ${dir} failed: ${(err as Error).message}`);
+      this.deps.log.warn('looking for a QEMU left behind failed; its disk is kept', { taskId, sandboxDir: dir, err });
       return;
     }
+    // No folder: nothing was left behind.
     for (const name of await fsp.readdir(dir).catch(() => [] as string[])) {
       if (name.endsWith('.log')) continue;
       await fsp.rm(path.join(dir, name), { recursive: true, force: true });

@@ -15,6 +15,7 @@ import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import type { PipelineRunner } from '../pipeline/stage-runner.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
 import { assertConfirmed } from '../pullback/review/confirmations.js';
+import type { Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
@@ -38,6 +39,7 @@ export interface TaskServiceDeps<Image> {
   runner: PipelineRunner;
   quarantine: PullbackQuarantine;
   emit: (e: FactoryEvent) => void;
+  log: Logger;
 }
 
 export interface CreateTaskInput {
@@ -281,7 +283,8 @@ export class TaskService<Image = unknown> {
       live.map(async ([id, rt]) => {
         await rt.done;
         const record = this.book.find(id);
-        if (record) await this.teardown(record, rt).catch((err: Error) => console.error(`teardown of task ${id} failed: ${err.message}`));
+        // Shutting down goes on: the next start reaps what this teardown left.
+        if (record) await this.teardown(record, rt).catch((err: Error) => this.deps.log.warn('teardown at shutdown failed', { taskId: id, err }));
         this.runtimes.delete(id);
       }),
     );
@@ -355,7 +358,7 @@ export class TaskService<Image = unknown> {
     const vm = await provisioner.boot(sandbox, signal);
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
-      .catch((err: Error) => console.error(`task ${record.task.id}: recording its sandbox's end failed: ${err.message}`));
+      .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));
     await this.book.transition(
       record,
       'booted',
@@ -382,7 +385,7 @@ export class TaskService<Image = unknown> {
       else await this.book.fail(record, err);
     } catch (bookkeeping) {
       // The run is over either way; a failure to record it must not become an unhandled rejection.
-      console.error(`task ${record.task.id}: recording the end of its run failed: ${(bookkeeping as Error).message}`);
+      this.deps.log.warn('recording the end of its run failed', { taskId: record.task.id, err: bookkeeping });
     }
   }
 
@@ -399,7 +402,8 @@ export class TaskService<Image = unknown> {
       guestEnv: rt.sandbox?.guestEnv ?? {},
       ...(startAt ? { startAt, previous: task().stages } : {}),
       onStages: (stages: StageResult[]) => {
-        this.update(record, { stages }).catch((err: Error) => console.error(`task ${task().id}: saving a stage update failed: ${err.message}`));
+        // The next update or the end of the run saves the stages again; until then the log keeps the trace.
+        this.update(record, { stages }).catch((err: Error) => this.deps.log.warn('saving a stage update failed', { taskId: task().id, err }));
       },
     });
     if (outcome.status === 'cancelled') return this.aborted(record, outcome.stages);

@@ -13,6 +13,7 @@ export async function takeLock(lockFile: string): Promise<boolean> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
+  // Unreadable (gone, or being written) counts as no holder; the age check below keeps a fresh one.
   const holder = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
   if (!holder || !processAlive(holder)) {
     // A lock without a pid may be one being written right now: only old ones are stale.

@@ -10,6 +10,7 @@ import { ImageBuilder, type BuildProgress } from './image-builder.js';
 import { parseManifest, type ImageManifest } from './image-manifest.js';
 import { findRecipeDir, loadRecipe, type LoadedRecipe } from './image-recipe.js';
 import { processAlive, takeLock } from './file-lock.js';
+import { stderrLogger, type Logger } from '../log/logger.js';
 
 export interface BaseImage {
   version: string;
@@ -29,6 +30,8 @@ export interface ImageStoreOptions {
   builder?: { build(recipe: LoadedRecipe, outDir: string, onProgress: (p: BuildProgress) => void): Promise<ImageManifest> };
   /** How often a waiting process checks another process's build. */
   lockPollMs?: number;
+  /** The app log; stderr for warnings when absent (the image CLI). */
+  log?: Logger;
 }
 
 export class ImageStore {
@@ -36,6 +39,7 @@ export class ImageStore {
   private readonly recipe: LoadedRecipe;
   private readonly builder: NonNullable<ImageStoreOptions['builder']>;
   private readonly lockPollMs: number;
+  private readonly log: Logger;
   private building: Promise<BaseImage> | undefined;
   private current: ImageStatus;
 
@@ -44,6 +48,7 @@ export class ImageStore {
     this.recipe = loadRecipe(opts.recipeDir ?? findRecipeDir());
     this.builder = opts.builder ?? new ImageBuilder();
     this.lockPollMs = opts.lockPollMs ?? 2000;
+    this.log = opts.log ?? stderrLogger('images');
     this.current = { state: 'missing', version: this.recipe.version };
   }
 
@@ -126,7 +131,8 @@ export class ImageStore {
           await rename(tmp, this.imageDir);
           await this.pruneOtherVersions();
         } catch (err) {
-          await rm(tmp, { recursive: true, force: true }).catch(() => {});
+          // The build's error is the one to report; a folder left here is removed as stale by the next build.
+          await rm(tmp, { recursive: true, force: true }).catch((e: unknown) => this.log.warn('removing a failed image build failed', { dir: tmp, err: e }));
           throw err;
         }
       } finally {
@@ -151,8 +157,9 @@ export class ImageStore {
     for (const name of await readdir(this.imagesDir)) {
       if (!name.startsWith(prefix) || name === this.version) continue;
       const dir = path.join(this.imagesDir, name);
-      await chmod(dir, 0o755).catch(() => {});
-      await rm(dir, { recursive: true, force: true }).catch(() => {});
+      // The new image is in place; an old one that stays only takes disk space, and the next build tries again.
+      await chmod(dir, 0o755).catch(() => undefined); // the rm below reports the failure that matters
+      await rm(dir, { recursive: true, force: true }).catch((err: unknown) => this.log.warn('removing an old image version failed', { dir, err }));
     }
   }
 

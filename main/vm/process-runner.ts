@@ -75,6 +75,7 @@ export async function findOnPath(program: string, envPath = process.env.PATH ?? 
       await access(program, constants.X_OK);
       return program;
     } catch {
+      // Missing or not executable: the caller reports the program as not found.
       return undefined;
     }
   }

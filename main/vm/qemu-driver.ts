@@ -124,7 +124,7 @@ export class QemuDriver {
   /** checkInstalled(), remembered once QEMU was found (a missing QEMU is checked again next time). */
   private async ensureInstalled(): Promise<InstallStatus & { version: string }> {
     if (!this.installed?.ok) this.installed = await this.checkInstalled();
-    if (!this.installed.ok) throw new FactoryError('QemuNotInstalled', `QEMU is not available: ${this.installed.installHint}`);
+    if (!this.installed.ok) throw new FactoryError('QemuMissing', `QEMU is not available: ${this.installed.installHint}`);
     return { ...this.installed, version: this.installed.version ?? '' };
   }
 

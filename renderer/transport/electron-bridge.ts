@@ -12,7 +12,7 @@ export function reviveError(err: unknown): unknown {
   if (at < 0) return err;
   try {
     const wire = JSON.parse(message.slice(at + WIRE_ERROR_PREFIX.length)) as { name?: unknown; message?: unknown; detail?: unknown };
-    return new FactoryError(
+    return FactoryError.carried(
       typeof wire.name === 'string' ? wire.name : 'Error',
       typeof wire.message === 'string' ? wire.message : 'unknown error',
       typeof wire.detail === 'string' ? wire.detail : undefined,

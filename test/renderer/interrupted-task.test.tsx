@@ -34,7 +34,7 @@ function mount(tasks: Task[]) {
     async call(method: string, input: unknown) {
       calls.push({ method, input });
       const h = handlers[method];
-      if (!h) throw new FactoryError('NotImplemented', method);
+      if (!h) throw FactoryError.carried('NotImplemented', method);
       return h(input) as never;
     },
     onEvent: () => () => {},

@@ -129,7 +129,7 @@ describe('renderer', () => {
         task({ phase: 'failed', error: { name: 'BootTimeout', message: 'the guest did not answer SSH within 90 s', detail: '[ 1.0] Kernel panic' } }),
       ],
       'tasks.destroy': () => {
-        throw new FactoryError('DestroyFailed', 'qemu did not exit');
+        throw FactoryError.carried('DestroyFailed', 'qemu did not exit');
       },
     });
     fireEvent.click(await screen.findByTestId('task-select-t1'));
@@ -138,6 +138,33 @@ describe('renderer', () => {
     fireEvent.click(screen.getByTestId('destroy-button'));
     expect((await screen.findByTestId('action-error-name')).textContent).toBe('DestroyFailed');
     expect(screen.getByTestId('action-error-message').textContent).toBe('destroy: qemu did not exit');
+  });
+
+  it("heads a task's error banner with the registry's title and help, not the internal name", async () => {
+    mount({
+      'tasks.list': () => [
+        task({ phase: 'failed', error: { name: 'StageFailed', message: 'build exited with status 2' } }),
+        task({ id: 't2', phase: 'failed', error: { name: 'QemuMissing', message: 'QEMU is not installed. apt-get install qemu-system-x86' } }),
+      ],
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect(screen.getByTestId('task-error-title').textContent).toBe('A stage failed');
+    expect(screen.getByTestId('task-error-help').textContent).toMatch(/^A pipeline stage ended with an error\. Its terminal log shows what happened/);
+    expect(screen.getByTestId('task-error-message').textContent).toBe('build exited with status 2');
+    expect(screen.getByTestId('task-error').querySelector('strong')?.textContent).not.toContain('StageFailed');
+    fireEvent.click(screen.getByTestId('task-select-t2'));
+    expect(screen.getByTestId('task-error-title').textContent).toBe('QEMU is not installed');
+    expect(screen.getByTestId('task-error-help').textContent).toMatch(/Install qemu-system and qemu-utils/);
+  });
+
+  it('shows an error name the registry does not know (an older or hostile host) with the generic title, as text', async () => {
+    mount({
+      'tasks.list': () => [task({ phase: 'failed', error: { name: '<img src=x onerror=alert(1)>', message: 'odd' } })],
+    });
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect(screen.getByTestId('task-error-title').textContent).toBe('Something went wrong');
+    expect(screen.getByTestId('task-error-name').textContent).toBe('<img src=x onerror=alert(1)>');
+    expect(document.querySelector('img')).toBeNull();
   });
 
   it('saves a credential without ever showing its value, and lists only the reference', async () => {

@@ -234,7 +234,7 @@ export function smallApp(handlers: Partial<Record<ApiMethod, (input: any) => unk
   const api = new Proxy({} as FactoryApi, {
     get: (_target, method: string) => async (input: unknown) => {
       const handler = handlers[method as ApiMethod];
-      if (!handler) throw new FactoryError('NotImplemented', `${method} is not in this test app`);
+      if (!handler) throw FactoryError.carried('NotImplemented', `${method} is not in this test app`);
       return handler(input);
     },
   });

@@ -70,7 +70,7 @@ export class TerminalHostApp implements HostedApp {
       get: (_t, method: string) =>
         handlers[method as keyof FactoryApi] ??
         (async () => {
-          throw new FactoryError('NotImplemented', `${method} is not part of the terminal test app`);
+          throw FactoryError.carried('NotImplemented', `${method} is not part of the terminal test app`);
         }),
     });
   }

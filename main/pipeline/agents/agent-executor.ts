@@ -229,6 +229,7 @@ export class AgentStageExecutor implements StageExecutor {
         if (parser.overflowed && !killed) {
           // An endless stream: stop the agent rather than read forever.
           killed = true;
+          // If this kill fails the stage's time-out still ends the agent; the run is failed as overflowed either way.
           void ctx.ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch(() => undefined);
         }
       },
@@ -279,6 +280,7 @@ async function hostPromptOverride(repoPath: string, commit: string, spec: string
     if (blob.code !== 0 && !blob.truncated) return undefined;
     return blob.stdout.trim() !== '' ? blob.stdout : null;
   } catch {
+    // The repository cannot answer (moved, git failed): the caller then uses the guest's copy of the prompt.
     return undefined;
   }
 }

@@ -148,6 +148,7 @@ export abstract class JsonLinesParser implements AgentStreamParser {
     try {
       out = this.handleValue(value);
     } catch {
+      // An event of a shape the adapter cannot read counts as malformed (below), like a bad line.
       out = null;
     }
     if (out === null) this.stats.malformed++;

@@ -100,6 +100,7 @@ function parsePackOutput(stdout: string): string {
     const parsed = JSON.parse(stdout) as Array<{ filename?: unknown }>;
     filename = parsed[0]?.filename;
   } catch {
+    // Older npm prints the tarball name as the last plain line instead of JSON; checked below.
     filename = stdout.trim().split('\n').pop();
   }
   if (typeof filename !== 'string' || !/^[A-Za-z0-9@._-]+\.tgz$/.test(filename.replace(/^@/, '').replace(/\//g, '-'))) {

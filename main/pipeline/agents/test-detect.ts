@@ -55,6 +55,7 @@ function npmTestScript(text: string): string | null {
     const test = pkg?.scripts?.test;
     return typeof test === 'string' && test.trim() !== '' ? test : null;
   } catch {
+    // A package.json that is not JSON has no test script to detect; another probe may still find one.
     return null;
   }
 }

@@ -83,7 +83,7 @@ export class ScriptedApp implements HostedApp {
       get: (_t, method: string) =>
         handlers[method as keyof FactoryApi] ??
         (async () => {
-          throw new FactoryError('NotImplemented', `${method} is not scripted`);
+          throw FactoryError.carried('NotImplemented', `${method} is not scripted`);
         }),
     });
   }

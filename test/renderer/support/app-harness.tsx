@@ -19,7 +19,7 @@ export class RecordingBridge implements FactoryBridge {
   async call(method: any, input: any): Promise<any> {
     this.calls.push({ method, input });
     const h = this.handlers[method];
-    if (!h) throw new FactoryError('NotImplemented', method);
+    if (!h) throw FactoryError.carried('NotImplemented', method);
     return h(input);
   }
   onEvent(l: (e: FactoryEvent) => void) {

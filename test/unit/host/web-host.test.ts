@@ -19,7 +19,7 @@ function echoApp() {
     createdAt: new Date(0).toISOString(), phase: 'running', sandbox: { status: 'running' }, stages: [],
   };
   const notImplemented = async () => {
-    throw new FactoryError('NotImplemented', 'not in this test app');
+    throw FactoryError.carried('NotImplemented', 'not in this test app');
   };
   const api = new Proxy({} as FactoryApi, {
     get: (_t, prop: string) => {

@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
+import { createFileLogger } from '../../../main/log/logger.js';
 import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
 import { SandboxProvisioner } from '../../../main/tasks/sandbox-provisioner.js';
 import { appPaths } from '../../../main/state/paths.js';
@@ -32,6 +33,7 @@ async function setup(): Promise<{ provisioner: SandboxProvisioner; repo: Fixture
     live: new LiveSandboxes(),
     emit: () => {},
     killLeftovers: killLeftoverQemu,
+    log: createFileLogger({ dir: path.join(dataDir, 'logs') }),
   });
   return { provisioner, repo, dataDir, task: { id: 'abcdefgh', repoPath: repo.dir, baseCommit: repo.head(), branch: 'factory/abcdefgh' } };
 }

@@ -60,7 +60,7 @@ describe('QemuDriver', () => {
     expect(status.installHint).toMatch(/apt-get install qemu-system-x86 qemu-utils|brew install qemu/);
     const dir = await tempDir();
     await expect(driver.start({ sandboxDir: path.join(dir, 'sb'), image: await fakeImage(dir) })).rejects.toMatchObject({
-      name: 'QemuNotInstalled',
+      name: 'QemuMissing',
       message: expect.stringMatching(/install QEMU with/),
     });
   });

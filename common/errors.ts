@@ -1,0 +1,104 @@
+// The one registry of error names the app raises on purpose. The host names an
+// error (FactoryError's name is typed by this table, so an unknown name does not
+// compile); the UI shows its title and help instead of the internal name. A name
+// that comes from elsewhere (an older host, a wire error) still shows, with a
+// generic title. test/unit/common/errors.test.ts checks that every name used in
+// the sources is here.
+
+export interface ErrorHelp {
+  /** A short human heading, e.g. "The sandbox did not start". */
+  title: string;
+  /** What happened and what to do, in a sentence or two. */
+  help: string;
+}
+
+export const ERRORS = {
+  // Input and the API
+  InvalidInput: { title: 'Invalid input', help: 'A value sent to the app was refused; the message names the field. Correct it and try again.' },
+  InvalidData: { title: 'Invalid data', help: 'Data the app read did not have the expected shape. The message names the first problem.' },
+  UnknownMethod: { title: 'Unknown request', help: 'The app does not offer this request. The window and the app may be of different versions: reload the window.' },
+  Unauthorized: { title: 'Not authorised', help: 'The address is missing the token or has a wrong one. Open the exact address the app printed at start.' },
+  Forbidden: { title: 'Not allowed', help: 'Requests are accepted only from the app\'s own window.' },
+  NotFound: { title: 'Not found', help: 'What was asked for does not exist (any more). Reload the list and try again.' },
+  Disconnected: { title: 'Disconnected from the app', help: 'The connection to the app was lost. Check that the app still runs, then reload the window.' },
+  ShuttingDown: { title: 'The app is shutting down', help: 'The app is stopping and takes no new requests. Start it again to go on.' },
+  Error: { title: 'Something went wrong', help: 'An unexpected error. The message says what failed; the app log in the data folder may say more.' },
+
+  // The host repository
+  NotAGitRepository: { title: 'Not a git repository', help: 'The folder is not the top of a git repository (or no longer exists). Choose the repository\'s top folder.' },
+  EmptyRepository: { title: 'The repository has no commits', help: 'A task starts from a commit. Make a first commit in the repository, then start the task.' },
+  InvalidBaseRef: { title: 'Base ref not found', help: 'The branch, tag or commit to start from does not exist in the repository. Choose another base ref.' },
+  RepoTooLarge: { title: 'Repository too large', help: 'The bundle of the repository is over the size a sandbox accepts (2 GiB). Start from a smaller repository or base.' },
+  BranchExists: { title: 'The branch already exists', help: 'Approving would overwrite an existing branch, which the app never does. Delete or rename that branch in your repository, then approve again.' },
+  GitFailed: { title: 'Git failed', help: 'A git command on this computer failed; the message shows git\'s own words. Check the repository with git, then retry.' },
+  GitUnavailable: { title: 'A needed tool is missing', help: 'Git on this computer cannot be run safely without the tool named in the message. Install it, then retry.' },
+  GitLimitExceeded: { title: 'Git went over its limits', help: 'Git was stopped because it used more memory, time or output than the app allows for this work. The data is too large or built to be costly.' },
+
+  // Tasks and their life
+  TaskNotFound: { title: 'Task not found', help: 'No task has this id; it may have been removed. Reload the task list.' },
+  InvalidTransition: { title: 'Not possible in this state', help: 'The task cannot do this in its current phase. Wait for it to finish or cancel it first.' },
+  NotRetryable: { title: 'Cannot retry this task', help: 'Only a failed, cancelled or interrupted task can be retried.' },
+  Cancelled: { title: 'The work was cancelled', help: 'The work was cancelled on request. Retry the task to run it again.' },
+  Interrupted: { title: 'Interrupted by an app stop', help: 'The app stopped while the task ran. Retry runs it again in a fresh sandbox from the stage that was cut.' },
+  UnknownAgent: { title: 'Unknown agent', help: 'No agent of that name is available. Choose one from the list in the new task form or the settings.' },
+  CorruptState: { title: 'Saved state is damaged', help: 'A file the app saved could not be read back. The message names it; the task may need to be destroyed and started again.' },
+
+  // QEMU, the image and the sandbox
+  QemuMissing: { title: 'QEMU is not installed', help: 'Sandboxes run under QEMU. Install qemu-system and qemu-utils with your package manager (the message has the exact hint), then try again.' },
+  ImageBuildFailed: { title: 'The base image could not be built', help: 'Building the sandbox base image failed at the step named in the message; its last output is below. Fix the cause (disk space, missing packages), then build again.' },
+  SandboxBootFailed: { title: 'The sandbox did not start', help: 'QEMU ended before the sandbox answered. The serial console below shows how far it got.' },
+  SandboxBootTimeout: { title: 'The sandbox did not start in time', help: 'The sandbox did not answer SSH in time and was stopped. Under software emulation boots are slower: retry, or raise the boot timeout.' },
+  HostKeyMismatch: { title: 'Sandbox identity mismatch', help: 'The sandbox presented an SSH host key other than the one pinned for it, so the app refused to connect. Destroy the sandbox and start again.' },
+  NoSandbox: { title: 'No running sandbox', help: 'This needs the task\'s sandbox running, and it is not. Destroy the task\'s sandbox to retry in a fresh one.' },
+  SandboxStopped: { title: 'The sandbox has stopped', help: 'The sandbox\'s VM is no longer running. Retry the task to run it in a fresh sandbox.' },
+  SandboxError: { title: 'Sandbox operation failed', help: 'A file could not be written inside the sandbox. The message gives the path and the reason.' },
+  SeedFailed: { title: 'The repository could not be copied in', help: 'Cloning the task\'s repository inside the sandbox failed; the message shows why. Retry; if it fails again, start a new task.' },
+  SeedMissing: { title: 'The task\'s copy of the repository is gone', help: 'The bundle the task started from is missing or unreadable, so it cannot run again. Start a new task.' },
+  GuestCommandTimeout: { title: 'A sandbox command took too long', help: 'A command in the sandbox did not finish in time and was stopped. The sandbox may be overloaded; retry.' },
+  GuestFileRefused: { title: 'File refused', help: 'A file the sandbox offered is not a regular file, so the app did not read it.' },
+  GuestFileTooLarge: { title: 'File too large', help: 'A file from the sandbox is larger than the app accepts, so it was not read.' },
+
+  // Pipeline
+  InvalidPipelineConfig: { title: 'Invalid pipeline config', help: 'The repository\'s .factory/pipeline.json (at the base commit) could not be used; the message names the problem. Fix it in the repository and start a new task.' },
+  PipelineError: { title: 'The pipeline failed', help: 'The pipeline left the repository in the sandbox in a state the app cannot bring back (wrong branch, failed commit). The message says which.' },
+  StageFailed: { title: 'A stage failed', help: 'A pipeline stage ended with an error. Its terminal log shows what happened; fix the cause and retry from that stage.' },
+
+  // Pull-back and review
+  PullbackFailed: { title: 'The work could not be brought back', help: 'Bundling the task\'s branch inside the sandbox failed; the output is below. Retry the task.' },
+  PullbackRejected: { title: 'The returned work was refused', help: 'What came back from the sandbox failed a safety check (size, refs, objects) and was not applied. The message names the check.' },
+  NoReview: { title: 'No review to show', help: 'The task has no returned work to review yet, or it was already decided.' },
+  NotInReview: { title: 'The task is not in review', help: 'Approve and Reject need a task waiting for review.' },
+  NothingToApprove: { title: 'Nothing to approve', help: 'The task\'s branch came back identical to its base commit: there are no changes to bring in.' },
+  ApproveNeedsConfirmation: { title: 'Approval needs a second step', help: 'The review found things to confirm first (listed in the message). Look at them and confirm to approve.' },
+  ApproveFailed: { title: 'Approval failed', help: 'Bringing the approved branch into your repository failed; your repository was not changed. The message shows git\'s reason.' },
+  ReviewFileFailed: { title: 'The file\'s changes could not be shown', help: 'Computing the patch of this file failed or went over a limit. The rest of the review is unaffected.' },
+
+  // Credentials
+  KeychainUnavailable: { title: 'The keychain cannot be used', help: 'The OS keychain is missing or locked, and the app never stores credentials anywhere else. Unlock or start the keychain, then retry.' },
+  CredentialMissing: { title: 'Credential value missing', help: 'The keychain has no value for this credential (removed outside the app?). Set it again on the Credentials screen.' },
+  CredentialValueRequired: { title: 'Enter the credential\'s value again', help: 'Changing where a credential is sent needs its value entered again, so a stored key cannot be redirected without it.' },
+  CredentialScope: { title: 'Credential does not cover this remote', help: 'The git credential is for another host or path than the task\'s remote. Use a credential made for this remote.' },
+  InvalidCredential: { title: 'Invalid credential settings', help: 'The credential\'s settings are incomplete or inconsistent; the message names the problem. Edit it on the Credentials screen.' },
+  DestinationRefused: { title: 'Destination refused', help: 'The credential proxy refused a destination (private, loopback or unresolvable address).' },
+  InvalidPath: { title: 'Invalid path', help: 'A path the app was given has characters or a form it refuses; the message says which.' },
+
+  // Terminals
+  UnknownTerminal: { title: 'Terminal not found', help: 'No terminal session has this id; it may have been closed or removed. Reopen it from the task.' },
+  TerminalClosed: { title: 'The terminal has ended', help: 'The terminal\'s process exited or lost its connection, so it takes no more input. Open a new one.' },
+  TerminalLive: { title: 'The terminal is still running', help: 'A running terminal cannot be removed. Close it first.' },
+  TerminalServiceDisposed: { title: 'Terminals are shutting down', help: 'The app is stopping and opens no new terminals.' },
+
+  // Internal protocols
+  QmpError: { title: 'VM control failed', help: 'QEMU refused a control command (QMP). The message has QEMU\'s reason.' },
+} as const satisfies Record<string, ErrorHelp>;
+
+export type ErrorName = keyof typeof ERRORS;
+
+export function isErrorName(name: string): name is ErrorName {
+  return Object.prototype.hasOwnProperty.call(ERRORS, name);
+}
+
+/** The title and help the UI shows for an error name; a name not in the registry gets the generic ones. */
+export function errorHelp(name: string): ErrorHelp {
+  return isErrorName(name) ? ERRORS[name] : ERRORS.Error;
+}
