@@ -50,7 +50,7 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
   return (
     <tr className={selected ? 'selected' : ''} data-testid={`task-row-${task.id}`} data-phase={task.phase}>
       <td className="task-cell">
-        <button type="button" className="link" data-testid={`task-select-${task.id}`} onClick={() => controller.select(task.id)}>
+        <button type="button" className="link" title={task.title} data-testid={`task-select-${task.id}`} onClick={() => controller.select(task.id)}>
           {task.title}
         </button>
         <div className="task-meta">
