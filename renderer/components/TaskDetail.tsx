@@ -71,6 +71,7 @@ function TaskView({ task }: { task: Task }) {
   const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
+  const resultFirst = task.phase === 'review' || !!task.decision;
   const active = !FINISHED_PHASES.has(task.phase) && task.phase !== 'review';
   // Retry runs in the sandbox while it is up, else in a fresh one (the host keeps the seed until Destroy).
   const retryable =
@@ -145,10 +146,10 @@ function TaskView({ task }: { task: Task }) {
       ) : null}
       {task.error ? <ErrorBox testId="task-error" error={task.error} /> : null}
       {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
-      {/* In review, the result comes first: the decision is what the user is here for. */}
-      {task.phase === 'review' ? <ReviewPanel task={task} /> : null}
+      {/* In review and after the decision, the result comes first: it is what the user is here for. */}
+      {resultFirst ? <ReviewPanel task={task} /> : null}
       <TerminalTabs task={task} tabs={tabs} current={current} />
-      {task.phase !== 'review' ? <ReviewPanel task={task} /> : null}
+      {!resultFirst ? <ReviewPanel task={task} /> : null}
       <SecurityPanel task={task} />
     </section>
   );

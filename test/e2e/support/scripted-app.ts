@@ -28,6 +28,8 @@ export class ScriptedApp implements HostedApp {
   private seq = 0;
   /** Every approval the app accepted, with the confirmations it named. */
   readonly approvals: Array<{ taskId: string; confirm?: ReviewConfirmationKind[] }> = [];
+  /** Everything the UI wrote to each terminal session, as sent. */
+  readonly written = new Map<string, string>();
 
   /**
    * @param stageMs how long each stage runs
@@ -163,6 +165,7 @@ export class ScriptedApp implements HostedApp {
 
   /** A line-editing echo shell: echoes keys, answers each line on Enter. */
   private typed(sessionId: string, data: string) {
+    this.written.set(sessionId, (this.written.get(sessionId) ?? '') + data);
     for (const ch of data) {
       if (ch === '\r') {
         const line = this.lines.get(sessionId) ?? '';
