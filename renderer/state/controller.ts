@@ -117,6 +117,12 @@ export class FactoryController {
     });
   }
 
+  /** The user picked a task on the board: show its view at the top of the window, focus on its title. */
+  open(taskId: string, tab?: string): void {
+    this.select(taskId, tab);
+    this.requestFocus('task-title', taskId, { reveal: true });
+  }
+
   selectTab(taskId: string, sessionId: string): void {
     const s = this.store.getState();
     this.store.setState({ activeTab: { ...s.activeTab, [taskId]: sessionId } });
@@ -213,8 +219,8 @@ export class FactoryController {
   }
 
   /** Asks the element named `target` of the task's view to take focus once it is shown (useFocusRequest). */
-  requestFocus(target: FocusTarget, taskId: string): void {
-    this.store.setState({ focusRequest: { target, taskId, n: (this.store.getState().focusRequest?.n ?? 0) + 1 } });
+  requestFocus(target: FocusTarget, taskId: string, opts: { reveal?: boolean } = {}): void {
+    this.store.setState({ focusRequest: { target, taskId, n: (this.store.getState().focusRequest?.n ?? 0) + 1, ...opts } });
   }
 
   /** Called by the element that took the focus, so it is not taken again on its next render. */

@@ -9,7 +9,13 @@ export function useFocusRequest(target: FocusTarget, taskId: string, ref: RefObj
   const request = useFactory((s) => s.focusRequest);
   useEffect(() => {
     if (!request || request.target !== target || request.taskId !== taskId || !ref.current) return;
-    ref.current.focus();
+    if (request.reveal) {
+      // jsdom has no scrollIntoView.
+      ref.current.closest('section')?.scrollIntoView?.({ block: 'start' });
+      ref.current.focus({ preventScroll: true });
+    } else {
+      ref.current.focus();
+    }
     controller.focusDone(request.n);
   }, [controller, request, target, taskId, ref]);
 }

@@ -50,6 +50,8 @@ export interface FocusRequest {
   target: FocusTarget;
   taskId: string;
   n: number;
+  /** Scroll the task view to the top of the window first (the user asked to see this task). */
+  reveal?: boolean;
 }
 
 export const MAX_AUDIT_ROWS = 500;
