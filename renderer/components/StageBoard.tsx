@@ -50,7 +50,7 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
   return (
     <tr className={selected ? 'selected' : ''} data-testid={`task-row-${task.id}`} data-phase={task.phase}>
       <td className="task-cell">
-        <button type="button" className="link" data-testid={`task-select-${task.id}`} onClick={() => controller.select(task.id)}>
+        <button type="button" className="link" title={task.title} data-testid={`task-select-${task.id}`} onClick={() => controller.open(task.id)}>
           {task.title}
         </button>
         <div className="task-meta">
@@ -78,7 +78,7 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
               data-testid={`stage-${task.id}-${name}`}
               data-status={stage.status}
               title={stage.summary ?? `${name}: ${stage.status}`}
-              onClick={() => controller.select(task.id, stage.sessionId)}
+              onClick={() => controller.open(task.id, stage.sessionId)}
             >
               <span className="mark">{STATUS_MARK[stage.status] ?? '?'}</span> {stage.status}
               <span className="duration">{formatDuration(stage.durationMs)}</span>

@@ -1,18 +1,12 @@
+import { useRef, useState } from 'react';
 import type { Task, TerminalInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
+import { useFocusRequest } from '../state/focus.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ReviewPanel } from './ReviewPanel.js';
 import { SecurityPanel } from './SecurityPanel.js';
-import { TerminalSlot } from './TerminalSlot.js';
-
-interface Tab {
-  sessionId: string;
-  label: string;
-  kind: 'stage' | 'shell' | 'host';
-  state?: string;
-  testId?: string;
-}
+import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
 
@@ -43,19 +37,33 @@ function termState(info: TerminalInfo): string {
 }
 
 export function TaskDetail() {
-  const controller = useController();
   const task = useFactory((s) => (s.selectedTaskId ? s.tasks[s.selectedTaskId] : undefined));
-  const terminals = useFactory((s) => s.terminals);
-  const activeTab = useFactory((s) => (s.selectedTaskId ? s.activeTab[s.selectedTaskId] : undefined));
-  const busy = useFactory((s) => (s.selectedTaskId ? s.busy[s.selectedTaskId] : undefined));
-  const actionError = useFactory((s) => (s.selectedTaskId ? s.actionErrors[s.selectedTaskId] : undefined));
   if (!task) {
-    return (
-      <section className="detail empty" data-testid="task-detail-empty">
-        <p className="hint">Select a task to see its terminals and result.</p>
-      </section>
-    );
+    return <NoTask />;
   }
+  return <TaskView key={task.id} task={task} />;
+}
+
+function NoTask() {
+  return (
+    <section className="detail empty" data-testid="task-detail-empty">
+      <p className="hint">Select a task to see its terminals and result.</p>
+    </section>
+  );
+}
+
+function TaskView({ task }: { task: Task }) {
+  const controller = useController();
+  const terminals = useFactory((s) => s.terminals);
+  const activeTab = useFactory((s) => s.activeTab[task.id]);
+  const busy = useFactory((s) => s.busy[task.id]);
+  const actionError = useFactory((s) => s.actionErrors[task.id]);
+  const [confirmDestroy, setConfirmDestroy] = useState(false);
+  const title = useRef<HTMLHeadingElement>(null);
+  const sandboxLine = useRef<HTMLParagraphElement>(null);
+  const destroyButton = useRef<HTMLButtonElement>(null);
+  useFocusRequest('task-title', task.id, title);
+  useFocusRequest('sandbox-status', task.id, sandboxLine);
   const tabs = tabsFor(task, terminals);
   // Follow the running stage unless the user picked a tab.
   const running = task.stages.find((s) => s.status === 'running' && s.sessionId);
@@ -63,6 +71,7 @@ export function TaskDetail() {
   const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
+  const resultFirst = task.phase === 'review' || !!task.decision;
   const active = !FINISHED_PHASES.has(task.phase) && task.phase !== 'review';
   // Retry runs in the sandbox while it is up, else in a fresh one (the host keeps the seed until Destroy).
   const retryable =
@@ -73,11 +82,13 @@ export function TaskDetail() {
     <section className="detail" data-testid="task-detail" data-task-id={task.id}>
       <div className="detail-head">
         <div>
-          <h2 data-testid="task-title">{task.title}</h2>
+          <h2 data-testid="task-title" ref={title} tabIndex={-1}>
+            {task.title}
+          </h2>
           <p className="muted">
             <code>{task.repoPath}</code> · base {task.baseRef} ({task.baseCommit.slice(0, 10)}) · branch <code>{task.branch}</code>
           </p>
-          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status}>
+          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1}>
             sandbox {task.sandbox.status}
             {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
             {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
@@ -107,63 +118,71 @@ export function TaskDetail() {
             </button>
           ) : null}
           <button
+            ref={destroyButton}
             type="button"
             className="danger"
             data-testid="destroy-button"
+            aria-expanded={confirmDestroy}
             disabled={!!busy || destroyed}
-            onClick={() => void controller.destroy(task.id)}
+            onClick={() => setConfirmDestroy(true)}
           >
             {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
           </button>
         </div>
       </div>
+      {confirmDestroy && !destroyed ? (
+        <DestroyConfirm
+          task={task}
+          busy={!!busy}
+          onCancel={() => {
+            setConfirmDestroy(false);
+            destroyButton.current?.focus();
+          }}
+          onConfirm={() => {
+            setConfirmDestroy(false);
+            void controller.destroy(task.id);
+          }}
+        />
+      ) : null}
       {task.error ? <ErrorBox testId="task-error" error={task.error} /> : null}
       {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
-      <div className="terminals">
-        <div className="tabs" role="tablist">
-          {tabs.map((t) => (
-            <button
-              key={t.sessionId}
-              type="button"
-              role="tab"
-              aria-selected={current?.sessionId === t.sessionId}
-              className={current?.sessionId === t.sessionId ? 'tab active' : 'tab'}
-              data-testid={t.testId ?? `terminal-tab-${t.kind === 'stage' ? t.label : t.sessionId}`}
-              data-session-id={t.sessionId}
-              onClick={() => controller.selectTab(task.id, t.sessionId)}
-            >
-              {t.label} <span className="muted">{t.state}</span>
-            </button>
-          ))}
-          <button
-            type="button"
-            className="tab add"
-            data-testid="shell-button"
-            disabled={!sandboxUp || busy === 'shell'}
-            title={sandboxUp ? 'Open an interactive shell inside the sandbox' : 'The sandbox is not running'}
-            onClick={() => void controller.openShell(task.id)}
-          >
-            + Shell
-          </button>
-          <button
-            type="button"
-            className="tab add"
-            data-testid="host-shell-button"
-            disabled={busy === 'host shell'}
-            title={`Open a shell on this computer in ${task.repoPath} (e.g. to inspect the approved branch)`}
-            onClick={() => void controller.openHostShell(task.id)}
-          >
-            Host shell
-          </button>
-        </div>
-        {current ? (
-          <TerminalSlot sessionId={current.sessionId} interactive={current.kind !== 'stage'} />
-        ) : (
-          <p className="hint">No terminal output yet.</p>
-        )}
-      </div>
-      <ReviewPanel task={task} />
+      {/* In review and after the decision, the result comes first: it is what the user is here for. */}
+      {resultFirst ? <ReviewPanel task={task} /> : null}
+      <TerminalTabs task={task} tabs={tabs} current={current} />
+      {!resultFirst ? <ReviewPanel task={task} /> : null}
       <SecurityPanel task={task} />
     </section>
+  );
+}
+
+/** Destroying ends QEMU and deletes the overlay: whatever is only in the sandbox is gone, so it asks first. */
+function DestroyConfirm({ task, busy, onCancel, onConfirm }: { task: Task; busy: boolean; onCancel: () => void; onConfirm: () => void }) {
+  const headingId = `destroy-confirm-${task.id}`;
+  return (
+    <div
+      className="destroy-confirm"
+      role="group"
+      aria-labelledby={headingId}
+      data-testid="destroy-confirm"
+      onKeyDown={(e) => {
+        if (e.key === 'Escape') {
+          e.preventDefault();
+          onCancel();
+        }
+      }}
+    >
+      <p id={headingId}>
+        <strong>Destroy this sandbox?</strong> QEMU stops and the sandbox's disk is deleted: shells close, and anything not brought back is lost. Logs are kept.
+      </p>
+      <div className="actions">
+        {/* Cancel first and focused, so Enter or a double click cannot destroy. */}
+        <button type="button" className="secondary" data-testid="destroy-cancel-button" autoFocus onClick={onCancel}>
+          Keep it
+        </button>
+        <button type="button" className="danger" data-testid="destroy-confirmed-button" disabled={busy} onClick={onConfirm}>
+          Destroy sandbox
+        </button>
+      </div>
+    </div>
   );
 }

@@ -3,7 +3,9 @@
 import { TerminalView } from '../terminal/index.js';
 import { useController } from '../state/context.js';
 
-export function TerminalSlot({ sessionId, interactive }: { sessionId: string; interactive: boolean }) {
+export function TerminalSlot({ sessionId, interactive, onLeave }: { sessionId: string; interactive: boolean; onLeave?: () => void }) {
   const controller = useController();
-  return <TerminalView key={sessionId} sessionId={sessionId} transport={controller.bridge} interactive={interactive} autoFocus={interactive} />;
+  return (
+    <TerminalView key={sessionId} sessionId={sessionId} transport={controller.bridge} interactive={interactive} autoFocus={interactive} onLeave={onLeave} />
+  );
 }

@@ -4,7 +4,7 @@ import type { FactoryBridge } from '../../common/contract.js';
 import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
 import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
-import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type ReviewFileState } from './store.js';
+import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type FocusTarget, type ReviewFileState } from './store.js';
 
 export class FactoryController {
   private readonly disposers: Array<() => void> = [];
@@ -105,6 +105,7 @@ export class FactoryController {
     const task = await this.bridge.call('tasks.create', { repoPath, title, ...(agent ? { agent } : {}), ...(opts.allowPush ? { allowPush: true } : {}) });
     const s = this.store.getState();
     this.store.setState({ tasks: { ...s.tasks, [task.id]: task }, selectedTaskId: task.id });
+    this.requestFocus('task-title', task.id);
     return task;
   }
 
@@ -114,6 +115,12 @@ export class FactoryController {
       selectedTaskId: taskId,
       ...(taskId && tab ? { activeTab: { ...s.activeTab, [taskId]: tab } } : {}),
     });
+  }
+
+  /** The user picked a task on the board: show its view at the top of the window, focus on its title. */
+  open(taskId: string, tab?: string): void {
+    this.select(taskId, tab);
+    this.requestFocus('task-title', taskId, { reveal: true });
   }
 
   selectTab(taskId: string, sessionId: string): void {
@@ -159,6 +166,7 @@ export class FactoryController {
     await this.act(taskId, 'approve', async () => {
       try {
         this.upsert(await this.bridge.call('tasks.approve', { taskId, ...(confirm?.length ? { confirm } : {}) }));
+        this.requestFocus('decision', taskId);
       } catch (err) {
         if (err instanceof Error && err.name === 'ApproveNeedsConfirmation') await this.reloadReview(taskId);
         throw err;
@@ -192,7 +200,10 @@ export class FactoryController {
   }
 
   async reject(taskId: string): Promise<void> {
-    await this.act(taskId, 'reject', () => this.bridge.call('tasks.reject', { taskId }).then((t) => this.upsert(t)));
+    await this.act(taskId, 'reject', async () => {
+      this.upsert(await this.bridge.call('tasks.reject', { taskId }));
+      this.requestFocus('decision', taskId);
+    });
   }
 
   async cancel(taskId: string): Promise<void> {
@@ -200,7 +211,21 @@ export class FactoryController {
   }
 
   async destroy(taskId: string): Promise<void> {
-    await this.act(taskId, 'destroy', () => this.bridge.call('tasks.destroy', { taskId }).then((t) => this.upsert(t)));
+    await this.act(taskId, 'destroy', async () => {
+      this.upsert(await this.bridge.call('tasks.destroy', { taskId }));
+      // The Destroy button is disabled now: focus the line that says what happened.
+      this.requestFocus('sandbox-status', taskId);
+    });
+  }
+
+  /** Asks the element named `target` of the task's view to take focus once it is shown (useFocusRequest). */
+  requestFocus(target: FocusTarget, taskId: string, opts: { reveal?: boolean } = {}): void {
+    this.store.setState({ focusRequest: { target, taskId, n: (this.store.getState().focusRequest?.n ?? 0) + 1, ...opts } });
+  }
+
+  /** Called by the element that took the focus, so it is not taken again on its next render. */
+  focusDone(n: number): void {
+    if (this.store.getState().focusRequest?.n === n) this.store.setState({ focusRequest: undefined });
   }
 
   /** `overrideReview`: accept a change the review stage failed and go on with the next stage. */

@@ -37,6 +37,21 @@ export interface FactoryState {
   settings?: SettingsView;
   /** A settings change the host refused. */
   settingsError?: ErrorInfo;
+  /**
+   * Where keyboard focus goes once the element exists (after Start, the new
+   * task's title; after a decision, its line), so focus never falls to the page
+   * body when the element that had it goes away. `n` makes each request new.
+   */
+  focusRequest?: FocusRequest;
+}
+
+export type FocusTarget = 'task-title' | 'decision' | 'sandbox-status';
+export interface FocusRequest {
+  target: FocusTarget;
+  taskId: string;
+  n: number;
+  /** Scroll the task view to the top of the window first (the user asked to see this task). */
+  reveal?: boolean;
 }
 
 export const MAX_AUDIT_ROWS = 500;

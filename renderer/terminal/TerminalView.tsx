@@ -17,13 +17,18 @@ export interface TerminalViewProps {
   registry?: TerminalRegistry;
   autoFocus?: boolean;
   className?: string;
+  /** Where focus goes when the user presses Esc to leave the terminal (default: the pane itself). */
+  onLeave?: () => void;
 }
 
-const EMPTY: TerminalSnapshot = { sessionId: '', phase: 'attaching', info: null, error: null, renderer: 'none' };
+const EMPTY: TerminalSnapshot = { sessionId: '', phase: 'attaching', info: null, error: null, renderer: 'none', tabMovesFocus: false };
 
-export function TerminalView({ sessionId, transport, interactive = true, registry, autoFocus = true, className }: TerminalViewProps) {
+export function TerminalView({ sessionId, transport, interactive = true, registry, autoFocus = true, className, onLeave }: TerminalViewProps) {
   const reg = registry ?? terminalRegistryFor(transport);
   const viewport = useRef<HTMLDivElement>(null);
+  const pane = useRef<HTMLDivElement>(null);
+  const leave = useRef(onLeave);
+  leave.current = onLeave;
   const [searchOpen, setSearchOpen] = useState(false);
   const [acquired, setAcquired] = useState(0);
 
@@ -35,6 +40,7 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
     setAcquired((n) => n + 1);
     if (autoFocus) reg.focus(sessionId);
     reg.onSearchRequested(sessionId, () => setSearchOpen(true));
+    reg.onLeaveRequested(sessionId, () => (leave.current ? leave.current() : pane.current?.focus()));
     let frame = 0;
     const ro =
       typeof ResizeObserver === 'function'
@@ -48,6 +54,7 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
       ro?.disconnect();
       cancelAnimationFrame(frame);
       reg.onSearchRequested(sessionId, null);
+      reg.onLeaveRequested(sessionId, null);
       reg.unmount(sessionId);
       reg.release(sessionId);
     };
@@ -80,6 +87,8 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
 
   return (
     <div
+      ref={pane}
+      tabIndex={-1}
       className={`factory-terminal${className ? ` ${className}` : ''}`}
       data-testid="terminal-pane"
       data-session-id={sessionId}
@@ -92,6 +101,18 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
           {statusText(snap)}
         </span>
         <span className="factory-terminal-spacer" />
+        <span className="factory-terminal-keys" data-testid="terminal-keys-hint">
+          {interactive && !snap.tabMovesFocus ? 'Ctrl+M: Tab moves focus' : 'Esc or Tab leaves'}
+        </span>
+        <button
+          type="button"
+          aria-pressed={snap.tabMovesFocus}
+          title="Tab moves focus (Ctrl+M in the terminal): Tab and Esc leave the terminal instead of going to it"
+          data-testid="terminal-tab-focus-button"
+          onClick={() => reg.setTabMovesFocus(!snap.tabMovesFocus)}
+        >
+          Tab moves focus
+        </button>
         <button type="button" title="Search (Ctrl+Shift+F)" data-testid="terminal-search-button" onClick={() => setSearchOpen((o) => !o)}>
           Search
         </button>

@@ -14,6 +14,7 @@ import { WebglAddon } from '@xterm/addon-webgl';
 import type { FactoryBridge, FactoryEvent, TerminalDataEvent } from '../../common/contract.js';
 import type { TerminalInfo } from '../../common/domain.js';
 import { AckBatcher, DEFAULT_ACK, type AckBatcherOptions } from './ack-batcher.js';
+import { focusKeyAction } from './focus-keys.js';
 
 export type TerminalPhase = 'attaching' | 'attached' | 'failed';
 export type TerminalRendererKind = 'none' | 'webgl' | 'dom';
@@ -25,6 +26,8 @@ export interface TerminalSnapshot {
   info: TerminalInfo | null;
   error: string | null;
   renderer: TerminalRendererKind;
+  /** Ctrl+M mode, shared by every terminal: Tab and Esc leave the terminal. */
+  tabMovesFocus: boolean;
 }
 
 export interface TerminalRegistryOptions {
@@ -77,6 +80,7 @@ interface Entry {
   listeners: Set<() => void>;
   searchResults: { index: number; count: number };
   onSearchOpen: (() => void) | null;
+  onLeave: (() => void) | null;
 }
 
 export class TerminalRegistry {
@@ -86,6 +90,7 @@ export class TerminalRegistry {
   private readonly opts: TerminalRegistryOptions;
   private readonly offs: Array<() => void> = [];
   private disposed = false;
+  private tabMovesFocus = false;
 
   constructor(
     private readonly bridge: FactoryBridge,
@@ -227,6 +232,18 @@ export class TerminalRegistry {
     if (e) e.onSearchOpen = handler;
   }
 
+  /** Called when the user presses Esc to leave the terminal; the view moves the focus somewhere sensible. */
+  onLeaveRequested(sessionId: string, handler: (() => void) | null): void {
+    const e = this.entries.get(sessionId);
+    if (e) e.onLeave = handler;
+  }
+
+  /** Turns "Tab moves focus" on or off for every terminal (Ctrl+M in a terminal does the same). */
+  setTabMovesFocus(on: boolean): void {
+    this.tabMovesFocus = on;
+    for (const e of this.entries.values()) this.update(e, { tabMovesFocus: on });
+  }
+
   selection(sessionId: string): string {
     const e = this.entries.get(sessionId);
     return e && e.term.hasSelection() ? e.term.getSelection() : '';
@@ -316,10 +333,11 @@ export class TerminalRegistry {
       refs: 0,
       lastUsed: Date.now(),
       resizeTimer: null,
-      snapshot: { sessionId, phase: 'attaching', info: null, error: null, renderer: 'none' },
+      snapshot: { sessionId, phase: 'attaching', info: null, error: null, renderer: 'none', tabMovesFocus: this.tabMovesFocus },
       listeners: new Set(),
       searchResults: { index: -1, count: 0 },
       onSearchOpen: null,
+      onLeave: null,
     };
     search.onDidChangeResults((r) => {
       e.searchResults = { index: r.resultIndex, count: r.resultCount };
@@ -401,6 +419,22 @@ export class TerminalRegistry {
 
   private onKey(e: Entry, ev: KeyboardEvent): boolean {
     if (ev.type !== 'keydown') return true;
+    switch (focusKeyAction(ev, { interactive: e.interactive, tabMovesFocus: this.tabMovesFocus })) {
+      case 'toggle-tab-focus':
+        ev.preventDefault();
+        this.setTabMovesFocus(!this.tabMovesFocus);
+        return false;
+      case 'leave':
+        ev.preventDefault();
+        e.term.blur();
+        e.onLeave?.();
+        return false;
+      case 'tab-out':
+        // Not handled by xterm.js, so the browser moves the focus as for any other element.
+        return false;
+      default:
+        break;
+    }
     const mac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform);
     const mod = mac ? ev.metaKey && !ev.ctrlKey : ev.ctrlKey && ev.shiftKey && !ev.metaKey;
     if (!mod) return true;

@@ -97,6 +97,7 @@ describe.skipIf(!electron.path)('Electron app end to end', () => {
     expect(repo.head()).toBe(headBefore);
     expect(repo.status()).toBe(statusBefore);
     await page.getByTestId('destroy-button').click();
+    await page.getByTestId('destroy-confirmed-button').click();
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status'), { timeout: 120_000 }).toBe('destroyed');
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     mkdirSync(path.join(root, 'test-results'), { recursive: true });

@@ -51,6 +51,7 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
     await expect.poll(() => terminalText(page)).toContain('you typed: echo hi');
 
     await page.getByTestId('destroy-button').click();
+    await page.getByTestId('destroy-confirmed-button').click();
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status')).toBe('destroyed');
     mkdirSync(path.join(projectRoot, 'test-results'), { recursive: true });
     await page.screenshot({ path: path.join(projectRoot, 'test-results/web-ui-smoke.png'), fullPage: true });

@@ -151,6 +151,7 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     expect(repo.status()).toBe(statusBefore);
 
     await page.getByTestId('destroy-button').click();
+    await page.getByTestId('destroy-confirmed-button').click();
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status'), { timeout: 120_000 }).toBe('destroyed');
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     const overlays = readdirSync(path.join(dataDir, 'sandboxes'), { recursive: true }).map(String).filter((f) => f.endsWith('.qcow2'));

@@ -136,6 +136,7 @@ describe('renderer', () => {
     expect(screen.getByTestId('task-error-name').textContent).toBe('BootTimeout');
     expect(screen.getByTestId('task-error-detail').textContent).toBe('[ 1.0] Kernel panic');
     fireEvent.click(screen.getByTestId('destroy-button'));
+    fireEvent.click(screen.getByTestId('destroy-confirmed-button'));
     expect((await screen.findByTestId('action-error-name')).textContent).toBe('DestroyFailed');
     expect(screen.getByTestId('action-error-message').textContent).toBe('destroy: qemu did not exit');
   });

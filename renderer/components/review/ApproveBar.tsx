@@ -2,11 +2,12 @@
 // secrets), Approve is a deliberate second step: the first click lists what the
 // user has not seen, and only a differently worded button sends the approval,
 // naming exactly those confirmations. Cancel goes back.
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import type { Task } from '../../../common/domain.js';
 import { escapeContentLine } from '../../../common/review-text.js';
 import type { ReviewConfirmation, ReviewConfirmationKind } from '../../../common/review.js';
 import { useController, useFactory } from '../../state/context.js';
+import { useFocusRequest } from '../../state/focus.js';
 
 const KIND_WORDS: Record<ReviewConfirmationKind, string> = {
   unshown: 'Not shown',
@@ -18,10 +19,12 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
   const busy = useFactory((s) => s.busy[task.id]);
   const error = useFactory((s) => s.actionErrors[task.id]);
   const [confirming, setConfirming] = useState(false);
+  const decision = useRef<HTMLParagraphElement>(null);
+  useFocusRequest('decision', task.id, decision);
 
   if (task.decision) {
     return (
-      <p className="decision" data-testid="decision" data-kind={task.decision.kind}>
+      <p className="decision" data-testid="decision" data-kind={task.decision.kind} ref={decision} tabIndex={-1}>
         {task.decision.kind === 'approved'
           ? `Approved: branch ${task.decision.branch ?? task.branch} is in your repository${task.decision.commit ? ` at ${task.decision.commit.slice(0, 10)}` : ''}.`
           : 'Rejected: the result was discarded.'}
@@ -74,7 +77,7 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
   return (
     <>
       {refused}
-      <div className="actions">
+      <div className="actions approve-bar">
         <button
           type="button"
           data-testid="approve-button"

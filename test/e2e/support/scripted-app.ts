@@ -13,6 +13,8 @@ import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } f
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
 /** In a task's title: its stages finish but its result comes back only on release(). */
 export const HELD = '[held]';
+/** In a task's title: its test stage fails with exit status 3. */
+export const FAILS = '[fails]';
 export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
 
 export class ScriptedApp implements HostedApp {
@@ -26,6 +28,8 @@ export class ScriptedApp implements HostedApp {
   private seq = 0;
   /** Every approval the app accepted, with the confirmations it named. */
   readonly approvals: Array<{ taskId: string; confirm?: ReviewConfirmationKind[] }> = [];
+  /** Everything the UI wrote to each terminal session, as sent. */
+  readonly written = new Map<string, string>();
 
   /**
    * @param stageMs how long each stage runs
@@ -62,6 +66,20 @@ export class ScriptedApp implements HostedApp {
       'tasks.reject': async ({ taskId }) => this.update(taskId, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } }),
       'tasks.cancel': async ({ taskId }) => this.update(taskId, { phase: 'cancelled' }),
       'tasks.destroy': async ({ taskId }) => this.update(taskId, { sandbox: { status: 'destroyed' } }),
+      'tasks.retry': async ({ taskId }) => {
+        this.update(taskId, { phase: 'running', error: undefined });
+        this.runStage(taskId, STAGE_NAMES.indexOf('test'));
+        return this.task(taskId);
+      },
+      // Credentials as references only, as the real broker lists them.
+      'credentials.list': async () => [
+        {
+          id: 'anthropic-main', kind: 'anthropic', label: 'Anthropic (work)', target: { upstream: 'https://api.anthropic.com' },
+          createdAt: '2025-01-02T03:04:05.000Z', updatedAt: '2025-01-02T03:04:05.000Z',
+        },
+      ],
+      'audit.list': async () => [],
+      'leakcheck.get': async () => null,
       'terminal.list': async ({ taskId }) => [...this.terminals.values()].filter((t) => !taskId || t.taskId === taskId),
       'terminal.attach': async ({ sessionId }) => {
         const info = this.terminals.get(sessionId);
@@ -142,9 +160,12 @@ export class ScriptedApp implements HostedApp {
   private readonly lines = new Map<string, string>();
   private huge: ReturnType<typeof hugeReview> | undefined;
   private readonly held = new Set<string>();
+  /** FAILS tasks whose test stage already failed once: a retry passes. */
+  private readonly failedOnce = new Set<string>();
 
   /** A line-editing echo shell: echoes keys, answers each line on Enter. */
   private typed(sessionId: string, data: string) {
+    this.written.set(sessionId, (this.written.get(sessionId) ?? '') + data);
     for (const ch of data) {
       if (ch === '\r') {
         const line = this.lines.get(sessionId) ?? '';
@@ -203,6 +224,17 @@ export class ScriptedApp implements HostedApp {
         for (let k = n; k < upTo; k++) text += `${id} ${name} line ${k} ${'.'.repeat(60)}\r\n`;
         this.output(info.id, text);
       });
+    }
+    if (name === 'test' && this.task(id).title.includes(FAILS) && !this.failedOnce.has(id)) {
+      this.failedOnce.add(id);
+      this.later(this.stageMs, () => {
+        this.output(info.id, 'npm test\r\n1 failing\r\n');
+        this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 3 });
+        this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
+        set({ status: 'failed', exitCode: 3, durationMs: this.stageMs, endedAt: new Date().toISOString() });
+        this.update(id, { phase: 'failed', error: { name: 'StageFailed', message: 'stage test exited with status 3' } });
+      });
+      return;
     }
     this.later(this.stageMs, () => {
       this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 0 });

@@ -1,0 +1,91 @@
+// The layout at the two window sizes people use most (1000×700, 1400×900), in
+// Chromium with the scripted app behind the real web host: the six stage
+// columns all show (or the board scrolls, with its scrollbar in view), the page
+// never scrolls sideways, and Approve is on screen once the review is open.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STAGE_NAMES } from '../../common/domain.js';
+import { screenshot } from './support/axe.js';
+import { chromiumMissingReason } from './support/browser.js';
+import { ScriptedApp } from './support/scripted-app.js';
+import { HOSTILE_REVIEW } from './support/scripted-reviews.js';
+import { ScriptedUi } from './support/scripted-ui.js';
+import { startTask } from './support/ui-driver.js';
+
+const missing = chromiumMissingReason();
+if (missing) console.log(`layout skipped: ${missing}`);
+
+const SIZES = [
+  { width: 1000, height: 700 },
+  { width: 1400, height: 900 },
+] as const;
+
+describe.skipIf(!!missing)('layout at 1000×700 and 1400×900', () => {
+  let ui: ScriptedUi;
+  let reviewId = '';
+  let longId = '';
+
+  beforeAll(async () => {
+    ui = await ScriptedUi.start(new ScriptedApp(40));
+  });
+  afterAll(async () => {
+    await ui?.close();
+  });
+
+  it('has a board with a long-titled task and a task in review', async () => {
+    const { page } = ui.browser;
+    await page.goto(ui.host.url);
+    longId = await startTask(page, ui.repo, 'Replace the hand-written argument parser in the command line tool with a well-kept library and keep every flag');
+    reviewId = await startTask(page, ui.repo, `${HOSTILE_REVIEW} Add an invoice export`);
+    await expect.poll(() => page.getByTestId(`task-phase-${reviewId}`).textContent(), { timeout: 30_000 }).toBe('review');
+  });
+
+  for (const size of SIZES) {
+    it(`${size.width}×${size.height}: all six stage columns show, the page does not scroll sideways`, async () => {
+      const { page } = ui.browser;
+      await page.setViewportSize(size);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      const m = await page.evaluate(({ stages, longId }) => {
+        const board = document.querySelector('[data-testid="stage-board"]')!.getBoundingClientRect();
+        const heads = [...document.querySelectorAll('[data-testid="stage-board"] thead th')].slice(1);
+        const title = document.querySelector(`[data-testid="task-select-${longId}"]`) as HTMLElement;
+        return {
+          pageOverflow: document.documentElement.scrollWidth - innerWidth,
+          heads: heads.map((h) => h.textContent?.toLowerCase()),
+          cut: heads
+            .map((h) => ({ name: h.textContent, r: h.getBoundingClientRect() }))
+            .filter(({ r }) => r.left < board.left || r.right > Math.min(board.right, innerWidth) || r.width < 40)
+            .map(({ name, r }) => `${name}: ${Math.round(r.left)}..${Math.round(r.right)} of board ${Math.round(board.left)}..${Math.round(board.right)}`),
+          stages,
+          // A long title stays on one line (the full title is its tooltip).
+          titleLines: Math.round(title.getBoundingClientRect().height / (parseFloat(getComputedStyle(title).fontSize) * 1.4)),
+          titleTooltip: title.title,
+        };
+      }, { stages: [...STAGE_NAMES], longId });
+      expect(m.heads).toEqual(STAGE_NAMES);
+      expect(m.pageOverflow).toBeLessThanOrEqual(0);
+      expect(m.cut).toEqual([]);
+      expect(m.titleLines).toBe(1);
+      expect(m.titleTooltip).toContain('keep every flag');
+      await screenshot(page, `board-${size.width}x${size.height}`);
+    });
+
+    it(`${size.width}×${size.height}: opening a task in review from the board shows Approve in the window`, async () => {
+      const { page } = ui.browser;
+      await page.setViewportSize(size);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      // Opening the task from the board shows its review, Approve included, without scrolling by hand.
+      await page.getByTestId(`task-select-${reviewId}`).click();
+      await page.getByTestId('review-file').first().waitFor();
+      await page.waitForTimeout(100);
+      const box = await page.getByTestId('approve-button').evaluate((e) => {
+        const r = e.getBoundingClientRect();
+        const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+        return { top: r.top, bottom: r.bottom, innerHeight, onTop: hit === e || e.contains(hit) };
+      });
+      expect(box.top).toBeGreaterThanOrEqual(0);
+      expect(box.bottom).toBeLessThanOrEqual(box.innerHeight);
+      expect(box.onTop).toBe(true); // not hidden under something else
+      await screenshot(page, `review-${size.width}x${size.height}`);
+    });
+  }
+});
