@@ -19,11 +19,19 @@ const httpsBase = z
   .url()
   .refine((u) => u.startsWith('https://'), 'must be an https:// URL (the proxy forwards over verified TLS only)');
 
+/** Headers a credential may never be injected into (framing, routing, hop-by-hop). */
+const FRAMING_HEADERS = new Set([
+  'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'host', 'expect',
+]);
+
 const headerName = z
   .string()
   .min(1)
   .max(64)
-  .regex(/^[A-Za-z0-9-]+$/, 'must be a header name (letters, digits, dash)');
+  .regex(/^[A-Za-z0-9-]+$/, 'must be a header name (letters, digits, dash)')
+  // The proxy frames and routes every request itself: a credential written into one
+  // of these would change how the upstream reads the request, not authenticate it.
+  .refine((h) => !FRAMING_HEADERS.has(h.toLowerCase()), 'names a header that frames or routes the request; the proxy writes those itself');
 
 /** Where a credential may be used and how it is added. One credential, one upstream. */
 export const CredentialTarget = z.object({
