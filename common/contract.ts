@@ -35,6 +35,8 @@ export const apiInputs = {
   }),
   'tasks.cancel': z.object({ taskId: id }),
   'tasks.destroy': z.object({ taskId: id }),
+  /** Removes a task that is not running: its sandbox, review and quarantine, its record and its terminal logs. */
+  'tasks.remove': z.object({ taskId: id }),
   'tasks.review': z.object({ taskId: id }),
   /** The full review, or one file of it: its own patch and leading bytes (for files the whole patch could not show). */
   'tasks.reviewFile': z.object({ taskId: id, path: z.string().min(1).max(4096) }),
@@ -93,6 +95,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.create': Task;
   'tasks.cancel': Task;
   'tasks.destroy': Task;
+  'tasks.remove': void;
   'tasks.review': PullbackReview;
   'tasks.reviewFile': ReviewFileDetail;
   'tasks.approve': Task;

@@ -37,6 +37,7 @@ export const ERRORS = {
   // Tasks and their life
   TaskNotFound: { title: 'Task not found', help: 'No task has this id; it may have been removed. Reload the task list.' },
   InvalidTransition: { title: 'Not possible in this state', help: 'The task cannot do this in its current phase. Wait for it to finish or cancel it first.' },
+  TaskActive: { title: 'The task is still running', help: 'A running task cannot be removed. Cancel it (or wait for it to finish), then remove it.' },
   NotRetryable: { title: 'Cannot retry this task', help: 'Only a failed, cancelled or interrupted task can be retried.' },
   Cancelled: { title: 'The work was cancelled', help: 'The work was cancelled on request. Retry the task to run it again.' },
   Interrupted: { title: 'Interrupted by an app stop', help: 'The app stopped while the task ran. Retry runs it again in a fresh sandbox from the stage that was cut.' },

@@ -168,6 +168,11 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       }),
     'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
+    'tasks.remove': async ({ taskId }) => {
+      await tasks.remove(taskId);
+      // The task's terminal logs go with it (a setting keeps old ones only for a while).
+      await terminals.removeTaskSessions(taskId);
+    },
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
     'tasks.reviewFile': async ({ taskId, path: filePath }) => tasks.reviewFile(taskId, filePath),
     'tasks.approve': async ({ taskId, confirm }) => tasks.approve(taskId, confirm ? { confirm } : {}),

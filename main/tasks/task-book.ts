@@ -123,6 +123,13 @@ export class TaskBook {
   }
 
   /** The task failed: its error is what the user reads. */
+  /** Forgets a task: its record leaves the book and the disk, and every UI is told. */
+  async remove(taskId: string): Promise<void> {
+    this.records.delete(taskId);
+    await this.deps.store.deleteTask(taskId);
+    this.deps.emit({ type: 'task.removed', taskId });
+  }
+
   async fail(record: TaskRecord, err: unknown): Promise<void> {
     await this.transition(record, 'fail', { error: toErrorInfo(err) });
   }

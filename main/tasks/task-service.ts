@@ -1,11 +1,8 @@
-// The life of a task (DESIGN.md): create → provision → seed → pipeline →
-// pull-back → review → approve/reject, plus cancel, retry and destroy. Every
-// phase and sandbox change goes through the tables in task-life.ts, is
-// persisted and announced as task.updated. Several tasks run at once, up to the
-// limit in settings. The sandbox itself (seed, boot, teardown, leftovers) is the
-// provisioner's. After an app restart, tasks that were active are interrupted,
-// their sandboxes lost and any QEMU left behind is killed; Retry gives such a
-// task a fresh sandbox with the same seed and runs it from the stage that was cut.
+// The life of a task (DESIGN.md): create → provision → seed → pipeline → pull-back
+// → review → approve/reject, plus cancel, retry, destroy and remove. Every phase and
+// sandbox change goes through the tables in task-life.ts, is persisted and announced.
+// The sandbox itself (seed, boot, teardown, leftovers) is the provisioner's. After a
+// restart, active tasks are interrupted; Retry runs them in a fresh sandbox.
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
@@ -192,6 +189,20 @@ export class TaskService<Image = unknown> {
     return { ...this.record(taskId).task };
   }
 
+  /**
+   * Removes a task that is not running, with its sandbox, review, quarantine and
+   * seed; its terminal logs go with it (app.ts). The branch an approval made stays.
+   */
+  async remove(taskId: string): Promise<void> {
+    const record = this.record(taskId);
+    if (isActive(record.task.phase)) throw new FactoryError('TaskActive', `task ${taskId} is ${record.task.phase}; cancel it before removing it`);
+    await this.destroy(taskId);
+    await this.deps.quarantine.discard(taskId);
+    await fsp.rm(this.reviewJsonPath(taskId), { force: true });
+    this.reviews.delete(taskId);
+    await this.book.remove(taskId);
+  }
+
   async review(taskId: string): Promise<PullbackReview> {
     const record = this.record(taskId);
     const cached = this.reviews.get(taskId);
@@ -209,10 +220,7 @@ export class TaskService<Image = unknown> {
     }
   }
 
-  /**
-   * One file of a result in review: its own patch and leading bytes, for what the
-   * whole patch could not show. Only files of the review, while it is in quarantine.
-   */
+  /** One file of a result in review, while it is in quarantine: its own patch and leading bytes. */
   async reviewFile(taskId: string, filePath: string): Promise<ReviewFileDetail> {
     const review = await this.review(taskId);
     const record = this.record(taskId);

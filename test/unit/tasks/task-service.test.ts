@@ -130,6 +130,37 @@ describe('cancel', () => {
   });
 });
 
+describe('remove', () => {
+  it('refuses a running task by name, then removes it with its record, seed and terminal logs once cancelled', async () => {
+    const dataDir = tempDir();
+    const a = await app(true, dataDir, () => new Promise(() => {})); // an image build that never ends
+    const repo = await makeRepo({ files: { a: 'a\n' } });
+    cleanups.push(repo.cleanup);
+    const task = await a.api['tasks.create']({ repoPath: repo.dir, title: 'to remove' });
+    const other = await a.api['tasks.create']({ repoPath: repo.dir, title: 'to keep' });
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('provisioning');
+    await expect(a.api['tasks.remove']({ taskId: task.id })).rejects.toMatchObject({ name: 'TaskActive' });
+    await a.api['tasks.cancel']({ taskId: task.id });
+    const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
+    const recordFile = path.join(paths.state, 'tasks', `${task.id}.json`);
+    expect(fs.existsSync(recordFile)).toBe(true);
+    const removed: string[] = [];
+    a.onEvent((e) => {
+      if (e.type === 'task.removed') removed.push(e.taskId);
+    });
+
+    await a.api['tasks.remove']({ taskId: task.id });
+    expect(removed).toEqual([task.id]);
+    expect((await a.api['tasks.list']({})).map((t) => t.id)).not.toContain(task.id);
+    await expect(a.api['tasks.get']({ taskId: task.id })).rejects.toMatchObject({ name: 'TaskNotFound' });
+    expect(fs.existsSync(recordFile)).toBe(false);
+    expect(fs.existsSync(path.join(paths.data, 'work', task.id))).toBe(false);
+    // The other task is untouched.
+    expect((await a.api['tasks.get']({ taskId: other.id })).title).toBe('to keep');
+    await a.api['tasks.cancel']({ taskId: other.id });
+  });
+});
+
 describe('parallel limit', () => {
   it('holds a task back while the limit is reached and starts it when a slot frees', async () => {
     const dataDir = tempDir();
