@@ -4,10 +4,10 @@
 // upstream for a receive-pack advertisement (with the real credential). The
 // verdict is what git http-backend itself parsed, from its request log.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitServer, type GitServer } from '../../support/git-server.js';
-import { createTestCa, type TestCa } from '../../support/https.js';
-import { startModelStub, type ModelStub } from '../../support/model-stub.js';
-import { guestRequest, REAL_ANTHROPIC, REAL_GIT_TOKEN, startSandboxProxy } from './proxy-harness.js';
+import type { GitServer } from '../../support/git-server.js';
+import type { TestCa } from '../../support/https.js';
+import type { ModelStub } from '../../support/model-stub.js';
+import { guestRequest, startSandboxProxy, startUpstreams, stopUpstreams } from './proxy-harness.js';
 
 describe('the git route reads the service the way git does', () => {
   let ca: TestCa;
@@ -15,16 +15,10 @@ describe('the git route reads the service the way git does', () => {
   let gitServer: GitServer;
 
   beforeAll(async () => {
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
-    gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    ({ ca, stub, gitServer } = await startUpstreams());
     gitServer.createRepo('query');
   });
-  afterAll(async () => {
-    await stub?.close();
-    await gitServer?.dispose();
-    ca?.dispose();
-  });
+  afterAll(() => stopUpstreams({ ca, stub, gitServer }));
 
   it.each([
     'service=git-upload-pack&service=git-receive-pack',

@@ -11,7 +11,9 @@ import type { CredentialRef } from '../../../common/credentials.js';
 import { MemorySecretStore } from '../../../main/credentials/keychain.js';
 import { CredentialProxy, type CredentialProxyOptions } from '../../../main/credentials/proxy.js';
 import { planSandboxRoutes, type SandboxPlan } from '../../../main/credentials/routes.js';
-import { git } from '../../support/git-server.js';
+import { git, startGitServer, type GitServer } from '../../support/git-server.js';
+import { createTestCa, type TestCa } from '../../support/https.js';
+import { startModelStub, type ModelStub } from '../../support/model-stub.js';
 
 export const REAL_ANTHROPIC = 'sk-ant-real-key-0123456789abcdef';
 export const REAL_GIT_TOKEN = 'ghp_realgittoken1234567890';
@@ -131,4 +133,25 @@ export function receivePackBody(barePath: string, ref: string, opts: { create?: 
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** The upstreams most proxy tests need: the test CA, a model API stub and a git server. */
+export interface Upstreams {
+  ca: TestCa;
+  stub: ModelStub;
+  gitServer: GitServer;
+}
+
+export async function startUpstreams(): Promise<Upstreams> {
+  const ca = createTestCa();
+  const stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
+  const gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+  return { ca, stub, gitServer };
+}
+
+/** Stops what startUpstreams started (whatever part of it did start). */
+export async function stopUpstreams(u: Partial<Upstreams>): Promise<void> {
+  await u.stub?.close();
+  await u.gitServer?.dispose();
+  u.ca?.dispose();
 }

@@ -9,11 +9,11 @@ import type http from 'node:http';
 import net from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitServer, type GitServer } from '../../support/git-server.js';
+import type { GitServer } from '../../support/git-server.js';
 import { forwardBody } from '../../../main/credentials/proxy-framing.js';
-import { createTestCa, type TestCa } from '../../support/https.js';
-import { startModelStub, type ModelStub } from '../../support/model-stub.js';
-import { guestRequest, REAL_ANTHROPIC, REAL_GIT_TOKEN, startSandboxProxy } from './proxy-harness.js';
+import type { TestCa } from '../../support/https.js';
+import type { ModelStub } from '../../support/model-stub.js';
+import { guestRequest, startSandboxProxy, startUpstreams, stopUpstreams } from './proxy-harness.js';
 
 /** Sends a GET with `pad` filler headers, then Transfer-Encoding: chunked and `smuggled` as one chunk; the body ends 300 ms later. */
 async function hiddenChunkedGet(socketPath: string, path: string, auth: Record<string, string>, smuggled: string): Promise<string> {
@@ -39,15 +39,9 @@ describe('framing hidden behind a flood of headers', () => {
   let gitServer: GitServer;
 
   beforeAll(async () => {
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
-    gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    ({ ca, stub, gitServer } = await startUpstreams());
   });
-  afterAll(async () => {
-    await stub?.close();
-    await gitServer?.dispose();
-    ca?.dispose();
-  });
+  afterAll(() => stopUpstreams({ ca, stub, gitServer }));
 
   it('a model route: a DELETE smuggled in a GET body never reaches the upstream', async () => {
     const sandbox = await startSandboxProxy({ modelUrl: stub.url, ca: ca.cert });

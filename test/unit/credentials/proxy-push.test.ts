@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditLog } from '../../../main/credentials/audit.js';
 import { proxyGuestForward } from '../../../main/credentials/routes.js';
 import { emulateGuestfwd } from '../../support/guestfwd.js';
-import { git, gitAsync, startGitServer, type GitServer } from '../../support/git-server.js';
-import { createTestCa, type TestCa } from '../../support/https.js';
-import { startModelStub, type ModelStub } from '../../support/model-stub.js';
-import { guestRequest, REAL_ANTHROPIC, REAL_GIT_TOKEN, receivePackBody, startSandboxProxy, TASK } from './proxy-harness.js';
+import { git, gitAsync, type GitServer } from '../../support/git-server.js';
+import type { TestCa } from '../../support/https.js';
+import type { ModelStub } from '../../support/model-stub.js';
+import { guestRequest, receivePackBody, startSandboxProxy, TASK, startUpstreams, stopUpstreams } from './proxy-harness.js';
 
 describe('git push through the proxy', () => {
   let ca: TestCa;
@@ -21,15 +21,9 @@ describe('git push through the proxy', () => {
   let gitServer: GitServer;
 
   beforeAll(async () => {
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
-    gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    ({ ca, stub, gitServer } = await startUpstreams());
   });
-  afterAll(async () => {
-    await stub?.close();
-    await gitServer?.dispose();
-    ca?.dispose();
-  });
+  afterAll(() => stopUpstreams({ ca, stub, gitServer }));
 
   it('push off: git push is refused and no receive-pack request reaches the upstream', async () => {
     gitServer.createRepo('nopush');

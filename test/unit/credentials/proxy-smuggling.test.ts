@@ -7,10 +7,10 @@
 // HTTP parser and the refs of the upstream git repository, never the proxy's
 // replies.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitServer, type GitServer } from '../../support/git-server.js';
-import { createTestCa, type ParsedRequest, type TestCa } from '../../support/https.js';
-import { startModelStub, type ModelStub } from '../../support/model-stub.js';
-import { guestRequest, REAL_ANTHROPIC, REAL_GIT_TOKEN, receivePackBody, startSandboxProxy, type GuestRequest } from './proxy-harness.js';
+import type { GitServer } from '../../support/git-server.js';
+import type { ParsedRequest, TestCa } from '../../support/https.js';
+import type { ModelStub } from '../../support/model-stub.js';
+import { guestRequest, receivePackBody, startSandboxProxy, type GuestRequest, startUpstreams, stopUpstreams } from './proxy-harness.js';
 
 /** How the guest frames the body of its first, innocent-looking request. */
 const VARIANTS: Array<{ name: string; frame: (body: string) => GuestRequest['headers'] }> = [
@@ -27,15 +27,9 @@ describe('request smuggling through the credential proxy', () => {
   let repoCount = 0;
 
   beforeAll(async () => {
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
-    gitServer = await startGitServer(ca, { user: 'x-access-token', token: REAL_GIT_TOKEN });
+    ({ ca, stub, gitServer } = await startUpstreams());
   });
-  afterAll(async () => {
-    await stub?.close();
-    await gitServer?.dispose();
-    ca?.dispose();
-  });
+  afterAll(() => stopUpstreams({ ca, stub, gitServer }));
 
   describe.each(VARIANTS)('$name', ({ frame }) => {
     it('a model route: a smuggled DELETE /v1/organizations/everything never reaches the upstream with the real key', async () => {
