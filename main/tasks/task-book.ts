@@ -122,7 +122,6 @@ export class TaskBook {
     if (opts.save !== false) await this.persist(record);
   }
 
-  /** The task failed: its error is what the user reads. */
   /** Forgets a task: its record leaves the book and the disk, and every UI is told. */
   async remove(taskId: string): Promise<void> {
     this.records.delete(taskId);
@@ -130,6 +129,7 @@ export class TaskBook {
     this.deps.emit({ type: 'task.removed', taskId });
   }
 
+  /** The task failed: its error is what the user reads. */
   async fail(record: TaskRecord, err: unknown): Promise<void> {
     await this.transition(record, 'fail', { error: toErrorInfo(err) });
   }

@@ -160,7 +160,7 @@ export class TaskService<Image = unknown> {
       record.task = before;
       throw err;
     }
-    await this.persist(record);
+    await this.book.persist(record);
     // A fresh abort controller: the old one may have fired (cancel).
     const rt: Runtime = inPlace ? Object.assign(old!, { abort: new AbortController() }) : { abort: new AbortController() };
     this.runtimes.set(taskId, rt);
@@ -252,7 +252,7 @@ export class TaskService<Image = unknown> {
       headCommit: record.pullback.headCommit,
       bundleSha256: record.pullback.bundleSha256,
     });
-    await this.update(record, {
+    await this.book.update(record, {
       phase: 'approved',
       decision: { kind: 'approved', at: new Date().toISOString(), branch: res.branch, commit: res.commit },
     });
@@ -265,7 +265,7 @@ export class TaskService<Image = unknown> {
       throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; only a task in review can be rejected`);
     }
     await this.deps.quarantine.discard(taskId);
-    await this.update(record, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
+    await this.book.update(record, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
     return { ...record.task };
   }
 
@@ -316,14 +316,6 @@ export class TaskService<Image = unknown> {
 
   private sandboxDir(taskId: string): string {
     return this.deps.provisioner.sandboxDir(taskId);
-  }
-
-  private async persist(record: TaskRecord): Promise<void> {
-    await this.book.persist(record);
-  }
-
-  private async update(record: TaskRecord, patch: Partial<Task>, extra: Partial<Omit<TaskRecord, 'task'>> = {}): Promise<void> {
-    await this.book.update(record, patch, extra);
   }
 
   /** The end of a run that was aborted: cancelled by the user, or interrupted by the app stopping. */
@@ -382,19 +374,19 @@ export class TaskService<Image = unknown> {
   }
 
   private async endRun(record: TaskRecord, rt: Runtime, err: unknown): Promise<void> {
-    try {
-      const sb = rt.sandbox;
-      // The boot ended before a VM existed: nothing runs, the extensions go now.
-      if (sb && !sb.vm && record.task.sandbox.status === 'booting') {
+    // The run is over either way: a failure to record a step is logged, never an
+    // unhandled rejection, and never keeps the next step (the task's end) from happening.
+    const step = (what: string, work: () => Promise<void>) =>
+      work().catch((e: unknown) => this.deps.log.warn(`${what} failed`, { taskId: record.task.id, err: e }));
+    const sb = rt.sandbox;
+    // The boot ended before a VM existed: nothing runs, the extensions go now.
+    if (sb && !sb.vm && record.task.sandbox.status === 'booting') {
+      await step('tearing down a sandbox that never booted', async () => {
         await this.deps.provisioner.teardown(sb);
         await this.book.sandboxMove(record, 'bootEnded');
-      }
-      if (rt.abort.signal.aborted) await this.aborted(record);
-      else await this.book.fail(record, err);
-    } catch (bookkeeping) {
-      // The run is over either way; a failure to record it must not become an unhandled rejection.
-      this.deps.log.warn('recording the end of its run failed', { taskId: record.task.id, err: bookkeeping });
+      });
     }
+    await step('recording the end of its run', () => (rt.abort.signal.aborted ? this.aborted(record) : this.book.fail(record, err)));
   }
 
   /** Pipeline (whole, or from one stage on a retry), then pull-back into quarantine and review. */
@@ -411,7 +403,7 @@ export class TaskService<Image = unknown> {
       ...(startAt ? { startAt, previous: task().stages } : {}),
       onStages: (stages: StageResult[]) => {
         // The next update or the end of the run saves the stages again; until then the log keeps the trace.
-        this.update(record, { stages }).catch((err: Error) => this.deps.log.warn('saving a stage update failed', { taskId: task().id, err }));
+        this.book.update(record, { stages }).catch((err: Error) => this.deps.log.warn('saving a stage update failed', { taskId: task().id, err }));
       },
     });
     if (outcome.status === 'cancelled') return this.aborted(record, outcome.stages);

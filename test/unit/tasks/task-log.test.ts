@@ -60,5 +60,9 @@ describe('the app log of the task service', () => {
     await expect.poll(entry, { timeout: 10_000 }).toBeDefined();
     expect(entry()).toMatchObject({ level: 'warn', component: 'tasks', taskId: task.id, err: { code: expect.stringMatching(/^(EISDIR|ENOTEMPTY|EEXIST|EPERM)$/) } });
     expect(fs.readdirSync(path.join(paths.state, 'tasks')).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    // A step that could not be saved does not keep the task from ending: it shows as failed, with its reason.
+    const shown = await app.api['tasks.get']({ taskId: task.id });
+    expect(shown.phase).toBe('failed');
+    expect(shown.error?.message).toContain('image build failed in the test');
   });
 });
