@@ -248,6 +248,9 @@ export class CredentialBroker {
         : this.sandboxes.has(taskId)
           ? (file: string) => dumpGuestMemory(qmpSocket, file)
           : undefined);
+    // Logs that cannot be listed make the verdict incomplete, never clean.
+    const stageLogs =
+      sources.stageLogs ?? (await taskTerminalLogs(this.deps.terminalLogDir ?? path.join(this.deps.paths.logs, 'terminals'), taskId).catch((e: Error) => e));
     const report = await this.leaks.check({
       sandboxId: taskId,
       credentials: known?.credentials ?? [],
@@ -256,7 +259,7 @@ export class CredentialBroker {
         overlayPath,
         ...(dumpMemory ? { dumpMemory } : {}),
         serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
-        stageLogs: sources.stageLogs ?? (await taskTerminalLogs(this.deps.terminalLogDir ?? path.join(this.deps.paths.logs, 'terminals'), taskId)),
+        stageLogs: stageLogs instanceof Error ? [] : stageLogs,
         returnedWork: sources.returnedWork ?? path.join(this.deps.quarantineRoot ?? path.join(this.deps.paths.data, 'quarantine'), taskId),
         ...(sources.files ? { files: sources.files } : {}),
       },
@@ -264,6 +267,10 @@ export class CredentialBroker {
     if (!known) {
       report.verdict = report.hits.length ? 'leak' : 'incomplete';
       report.scanned.push({ source: 'credentials', bytes: 0, error: 'no record of the credentials this sandbox could use: nothing to look for' });
+    }
+    if (stageLogs instanceof Error) {
+      report.scanned.push({ source: 'stage logs', bytes: 0, error: `the terminal logs could not be listed: ${stageLogs.message}` });
+      if (report.verdict === 'clean') report.verdict = 'incomplete';
     }
     if (!dumpMemory) {
       report.scanned.push({ source: 'guest memory', bytes: 0, error: 'not scanned: the sandbox is not running' });

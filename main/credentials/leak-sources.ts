@@ -19,9 +19,22 @@ const TerminalMeta = z.object({
  * `<id>.log`, `<id>.log.1` and `<id>.json` in its log folder). A host shell is
  * the user's own shell on this computer, not sandbox output: left out.
  */
+/**
+ * A folder's names; none when the folder does not exist (nothing was ever written
+ * there). Any other failure is thrown: a folder that cannot be read must not pass
+ * for an empty one, or the leak check would call unread logs clean.
+ */
+async function readdirIfPresent(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+}
+
 export async function taskTerminalLogs(logDir: string, taskId: string): Promise<string[]> {
-  // No folder: no terminal ever wrote a log, so there is none to scan.
-  const names = await readdir(logDir).catch(() => [] as string[]);
+  const names = await readdirIfPresent(logDir);
   const out: string[] = [];
   for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
     let meta: z.infer<typeof TerminalMeta>;
@@ -56,7 +69,7 @@ type Hit = SourceScan['hits'][number];
 async function ownObjectIds(repo: string): Promise<string[]> {
   const ids = new Set<string>();
   const packDir = path.join(repo, 'objects', 'pack');
-  for (const idx of (await readdir(packDir).catch(() => [] as string[])).filter((n) => n.endsWith('.idx'))) {
+  for (const idx of (await readdirIfPresent(packDir)).filter((n) => n.endsWith('.idx'))) {
     const r = await runGit(['show-index'], { cwd: repo, env: { GIT_DIR: repo }, input: await readFile(path.join(packDir, idx)) });
     if (r.code !== 0) throw new Error(`git show-index ${idx} failed: ${r.stderr.trim().slice(0, 200)}`);
     for (const line of r.stdout.split('\n')) {
@@ -64,9 +77,9 @@ async function ownObjectIds(repo: string): Promise<string[]> {
       if (id && /^[0-9a-f]{40,64}$/.test(id)) ids.add(id);
     }
   }
-  for (const dir of await readdir(path.join(repo, 'objects')).catch(() => [] as string[])) {
+  for (const dir of await readdirIfPresent(path.join(repo, 'objects'))) {
     if (!/^[0-9a-f]{2}$/.test(dir)) continue;
-    for (const rest of await readdir(path.join(repo, 'objects', dir)).catch(() => [] as string[])) {
+    for (const rest of await readdirIfPresent(path.join(repo, 'objects', dir))) {
       if (/^[0-9a-f]{38,62}$/.test(rest)) ids.add(dir + rest);
     }
   }

@@ -44,6 +44,18 @@ describe('leak check places', () => {
     expect(none.scanned).toEqual([{ source: 'serial log', bytes: 0, note: 'no serial log' }]);
   });
 
+  it('terminal logs that cannot be listed are an error, never an empty list; no folder yet is an empty one', async () => {
+    const where = tempDir();
+    try {
+      expect(await taskTerminalLogs(path.join(where, 'never-written'), 't1')).toEqual([]);
+      const notAFolder = path.join(where, 'terminals');
+      fs.writeFileSync(notAFolder, 'a file where the log folder should be');
+      await expect(taskTerminalLogs(notAFolder, 't1')).rejects.toMatchObject({ code: 'ENOTDIR' });
+    } finally {
+      fs.rmSync(where, { recursive: true, force: true });
+    }
+  });
+
   it("the host's logs of the task's stages and sandbox shells, but not the user's own host shell", async () => {
     const logDir = path.join(dir, 'terminals');
     const terminals = new TerminalService({ logDir, emit: () => undefined, emitData: () => undefined, options: { maxLogBytes: 4096 } });
