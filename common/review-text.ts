@@ -19,7 +19,8 @@ function isInvisible(cp: number): boolean {
     cp === 0x3164 || cp === 0xffa0 || // Hangul fillers
     cp === 0xfeff || // zero width no-break space (BOM)
     (cp >= 0xfff9 && cp <= 0xfffb) || // interlinear annotation
-    (cp >= 0xe0000 && cp <= 0xe007f) // tag characters
+    (cp >= 0xe0000 && cp <= 0xe007f) || // tag characters
+    (cp >= 0xe0100 && cp <= 0xe01ef) // variation selectors 17-256: can carry any byte unseen after a visible character
   );
 }
 

@@ -156,8 +156,9 @@ export class CredentialBroker {
 
   /**
    * For the task service's teardown, while the VM still runs (before destroy):
-   * the leak check with a memory dump. Never throws; a failure is a report with
-   * verdict 'incomplete', a hit is 'leak' (announced as leakcheck.finished).
+   * the leak check with a memory dump. Never throws: a source it could not scan
+   * makes the verdict 'incomplete', a hit makes it 'leak' (announced as
+   * leakcheck.finished); a check that fails as a whole is logged and gives undefined.
    */
   async beforeDestroy(ctx: { taskId: string; sandboxDir?: string; qmp?: () => Promise<QmpExecutor> }): Promise<LeakReport | undefined> {
     try {

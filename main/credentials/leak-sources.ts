@@ -15,11 +15,6 @@ const TerminalMeta = z.object({
 });
 
 /**
- * The persisted logs of a task's terminal sessions (TerminalService writes
- * `<id>.log`, `<id>.log.1` and `<id>.json` in its log folder). A host shell is
- * the user's own shell on this computer, not sandbox output: left out.
- */
-/**
  * A folder's names; none when the folder does not exist (nothing was ever written
  * there). Any other failure is thrown: a folder that cannot be read must not pass
  * for an empty one, or the leak check would call unread logs clean.
@@ -33,6 +28,11 @@ async function readdirIfPresent(dir: string): Promise<string[]> {
   }
 }
 
+/**
+ * The persisted logs of a task's terminal sessions (TerminalService writes
+ * `<id>.log`, `<id>.log.1` and `<id>.json` in its log folder). A host shell is
+ * the user's own shell on this computer, not sandbox output: left out.
+ */
 export async function taskTerminalLogs(logDir: string, taskId: string): Promise<string[]> {
   const names = await readdirIfPresent(logDir);
   const out: string[] = [];

@@ -1,11 +1,12 @@
 // The app's own record of credentials: references only (id, kind, label,
 // target). Never a value. One JSON file, written atomically (temp + rename) so
 // a crash leaves either the old or the new file, never half of one.
-import { mkdir, readFile, rename, writeFile, open } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
+import { writeFileAtomic } from '../state/state-store.js';
 
 const FileShape = z.object({ version: z.literal(1), credentials: z.array(CredentialRef) });
 
@@ -46,15 +47,10 @@ export class CredentialRefStore {
   }
 }
 
-export async function writeAtomic(file: string, content: string): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(tmp, content, { mode: 0o600 });
-  const fh = await open(tmp, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, file);
+/**
+ * Temp file (0600, unique per write) + fsync + rename: the state store's writer,
+ * so two writes of one record at once both land and a failed one leaves no temp file.
+ */
+export function writeAtomic(file: string, content: string): Promise<void> {
+  return writeFileAtomic(file, content);
 }

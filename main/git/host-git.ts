@@ -115,12 +115,17 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
     });
     child.stdin.on('error', () => undefined);
     if (opts.inputFile) {
-      fs.createReadStream(opts.inputFile.path, { start: opts.inputFile.start ?? 0 })
+      const input = fs.createReadStream(opts.inputFile.path, { start: opts.inputFile.start ?? 0 });
+      input
         .on('error', (e) => {
           child.kill('SIGKILL');
           err += `could not read ${opts.inputFile!.path}: ${e.message}`;
         })
         .pipe(child.stdin);
+      // pipe() never closes its source when git stops reading early (it refused the
+      // input, or exited): without this every such run would keep the file open.
+      child.stdin.on('error', () => input.destroy());
+      child.on('close', () => input.destroy());
     } else {
       child.stdin.end(opts.input ?? '');
     }

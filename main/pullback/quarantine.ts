@@ -214,7 +214,8 @@ export class PullbackQuarantine {
     if (stat.size > this.maxBundleBytes) throw new PullbackError(`bundle is ${stat.size} bytes, over the ${this.maxBundleBytes} byte cap`);
     checks.push({ name: 'size', ok: true, message: `${stat.size} bytes (cap ${this.maxBundleBytes})` });
 
-    // 2. Header: exactly the expected ref, prerequisites only the base.
+    // 2. Header: exactly the expected ref. Prerequisites are not limited to the base:
+    //    bundle verify (4) needs them present, and ancestry (7) ties the result to the base.
     const header = await readBundleHeader(bundle);
     if (header.refs.length !== 1 || header.refs[0]!.name !== ref) {
       const names = header.refs.map((r) => r.name).join(', ').slice(0, 300) || 'none';

@@ -164,10 +164,15 @@ export class SandboxProvisioner<Image = unknown> {
       }
     }
     this.dropSsh(sandbox);
-    if (vm) await vm.destroy();
-    sandbox.vm = undefined;
-    await this.releaseExtensions(sandbox);
-    this.deps.live.close(sandbox);
+    try {
+      if (vm) await vm.destroy();
+    } finally {
+      // A disk that could not be deleted (the next start reaps it) must not keep the
+      // extensions (the credential proxy) open or the sandbox registered.
+      sandbox.vm = undefined;
+      await this.releaseExtensions(sandbox);
+      this.deps.live.close(sandbox);
+    }
   }
 
   /** After QEMU ended by itself: no connection, no extensions. */

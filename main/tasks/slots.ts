@@ -23,7 +23,11 @@ export class Slots {
         this.waiting.push(wake);
         signal.addEventListener('abort', onAbort, { once: true });
       });
-      if (signal.aborted) throw new FactoryError('Cancelled', 'the task was cancelled before it started');
+      if (signal.aborted) {
+        // Woken for a freed slot but cancelled before taking it: the next waiter gets it.
+        if (this.active < this.limit()) this.waiting.shift()?.();
+        throw new FactoryError('Cancelled', 'the task was cancelled before it started');
+      }
     }
     this.active++;
     let released = false;
