@@ -34,7 +34,7 @@ export function CredentialsScreen() {
       </p>
       {keychain && !keychain.ok ? (
         // Said before anyone types a key, not only as the error of a save.
-        <div data-testid="keychain-unavailable">
+        <div className="keychain-unavailable" data-testid="keychain-unavailable">
           <ErrorBox testId="keychain-error" error={keychain.error ?? { name: 'KeychainUnavailable', message: 'the OS keychain did not answer.' }} />
           <button
             type="button"
