@@ -118,10 +118,16 @@ export const ImageStatus = z.object({
 });
 export type ImageStatus = z.infer<typeof ImageStatus>;
 
+/** Whether the OS keychain answers (a lookup of a probe entry, never a stored value); the error says why not. */
+export const KeychainStatus = z.object({ ok: z.boolean(), error: ErrorInfo.optional() });
+export type KeychainStatus = z.infer<typeof KeychainStatus>;
+
 export const SystemStatus = z.object({
   qemu: z.object({ ok: z.boolean(), version: z.string().optional(), installHint: z.string().optional() }),
   accel: z.string().optional(),
   image: ImageStatus,
+  /** Optional so a host that cannot probe (or an older one) still answers; the header then shows nothing. */
+  keychain: KeychainStatus.optional(),
   dataDir: z.string(),
   host: z.enum(['electron', 'web']),
 });

@@ -13,7 +13,7 @@ import {
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../common/contract.js';
-import type { SystemStatus, Task } from '../common/domain.js';
+import type { KeychainStatus, SystemStatus, Task } from '../common/domain.js';
 import { CredentialBroker } from './credentials/broker.js';
 import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
@@ -134,16 +134,32 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
   }
 
+  // The header's keychain state: a lookup of an entry that is never written. It needs the
+  // keychain to answer, reads no stored value, and gives up quickly when nobody answers.
+  const keychainProbe = new KeychainStore({ timeoutMs: 3000 });
+  const probeKeychain = async (): Promise<KeychainStatus> => {
+    try {
+      await keychainProbe.has('availability-probe');
+      return { ok: true };
+    } catch (err) {
+      const e = err instanceof FactoryError ? err : new FactoryError('KeychainUnavailable', String(err));
+      // The registry gives the title; the message need not repeat the error's own name.
+      return { ok: false, error: { name: e.name, message: e.message.replace(`${e.name}: `, '') } };
+    }
+  };
+
   let disposed = false;
   const impl: FactoryApi = {
     ...broker.api(),
     'system.status': async () => {
       const q = await qemu.checkInstalled();
       const accel = tasks.lastAccel();
+      const keychain = await probeKeychain();
       const status: SystemStatus = {
         qemu: { ok: q.ok, ...(q.version ? { version: q.version } : {}), ...(q.installHint ? { installHint: q.installHint } : {}) },
         ...(accel ? { accel } : {}),
         image: images.status(),
+        keychain,
         dataDir: paths.data,
         host: opts.host,
       };

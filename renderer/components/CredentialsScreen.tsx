@@ -17,7 +17,9 @@ const KIND_LABEL: Record<CredentialKind, string> = {
 export function CredentialsScreen() {
   const controller = useController();
   const credentials = useFactory((s) => s.credentials);
+  const keychain = useFactory((s) => s.status?.keychain);
   const [error, setError] = useState<ErrorInfo>();
+  const [checking, setChecking] = useState(false);
 
   useEffect(() => {
     controller.loadCredentials().catch((err) => setError(toErrorInfo(err)));
@@ -30,6 +32,24 @@ export function CredentialsScreen() {
         Values are stored in the OS keychain and are write-only: the app never shows them again, and they never enter a
         sandbox. Sandboxes reach these services through the app's proxy, which adds the credential.
       </p>
+      {keychain && !keychain.ok ? (
+        // Said before anyone types a key, not only as the error of a save.
+        <div className="keychain-unavailable" data-testid="keychain-unavailable">
+          <ErrorBox testId="keychain-error" error={keychain.error ?? { name: 'KeychainUnavailable', message: 'the OS keychain did not answer.' }} />
+          <button
+            type="button"
+            className="secondary small"
+            data-testid="keychain-recheck"
+            disabled={checking}
+            onClick={() => {
+              setChecking(true);
+              void controller.refreshStatus().finally(() => setChecking(false));
+            }}
+          >
+            {checking ? 'Checking…' : 'Check the keychain again'}
+          </button>
+        </div>
+      ) : null}
       {error ? <ErrorBox testId="credentials-error" error={error} /> : null}
       {credentials === undefined ? null : credentials.length === 0 ? (
         <p className="hint" data-testid="credentials-empty">
@@ -65,13 +85,17 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
   const [error, setError] = useState<ErrorInfo>();
   const [busy, setBusy] = useState(false);
 
-  const run = async (fn: () => Promise<void>) => {
+  /** True when `fn` succeeded; a failure shows its error here. */
+  const run = async (fn: () => Promise<void>): Promise<boolean> => {
     setBusy(true);
     setError(undefined);
     try {
       await fn();
+      return true;
     } catch (err) {
       setError(toErrorInfo(err));
+      if (toErrorInfo(err).name === 'KeychainUnavailable') void controller.refreshStatus();
+      return false;
     } finally {
       setBusy(false);
     }
@@ -139,7 +163,7 @@ function sameUrl(a: string, b: string): boolean {
  * user) can change only together with the value: the host refuses otherwise
  * (CredentialValueRequired), and the form says so before anyone tries.
  */
-function CredentialEditForm({ credential, busy, onSave }: { credential: CredentialRef; busy: boolean; onSave: (input: CredentialSetInput) => Promise<void> }) {
+function CredentialEditForm({ credential, busy, onSave }: { credential: CredentialRef; busy: boolean; onSave: (input: CredentialSetInput) => Promise<boolean> }) {
   const t = credential.target;
   const [label, setLabel] = useState(credential.label);
   const [upstream, setUpstream] = useState(t.upstream);
@@ -162,9 +186,8 @@ function CredentialEditForm({ credential, busy, onSave }: { credential: Credenti
       data-testid={`credential-edit-form-${id}`}
       onSubmit={(e) => {
         e.preventDefault();
-        const v = value;
-        setValue(''); // the value leaves the page's memory either way
-        void onSave({ id, kind: credential.kind, label, ...(v ? { value: v } : {}), target });
+        // A failed save keeps the typed value, so the user can retry once the keychain answers.
+        void onSave({ id, kind: credential.kind, label, ...(value ? { value } : {}), target }).then((ok) => ok && setValue(''));
       }}
     >
       <label>
@@ -242,10 +265,10 @@ function CredentialForm() {
       setLabel('');
       setValue('');
     } catch (err) {
+      // The typed value stays, so a retry after unlocking the keychain needs no retyping.
       setError(toErrorInfo(err));
+      if (toErrorInfo(err).name === 'KeychainUnavailable') void controller.refreshStatus();
     } finally {
-      // The value leaves the page's memory either way.
-      setValue('');
       setBusy(false);
     }
   };

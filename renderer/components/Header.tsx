@@ -1,5 +1,7 @@
 import { useController, useFactory } from '../state/context.js';
+import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
+import { formatMemory } from './format.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -11,6 +13,10 @@ export function Header() {
   // The probe runs at the first boot; until the status is fetched again, a running sandbox tells.
   const sandboxAccel = useFactory((s) => Object.values(s.tasks).find((t) => t.sandbox.accel)?.sandbox.accel);
   const accel = status?.accel ?? sandboxAccel;
+  // A booting sandbox already holds its memory, so it counts as running here.
+  const running = useFactory((s) => Object.values(s.tasks).filter((t) => t.sandbox.status === 'running' || t.sandbox.status === 'booting').length);
+  const vmMemoryMb = useFactory((s) => s.settings?.vmMemoryMb);
+  const keychain = status?.keychain;
   return (
     <header className="app-header" data-testid="system-status">
       <h1>Factory in a Box</h1>
@@ -67,6 +73,25 @@ export function Header() {
                 ) : null}
               </span>
             ) : null}
+            {keychain ? (
+              keychain.ok ? (
+                <span className="pill ok" data-testid="keychain-status" data-state="available">
+                  keychain available
+                </span>
+              ) : (
+                <span className="pill bad" data-testid="keychain-status" data-state="unavailable" title={keychain.error?.message}>
+                  keychain unavailable
+                  <span className="hint" data-testid="keychain-fix">
+                    {' '}
+                    — {errorHelp(keychain.error?.name ?? 'KeychainUnavailable').help}
+                  </span>
+                </span>
+              )
+            ) : null}
+            <span className="pill" data-testid="sandbox-usage" data-count={running}>
+              {running === 1 ? '1 sandbox' : `${running} sandboxes`}
+              {running > 0 && vmMemoryMb ? `, ${formatMemory(running * vmMemoryMb)}` : ''}
+            </span>
             <span className="pill muted" title={status.dataDir}>
               {status.host} host
             </span>

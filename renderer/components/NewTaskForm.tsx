@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
+import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../state/recent-repos.js';
 import { toErrorInfo } from '../state/store.js';
 import { ErrorBox } from './ErrorBox.js';
 
@@ -16,9 +17,16 @@ function agentLabel(name: string): string {
   return AGENT_CHOICES.find((c) => c.value === name)?.label.replace(/ \(.*\)$/, '') ?? name;
 }
 
+/** The folder's own name for a button label; the full path is its tooltip. */
+function repoName(p: string): string {
+  return p.replace(/[\\/]+$/, '').split(/[\\/]/).pop() || p;
+}
+
 export function NewTaskForm() {
   const controller = useController();
-  const [repoPath, setRepoPath] = useState('');
+  // The typed path survives a reload; the recent ones are offered below the input.
+  const [repoPath, setRepoPath] = useState(loadRepoDraft);
+  const [recent, setRecent] = useState(loadRecentRepos);
   const [title, setTitle] = useState('');
   const [agent, setAgent] = useState('');
   const [allowPush, setAllowPush] = useState(false);
@@ -31,6 +39,8 @@ export function NewTaskForm() {
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
   const pickFolder = controller.bridge.pickRepoFolder;
   const taskInput = useRef<HTMLTextAreaElement>(null);
+
+  useEffect(() => saveRepoDraft(repoPath), [repoPath]);
 
   // The tray's "New task…" (Electron) arrives here, with the folder it picked.
   useEffect(
@@ -76,6 +86,7 @@ export function NewTaskForm() {
     setStarting(true);
     try {
       await controller.createTask(repoPath.trim(), title, agent || undefined, { allowPush });
+      setRecent(rememberRepo(repoPath));
       setTitle('');
     } catch (err) {
       setError(toErrorInfo(err));
@@ -105,9 +116,39 @@ export function NewTaskForm() {
             placeholder="/path/to/your/repository"
             value={repoPath}
             spellCheck={false}
+            list={recent.length ? 'recent-repos' : undefined}
             onChange={(e) => setRepoPath(e.target.value)}
           />
         </label>
+        {recent.length ? (
+          <>
+            <datalist id="recent-repos" data-testid="recent-repos-datalist">
+              {recent.map((r) => (
+                <option key={r} value={r} />
+              ))}
+            </datalist>
+            <div className="recent-repos" role="group" aria-label="Recent repositories" data-testid="recent-repos">
+              <span className="hint">Recent:</span>
+              {recent.map((r) => (
+                <button
+                  key={r}
+                  type="button"
+                  className="secondary small"
+                  title={r}
+                  aria-label={`Use ${r}`}
+                  aria-pressed={r === repoPath.trim()}
+                  data-testid="recent-repo"
+                  onClick={() => {
+                    setRepoPath(r);
+                    taskInput.current?.focus();
+                  }}
+                >
+                  {repoName(r)}
+                </button>
+              ))}
+            </div>
+          </>
+        ) : null}
         {pickFolder ? (
           <button type="button" className="secondary small" data-testid="pick-folder-button" onClick={() => void onPick()}>
             Choose folder…

@@ -25,3 +25,11 @@ export function formatCost(usd: number | undefined): string {
   if (usd === undefined || !Number.isFinite(usd) || usd < 0) return '';
   return usd >= 1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
 }
+
+/** Guest memory for people: "512 MB", "4 GB", "1.5 GB". */
+export function formatMemory(mb: number): string {
+  if (!Number.isFinite(mb) || mb < 0) return '?';
+  if (mb < 1024) return `${Math.round(mb)} MB`;
+  const gb = mb / 1024;
+  return `${Number.isInteger(gb) ? gb : gb.toFixed(1)} GB`;
+}

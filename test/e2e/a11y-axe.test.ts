@@ -1,7 +1,9 @@
 // axe-core in Chromium on every screen a user meets (the scripted app behind the
 // real web host): no critical and no serious violation on the landing page, the
 // board with finished and failed tasks, a task's view, the review pane and the
-// credentials screen. Each screen is also saved as a 1400×900 screenshot.
+// credentials screen (with the keychain unavailable, its most coloured state),
+// in the light and the dark colour scheme (playwright's colorScheme, as the
+// system would set it). Each screen is also saved as a 1400×900 screenshot.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -12,13 +14,22 @@ import { startTask } from './support/ui-driver.js';
 const missing = chromiumMissingReason();
 if (missing) console.log(`a11y-axe skipped: ${missing}`);
 
-describe.skipIf(!!missing)('accessibility of every screen (axe-core)', () => {
+const SCHEMES = ['light', 'dark'] as const;
+
+describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-core), %s scheme', (scheme) => {
   let ui: ScriptedUi;
+  let app: ScriptedApp;
   const ids: Record<string, string> = {};
+  // The light screenshots keep their names; the dark ones get a suffix.
+  const shot = (page: Parameters<typeof screenshot>[0], name: string) => screenshot(page, scheme === 'light' ? name : `${name}-${scheme}`);
 
   beforeAll(async () => {
-    ui = await ScriptedUi.start(new ScriptedApp(40));
+    app = new ScriptedApp(40);
+    // The keychain unavailable: its red pill and its explanation are on every screen checked.
+    app.keychain = { ok: false, error: { name: 'KeychainUnavailable', message: 'the OS keychain cannot be used (no Secret Service answered).' } };
+    ui = await ScriptedUi.start(app);
     await ui.browser.page.setViewportSize({ width: 1400, height: 900 });
+    await ui.browser.page.emulateMedia({ colorScheme: scheme });
   });
   afterAll(async () => {
     await ui?.close();
@@ -31,8 +42,12 @@ describe.skipIf(!!missing)('accessibility of every screen (axe-core)', () => {
     await page.goto(ui.host.url);
     await page.getByTestId('qemu-status').waitFor();
     await page.getByTestId('board-empty').waitFor();
+    // The scheme took effect: the page's background is light or dark as asked.
+    const bg = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+    const [r, g, b] = bg.match(/\d+/g)!.map(Number) as [number, number, number];
+    expect((r + g + b) / 3 > 128 ? 'light' : 'dark', bg).toBe(scheme);
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'landing');
+    await shot(page, 'landing');
   });
 
   it('the board with an approved, a failed and a task in review, and the failed task view', async () => {
@@ -50,9 +65,9 @@ describe.skipIf(!!missing)('accessibility of every screen (axe-core)', () => {
     await page.getByTestId('task-error').waitFor();
     await page.getByTestId('terminal-pane').waitFor();
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'board');
+    await shot(page, 'board');
     await page.getByTestId('task-detail').scrollIntoViewIfNeeded();
-    await screenshot(page, 'task-failed');
+    await shot(page, 'task-failed');
   });
 
   it('the review pane', async () => {
@@ -61,7 +76,7 @@ describe.skipIf(!!missing)('accessibility of every screen (axe-core)', () => {
     await page.getByTestId('review-file').first().waitFor();
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.getByTestId('approve-button').scrollIntoViewIfNeeded();
-    await screenshot(page, 'review');
+    await shot(page, 'review');
   });
 
   it('the destroy confirmation', async () => {
@@ -77,8 +92,10 @@ describe.skipIf(!!missing)('accessibility of every screen (axe-core)', () => {
     const { page, problems } = ui.browser;
     await page.getByTestId('nav-credentials').click();
     await page.getByTestId('credentials-screen').locator('table').waitFor();
+    await page.getByTestId('keychain-error').waitFor();
+    expect(await page.getByTestId('keychain-status').getAttribute('data-state')).toBe('unavailable');
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'credentials');
+    await shot(page, 'credentials');
     expect(problems).toEqual([]);
   });
 });

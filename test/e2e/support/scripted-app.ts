@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
-import { STAGE_NAMES, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
+import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
 import type { ReviewConfirmationKind } from '../../../common/review.js';
@@ -30,6 +30,8 @@ export class ScriptedApp implements HostedApp {
   readonly approvals: Array<{ taskId: string; confirm?: ReviewConfirmationKind[] }> = [];
   /** Everything the UI wrote to each terminal session, as sent. */
   readonly written = new Map<string, string>();
+  /** What system.status says of the keychain (absent: nothing, as an older host); a spec sets it. */
+  keychain?: KeychainStatus;
 
   /**
    * @param stageMs how long each stage runs
@@ -44,6 +46,7 @@ export class ScriptedApp implements HostedApp {
         qemu: { ok: true, version: '7.2 (scripted)' },
         accel: 'tcg',
         image: { state: 'ready', version: 'scripted-1' },
+        ...(this.keychain ? { keychain: this.keychain } : {}),
         dataDir: '/nonexistent',
         host: 'web',
       }),
