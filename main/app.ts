@@ -143,8 +143,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       return { ok: true };
     } catch (err) {
       const e = err instanceof FactoryError ? err : new FactoryError('KeychainUnavailable', String(err));
-      // The registry gives the title; the message need not repeat the error's own name.
-      return { ok: false, error: { name: e.name, message: e.message.replace(`${e.name}: `, '') } };
+      return { ok: false, error: { name: e.name, message: e.message } };
     }
   };
 

@@ -12,7 +12,7 @@ export class KeychainUnavailable extends FactoryError {
   constructor(reason: string) {
     super(
       'KeychainUnavailable',
-      `KeychainUnavailable: the OS keychain cannot be used (${reason}). ` +
+      `the OS keychain cannot be used (${reason}). ` +
         'Unlock it (Linux: a running Secret Service such as gnome-keyring, unlocked) and retry; ' +
         'the app never stores credentials in plaintext instead.',
     );

@@ -37,15 +37,17 @@ export async function taskTerminalLogs(logDir: string, taskId: string): Promise<
   const names = await readdirIfPresent(logDir);
   const out: string[] = [];
   for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
-    let meta: z.infer<typeof TerminalMeta>;
+    let sessionId = name.slice(0, -'.json'.length);
     try {
-      meta = TerminalMeta.parse(JSON.parse(await readFile(path.join(logDir, name), 'utf8')));
+      const meta = TerminalMeta.parse(JSON.parse(await readFile(path.join(logDir, name), 'utf8')));
+      if (meta.info.taskId !== taskId || meta.info.kind === 'host') continue;
+      sessionId = meta.info.id;
     } catch {
-      // Unreadable metadata cannot say whose log it is; the terminal service reports it at start.
-      continue;
+      // Unreadable metadata cannot say whose log it is: scan it too, rather than let
+      // a log that may be this task's pass unread under a clean verdict.
     }
-    if (meta.info.taskId !== taskId || meta.info.kind === 'host') continue;
-    for (const f of [`${meta.info.id}.log.1`, `${meta.info.id}.log`]) {
+    if (!/^[A-Za-z0-9._-]+$/.test(sessionId) || sessionId.startsWith('.')) continue;
+    for (const f of [`${sessionId}.log.1`, `${sessionId}.log`]) {
       if ((await stat(path.join(logDir, f)).catch(() => null))?.isFile()) out.push(path.join(logDir, f));
     }
   }

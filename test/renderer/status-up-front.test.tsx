@@ -90,7 +90,7 @@ describe('the Credentials screen with no keychain', () => {
     const bridge = mount({
       'system.status': status({ ok: true }),
       'credentials.set': () => {
-        throw new FactoryError('KeychainUnavailable', 'KeychainUnavailable: the OS keychain cannot be used (locked).');
+        throw new FactoryError('KeychainUnavailable', 'the OS keychain cannot be used (locked).');
       },
     });
     fireEvent.click(await screen.findByTestId('nav-credentials'));

@@ -44,13 +44,19 @@ describe('leak check places', () => {
     expect(none.scanned).toEqual([{ source: 'serial log', bytes: 0, note: 'no serial log' }]);
   });
 
-  it('terminal logs that cannot be listed are an error, never an empty list; no folder yet is an empty one', async () => {
+  it('terminal logs that cannot be listed are an error and unreadable metadata is scanned anyway; no folder is an empty one', async () => {
     const where = tempDir();
     try {
       expect(await taskTerminalLogs(path.join(where, 'never-written'), 't1')).toEqual([]);
       const notAFolder = path.join(where, 'terminals');
       fs.writeFileSync(notAFolder, 'a file where the log folder should be');
       await expect(taskTerminalLogs(notAFolder, 't1')).rejects.toMatchObject({ code: 'ENOTDIR' });
+      // A log whose metadata cannot be read might be this task's: it is scanned, not skipped.
+      const logs = path.join(where, 'logs');
+      fs.mkdirSync(logs);
+      fs.writeFileSync(path.join(logs, 'sess-1.json'), '{ not json');
+      fs.writeFileSync(path.join(logs, 'sess-1.log'), 'output');
+      expect(await taskTerminalLogs(logs, 't1')).toEqual([path.join(logs, 'sess-1.log')]);
     } finally {
       fs.rmSync(where, { recursive: true, force: true });
     }
