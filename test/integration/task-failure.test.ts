@@ -72,8 +72,8 @@ describe('failing and cancelled pipelines', () => {
     expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped']);
     const test = failed.stages[3]!;
     expect(test.exitCode).toBe(3);
-    expect(test.summary).toBe('exit 3: assertion failed: boom');
-    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: exit 3: assertion failed: boom' });
+    expect(test.summary).toBe('assertion failed: boom');
+    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: assertion failed: boom' });
     expect(failed.error?.detail).toContain('1 test ran');
     await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
 
