@@ -2,12 +2,13 @@
 // what runs (first) and how it ended (last). They go into the session itself, so
 // the live view, the log on disk and a replay all show them, and a failed
 // stage's terminal is never empty. Dimmed, so they read as the host's, not the
-// program's.
+// program's: a grey foreground (256-colour 246) rather than SGR 2, which
+// xterm.js draws at half opacity, below a readable contrast on the dark theme.
 import { plainText } from '../guest/guest-shell.js';
 import { terminalBytesToText } from '../terminal/flow-control.js';
 import type { TerminalSource } from '../terminal/types.js';
 
-const DIM = '\x1b[2m';
+const DIM = '\x1b[38;5;246m';
 const RESET = '\x1b[0m';
 const MAX_HEADER_LINES = 6;
 const MAX_LINE_CHARS = 300;
@@ -54,6 +55,11 @@ export function stageEndText(end: StageEnd): string {
  */
 export function stageExitLine(end: StageEnd): string {
   return `${RESET}\r\n${DIM}${stageEndText(end)}${RESET}\r\n`;
+}
+
+/** A retried stage's terminal says which attempt it is: "test · attempt 2". */
+export function attemptTitle(title: string, attempt: number): string {
+  return attempt > 1 ? `${title} · attempt ${attempt}` : title;
 }
 
 /** The most output kept for a stage's summary and error detail (the terminal log keeps all of it). */

@@ -11,7 +11,7 @@ import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Tas
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
 import type { PipelineConfig } from './config.js';
-import { framedSource, stageHeader } from './stage-frame.js';
+import { attemptTitle, framedSource, stageHeader } from './stage-frame.js';
 import {
   GUEST_ENV_FILE,
   GUEST_FACTORY_DIR,
@@ -361,11 +361,6 @@ export async function writeGuestFile(ssh: GuestSsh, remotePath: string, content:
     const why = plainText(stderr).trim().slice(0, 300);
     throw new FactoryError('SandboxError', `could not write ${remotePath} in the sandbox (exit ${code})${why ? `: ${why}` : ''}`);
   }
-}
-
-/** A retried stage's terminal says which attempt it is: "test · attempt 2". */
-export function attemptTitle(title: string, attempt: number): string {
-  return attempt > 1 ? `${title} · attempt ${attempt}` : title;
 }
 
 /** Wraps a source so an observer sees the raw output too. */

@@ -146,10 +146,10 @@ describe('stage terminals tell what ran and how it ended', () => {
     const test = out.stages.find((s) => s.name === 'test')!;
     const lines = screen(test.sessionId!).split('\n').map((l) => l.trim()).filter(Boolean);
     expect(lines).toEqual(['$ npm test', '> vitest run', '1 failing', 'exit status 3']);
-    // Written by the host into the session itself, dimmed: the log on disk has the same lines.
+    // Written by the host into the session itself, in grey: the log on disk has the same lines.
     const log = await logBytes(test.sessionId!);
-    expect(log.startsWith('\x1b[2m$ npm test\x1b[0m\r\n')).toBe(true);
-    expect(log).toMatch(/\x1b\[2mexit status 3\x1b\[0m\r\n$/);
+    expect(log.startsWith('\x1b[38;5;246m$ npm test\x1b[0m\r\n')).toBe(true);
+    expect(log).toMatch(/\x1b\[38;5;246mexit status 3\x1b\[0m\r\n$/);
   });
 
   it('the card reason is the last output line, the exit status only in its own field', async () => {
@@ -209,7 +209,7 @@ describe('stage terminals tell what ran and how it ended', () => {
     });
     const log = await logBytes(out.stages.find((s) => s.name === 'test')!.sessionId!);
     const header = log.slice(0, log.indexOf('\r\n'));
-    expect(header).toBe('\x1b[2m$ npm test \\x1b]0;pwned\\x07\\x1b[2J\\x1b[31m\x1b[0m');
+    expect(header).toBe('\x1b[38;5;246m$ npm test \\x1b]0;pwned\\x07\\x1b[2J\\x1b[31m\x1b[0m');
   });
 
   it('a retry is the next attempt: its terminal is titled "test · attempt 2"', async () => {
