@@ -185,6 +185,23 @@ describe('stage terminals tell what ran and how it ended', () => {
     ]);
   });
 
+  it('a stage the user cancels ends with "cancelled"', async () => {
+    const { runner, screen } = setup();
+    const abort = new AbortController();
+    // The test stage says one line, the user presses Cancel, and it would otherwise run forever.
+    const ssh = await guest((_script, ch) => {
+      ch.write('running the suite\r\n');
+      setTimeout(() => abort.abort(), 50);
+    });
+    const out = await runner.run({
+      task: TASK, config: config('npm test'), ssh, signal: abort.signal, onStages: () => {},
+      startAt: 'test', previous: [...PASSED_BEFORE_TEST, { name: 'test', status: 'pending' }],
+    });
+    expect(out.status).toBe('cancelled');
+    const test = out.stages.find((s) => s.name === 'test')!;
+    expect(screen(test.sessionId!).split('\n').map((l) => l.trim()).filter(Boolean)).toEqual(['$ npm test', 'running the suite', 'cancelled']);
+  });
+
   it('a stage with no output still shows its command and exit line, and says "no output"', async () => {
     const { runner, screen } = setup();
     const ssh = await guest((script, ch) => {
