@@ -22,6 +22,8 @@ export const StageResult = z.object({
   sessionId: z.string().optional(),
   tokens: z.object({ input: z.number(), output: z.number() }).optional(),
   costUsd: z.number().optional(),
+  /** Which run of the stage this is: 1 the first time, 2 after one retry, ... */
+  attempt: z.number().int().min(1).optional(),
 });
 export type StageResult = z.infer<typeof StageResult>;
 

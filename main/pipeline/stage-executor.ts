@@ -11,6 +11,8 @@ import type { PipelineConfig, StageConfig } from './config.js';
 export type { GuestSsh };
 
 export interface GuestRunOptions {
+  /** The command line the terminal's first line shows (the script by default); never the prompt or a secret. */
+  display?: string;
   /** Title of the terminal session (the stage name by default). */
   title?: string;
   /** Extra environment on top of the task's FACTORY_* variables and the config's env. */
@@ -72,6 +74,7 @@ export class CommandStageExecutor implements StageExecutor {
 
   async runStage(ctx: StageRunContext): Promise<StageOutcome> {
     const r = await ctx.runInSandbox(ctx.stageConfig.command, {
+      display: ctx.stageConfig.command,
       title: ctx.stage,
       env: ctx.stageConfig.env,
       timeoutSeconds: ctx.stageConfig.timeoutSeconds,
@@ -90,10 +93,11 @@ export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undef
   }
   if (r.lost) return { status: 'failed', exitCode: null, summary: 'the connection to the sandbox was lost', sessionId: r.sessionId, detail: tail };
   if (r.code === 0) return { status: 'passed', exitCode: 0, summary: last || 'ok', sessionId: r.sessionId };
+  // The exit status is its own field (the card shows it once); the summary is the reason.
   return {
     status: 'failed',
     exitCode: r.code,
-    summary: `exit ${r.code ?? 'signal'}${last ? `: ${last}` : ''}`.slice(0, 240),
+    summary: (last || (r.code === null ? 'ended by a signal, with no output' : 'no output')).slice(0, 240),
     sessionId: r.sessionId,
     detail: tail,
   };

@@ -11,6 +11,7 @@ import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Tas
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
 import type { PipelineConfig } from './config.js';
+import { attemptTitle, framedSource, stageHeader } from './stage-frame.js';
 import {
   GUEST_ENV_FILE,
   GUEST_FACTORY_DIR,
@@ -133,12 +134,14 @@ export class PipelineRunner {
         return { status: 'cancelled', stages };
       }
       const started = Date.now();
+      // A retry is the stage's next attempt; a retry plan keeps the count on the pending stage.
+      stage.attempt = (input.previous?.find((p) => p.name === stage.name)?.attempt ?? 0) + 1;
       stage.status = 'running';
       stage.startedAt = new Date(started).toISOString();
       publish();
 
       const runInSandbox = (script: string, opts: GuestRunOptions = {}) =>
-        this.runInSandbox(input, stage.name, ++runCounter, script, opts, (sessionId) => {
+        this.runInSandbox(input, stage.name, stage.attempt ?? 1, ++runCounter, script, opts, (sessionId) => {
           stage.sessionId = sessionId;
           publish();
         });
@@ -230,6 +233,7 @@ export class PipelineRunner {
   private async runInSandbox(
     input: PipelineRunInput,
     stage: StageName,
+    attempt: number,
     n: number,
     script: string,
     opts: GuestRunOptions,
@@ -245,20 +249,26 @@ export class PipelineRunner {
     );
     const started = Date.now();
     const channel = await ssh.exec(asAgentArgv(['bash', remote]), { pty: this.pty });
-    const source = tee(this.deps.sourceForChannel(channel), opts.onOutput);
+    let timedOut = false;
+    let cancelled = false;
+    const framed = framedSource(tee(this.deps.sourceForChannel(channel), opts.onOutput), stageHeader(opts.display ?? script), (code, lost) => ({
+      code,
+      lost,
+      timedOut,
+      cancelled,
+      ...(opts.timeoutSeconds !== undefined ? { timeoutSeconds: opts.timeoutSeconds } : {}),
+    }));
     const info = this.deps.terminals.register({
       taskId: task.id,
       kind: 'stage',
-      title: opts.title ?? stage,
+      title: attemptTitle(opts.title ?? stage, attempt),
       cols: this.pty.cols,
       rows: this.pty.rows,
-      source,
+      source: framed.source,
       persistLog: true,
     });
     onSession(info.id);
 
-    let timedOut = false;
-    let cancelled = false;
     const kill = async () => {
       this.deps.terminals.close(info.id);
       // The stage's terminal is closed already, so the stage ends either way; an agent left running is worth a line.
@@ -286,7 +296,8 @@ export class PipelineRunner {
         cancelled,
         lost: exit.lost,
         durationMs: Date.now() - started,
-        tail: (maxBytes: number) => plainText(this.deps.terminals.tail(info.id, maxBytes)),
+        // The program's own output: the host's header and exit line are not part of its summary.
+        tail: framed.tail,
       };
     } finally {
       if (timer) clearTimeout(timer);

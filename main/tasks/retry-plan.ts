@@ -5,7 +5,7 @@ import { STAGE_NAMES, type StageName, type StageResult, type Task } from '../../
 
 export interface RetryPlan {
   start: StageName;
-  /** Stages before `start` as they were (passed); `start` and later pending again. */
+  /** Stages before `start` as they were (passed); `start` and later pending again (keeping their attempt count). */
   stages: StageResult[];
 }
 
@@ -35,5 +35,5 @@ export function planRetry(task: Task, fromStage?: StageName, opts: { overrideRev
     if (s.name === start) break;
     if (s.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
   }
-  return { start, stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const } : s)) };
+  return { start, stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const, ...(s.attempt ? { attempt: s.attempt } : {}) } : s)) };
 }

@@ -71,24 +71,30 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
       {STAGE_NAMES.map((name) => {
         const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
         const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');
+        const reason = stageReason(stage);
         return (
           <td key={name} className={`stage stage-${stage.status}`}>
             <button
               type="button"
               data-testid={`stage-${task.id}-${name}`}
               data-status={stage.status}
-              title={stage.summary ?? `${name}: ${stage.status}`}
+              title={reason || `${name}: ${stage.status}`}
               onClick={() => controller.open(task.id, stage.sessionId)}
             >
               <span className="mark">{STATUS_MARK[stage.status] ?? '?'}</span> {stage.status}
               <span className="duration">{formatDuration(stage.durationMs)}</span>
-              {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
-                <span className="exit">exit {stage.exitCode}</span>
+              {stage.attempt !== undefined && stage.attempt > 1 ? (
+                <span className="attempt" data-testid={`stage-attempt-${task.id}-${name}`}>
+                  attempt {stage.attempt}
+                </span>
               ) : null}
-              {stage.summary ? (
+              {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
+                <span className="exit">exit status {stage.exitCode}</span>
+              ) : null}
+              {reason ? (
                 // Agent text and test counts come from the sandbox: React escapes it; CSS keeps it to one line.
                 <span className="summary" data-testid={`stage-summary-${task.id}-${name}`}>
-                  {stage.summary}
+                  {reason}
                 </span>
               ) : null}
               {usage ? (
@@ -102,4 +108,16 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
       })}
     </tr>
   );
+}
+
+/**
+ * The one reason a card gives: the summary without an exit status the card
+ * already shows (tasks saved before the summary stopped repeating it say
+ * "exit 3: boom" or just "exit 3").
+ */
+export function stageReason(stage: StageResult): string {
+  const summary = stage.summary?.trim() ?? '';
+  if (stage.status !== 'failed' || stage.exitCode === undefined || stage.exitCode === null) return summary;
+  const repeated = new RegExp(`^exit(?: status)? ${stage.exitCode}(?::\\s*|$)`);
+  return summary.replace(repeated, '').trim();
 }

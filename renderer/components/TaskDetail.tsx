@@ -15,14 +15,19 @@ function tabsFor(task: Task, terminals: Record<string, TerminalInfo>): Tab[] {
   for (const st of task.stages) {
     if (!st.sessionId) continue;
     const info = terminals[st.sessionId];
-    tabs.push({ sessionId: st.sessionId, label: st.name, kind: 'stage', state: info ? termState(info) : st.status });
+    // A retried stage is its next attempt, not a second tab with the same name.
+    const label = st.attempt !== undefined && st.attempt > 1 ? `${st.name} · attempt ${st.attempt}` : st.name;
+    tabs.push({ sessionId: st.sessionId, label, kind: 'stage', state: info ? termState(info) : st.status, testId: `terminal-tab-${st.name}` });
   }
   // A stage may run several sessions (the test stage's repair rounds): the card
   // points at the last one; the others get their own tabs so the whole log stays readable.
   const listed = new Set(tabs.map((t) => t.sessionId));
   for (const info of Object.values(terminals)) {
     if (info.taskId !== task.id || info.kind !== 'stage' || listed.has(info.id)) continue;
-    tabs.push({ sessionId: info.id, label: info.title || info.kind, kind: 'stage', state: termState(info), testId: `terminal-tab-${info.id}` });
+    // The host titles a retry's sessions "test · attempt 2"; the first attempt's plain "test" says so once there are more.
+    const retried = task.stages.some((s) => s.name === info.title && s.attempt !== undefined && s.attempt > 1);
+    const label = retried ? `${info.title} · attempt 1` : info.title || info.kind;
+    tabs.push({ sessionId: info.id, label, kind: 'stage', state: termState(info), testId: `terminal-tab-${info.id}` });
   }
   for (const info of Object.values(terminals)) {
     if (info.taskId !== task.id || info.kind === 'stage') continue;
@@ -67,7 +72,7 @@ function TaskView({ task }: { task: Task }) {
   const tabs = tabsFor(task, terminals);
   // Follow the running stage unless the user picked a tab.
   const running = task.stages.find((s) => s.status === 'running' && s.sessionId);
-  const fallback = running?.sessionId ?? tabs.filter((t) => t.kind === 'stage' && !t.testId).at(-1)?.sessionId;
+  const fallback = running?.sessionId ?? tabs.filter((t) => t.kind === 'stage' && task.stages.some((s) => s.sessionId === t.sessionId)).at(-1)?.sessionId;
   const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';

@@ -55,7 +55,8 @@ describe('failing and cancelled pipelines', () => {
 
     // The slow task reaches its build stage; then it is cancelled.
     const running = await waitForTask(app, b.id, (t) => t.stages[2]!.status === 'running' && !!t.stages[2]!.sessionId);
-    await expect.poll(() => output.get(running.stages[2]!.sessionId!) ?? '', { timeout: 60_000 }).toContain('STARTED-SLOW');
+    // On a line of its own: the terminal's first line is the command, which names the marker too.
+    await expect.poll(() => output.get(running.stages[2]!.sessionId!) ?? '', { timeout: 60_000 }).toMatch(/\nSTARTED-SLOW\r?\n/);
     expect(output.get(running.stages[2]!.sessionId!)).toContain('NOT-YET-COMMITTED');
     const cancelled = await app.api['tasks.cancel']({ taskId: b.id });
     expect(cancelled.phase).toBe('cancelled');
@@ -72,8 +73,9 @@ describe('failing and cancelled pipelines', () => {
     expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped']);
     const test = failed.stages[3]!;
     expect(test.exitCode).toBe(3);
-    expect(test.summary).toBe('exit 3: assertion failed: boom');
-    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: exit 3: assertion failed: boom' });
+    expect(test.attempt).toBe(1);
+    expect(test.summary).toBe('assertion failed: boom');
+    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: assertion failed: boom' });
     expect(failed.error?.detail).toContain('1 test ran');
     await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
 
@@ -84,8 +86,17 @@ describe('failing and cancelled pipelines', () => {
     const again = await waitForTask(app, a.id, (t) => ['failed', 'review'].includes(t.phase));
     expect(again.phase).toBe('failed');
     expect(again.stages.slice(0, 3)).toEqual(failed.stages.slice(0, 3));
-    expect(again.stages[3]).toMatchObject({ status: 'failed', exitCode: 3 });
+    expect(again.stages[3]).toMatchObject({ status: 'failed', exitCode: 3, attempt: 2 });
     expect(again.stages[3]!.sessionId).not.toBe(test.sessionId);
+    // Each attempt's terminal, as a replay shows it: the command first, "exit status 3" last; the retry titled as attempt 2.
+    for (const stage of [test, again.stages[3]!]) {
+      const replay = Buffer.from((await app.api['terminal.attach']({ sessionId: stage.sessionId! })).scrollback, 'base64').toString('utf8');
+      const lines = replay.replace(/\x1b\[[0-9;]*m/g, '').split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
+      expect(lines[0]).toBe(`$ ${'echo "1 test ran"; echo "assertion failed: boom" >&2; exit 3'}`);
+      expect(lines.at(-1)).toBe('exit status 3');
+    }
+    const titles = (await app.api['terminal.list']({ taskId: a.id })).filter((t) => t.kind === 'stage' && t.title.startsWith('test')).map((t) => t.title);
+    expect(titles.sort()).toEqual(['test', 'test · attempt 2']);
     await expect(app.api['tasks.retry']({ taskId: a.id, fromStage: 'review' })).rejects.toThrow('cannot start at review: stage test has not passed');
 
     for (const id of [a.id, b.id]) expect((await app.api['tasks.destroy']({ taskId: id })).sandbox.status).toBe('destroyed');

@@ -37,6 +37,11 @@ const PIPELINE = {
   },
 };
 
+/** Whether the stage printed the marker on a line of its own (its terminal's first lines show the script, which names it too). */
+function printed(log: string, marker: string): boolean {
+  return new RegExp(`(^|\\n)${marker}\\r?(\\n|$)`).test(log);
+}
+
 async function poll<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 8 * 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;
@@ -97,7 +102,7 @@ describe('the app killed mid-stage', () => {
         const build = t.stages[2]!;
         return { t, log: build.status === 'running' && build.sessionId ? await scrollback(first, build.sessionId) : '' };
       },
-      ({ t, log }) => log.includes('BUILD-SLEEPING') || ['failed', 'cancelled', 'review'].includes(t.phase),
+      ({ t, log }) => printed(log, 'BUILD-SLEEPING') || ['failed', 'cancelled', 'review'].includes(t.phase),
     );
     expect(sleeping.t.phase).toBe('running');
     expect(sleeping.log).toContain(`HEAD=${cut.baseCommit}`);
@@ -135,7 +140,7 @@ describe('the app killed mid-stage', () => {
     expect(listed.find((t) => t.id === queued.id)).toMatchObject({ phase: 'interrupted', sandbox: { status: 'none' } });
     expect(savedRecord(cut.id).qemuPid).toBeUndefined();
     // The cut stage's log survived the kill.
-    expect(await scrollback(second, before.stages[2]!.sessionId!)).toContain('BUILD-SLEEPING');
+    expect(printed(await scrollback(second, before.stages[2]!.sessionId!), 'BUILD-SLEEPING')).toBe(true);
 
     const retrying = Date.now();
     const retried = await second.call<Task>('tasks.retry', { taskId: cut.id });
@@ -160,8 +165,8 @@ describe('the app killed mid-stage', () => {
     const buildLog = await scrollback(second, build.sessionId!);
     // The same base commit, in a sandbox without the first one's /tmp.
     expect(buildLog).toContain(`HEAD=${cut.baseCommit}`);
-    expect(buildLog).toContain('BUILD-DONE');
-    expect(buildLog).not.toContain('BUILD-SLEEPING');
+    expect(printed(buildLog, 'BUILD-DONE')).toBe(true);
+    expect(printed(buildLog, 'BUILD-SLEEPING')).toBe(false);
 
     // A fresh QEMU runs it, and the review shows what the build stage changed.
     const newQemu = savedRecord(cut.id).qemuPid!;

@@ -63,7 +63,7 @@ describe('renderer', () => {
     expect(screen.getByTestId('stage-t1-document').dataset.status).toBe('pending');
     act(() => bridge.emit({ type: 'task.updated', task: task({ phase: 'failed', stages: task().stages.map((s) => (s.name === 'build' ? { ...s, status: 'failed', exitCode: 3 } : s)) }) }));
     expect(screen.getByTestId('stage-t1-build').dataset.status).toBe('failed');
-    expect(screen.getByTestId('stage-t1-build').textContent).toContain('exit 3');
+    expect(screen.getByTestId('stage-t1-build').textContent).toContain('exit status 3');
   });
 
   it('opens the running stage terminal, and a finished stage log when its cell is clicked', async () => {

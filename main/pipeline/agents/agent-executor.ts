@@ -96,7 +96,7 @@ export class AgentStageExecutor implements StageExecutor {
         'echo "Base: $FACTORY_BASE_REF ($FACTORY_BASE_COMMIT), branch $FACTORY_BRANCH"',
         `echo "Agent: ${this.deps.adapter.displayName}"`,
       ].join('\n'),
-      { title: 'request', timeoutSeconds: 120 },
+      { display: `cat ${shellQuote(this.opts.taskFile)}   # the task, as ${this.deps.adapter.displayName} gets it`, title: 'request', timeoutSeconds: 120 },
     );
     const failed = runFailure(r, 120);
     if (failed) return failed;
@@ -143,7 +143,9 @@ export class AgentStageExecutor implements StageExecutor {
     }
     const totals = emptyTotals();
     for (let round = 0; ; round++) {
-      const r = await ctx.runInSandbox(`echo ${shellQuote(`$ ${command}   (${reason})`)}\n${command}`, {
+      // The host's header line shows the command and why it was chosen.
+      const r = await ctx.runInSandbox(command, {
+        display: `${command}   # ${reason}`,
         title: round === 0 ? 'test' : `test (after repair ${round})`,
         env: ctx.stageConfig.env,
         timeoutSeconds: ctx.stageConfig.timeoutSeconds,
@@ -221,7 +223,10 @@ export class AgentStageExecutor implements StageExecutor {
     ].join('\n');
     const parser = adapter.createParser();
     let killed = false;
+    // The header shows the agent's command line, not the prompt inside the script.
+    const commandLine = [...spec.argv.map(shellQuote), ...(spec.stdinFile !== undefined ? ['<', shellQuote(spec.stdinFile)] : [])].join(' ');
     const run = await ctx.runInSandbox(script, {
+      display: `${commandLine}   # ${adapter.displayName}`,
       title: stage,
       timeoutSeconds: ctx.stageConfig.timeoutSeconds,
       onOutput: (chunk) => {

@@ -8,6 +8,7 @@ import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type Task, type 
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
 import type { ReviewConfirmationKind } from '../../../common/review.js';
+import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
 import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
@@ -15,6 +16,10 @@ export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
 export const HELD = '[held]';
 /** In a task's title: its test stage fails with exit status 3. */
 export const FAILS = '[fails]';
+/** What each scripted stage "runs", as the header line of its terminal shows it. */
+export const SCRIPTED_COMMANDS: Record<(typeof STAGE_NAMES)[number], string> = {
+  request: 'cat "$FACTORY_TASK_FILE"', plan: 'make plan', build: 'make build', test: 'npm test', review: 'git diff --stat', document: 'make docs',
+};
 export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
 
 export class ScriptedApp implements HostedApp {
@@ -214,10 +219,15 @@ export class ScriptedApp implements HostedApp {
       return;
     }
     const name = STAGE_NAMES[i]!;
-    const info = this.openTerminal(id, 'stage', name);
+    // As the host's runner: each run of a stage is the next attempt, titled so from the second on.
+    const attempt = (this.task(id).stages.find((s) => s.name === name)?.attempt ?? 0) + 1;
+    const info = this.openTerminal(id, 'stage', attemptTitle(name, attempt));
     const set = (patch: object) =>
       this.update(id, { stages: this.task(id).stages.map((s) => (s.name === name ? { ...s, ...patch } : s)) });
-    set({ status: 'running', sessionId: info.id, startedAt: new Date().toISOString() });
+    set({ status: 'running', sessionId: info.id, startedAt: new Date().toISOString(), attempt });
+    // The host's header and exit lines, made by the same code the runner uses.
+    this.output(info.id, stageHeader(SCRIPTED_COMMANDS[name]));
+    const end = (code: number) => this.output(info.id, stageExitLine({ code, lost: false, timedOut: false, cancelled: false }));
     this.output(info.id, `\x1b[1m== ${name}\x1b[0m\r\n`);
     if (name === 'build') this.output(info.id, `${SCRIPTED_MARKER}\r\n`);
     for (let n = 0; n < this.chatterLines; n += 50) {
@@ -232,14 +242,16 @@ export class ScriptedApp implements HostedApp {
       this.failedOnce.add(id);
       this.later(this.stageMs, () => {
         this.output(info.id, 'npm test\r\n1 failing\r\n');
+        end(3);
         this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 3 });
         this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
-        set({ status: 'failed', exitCode: 3, durationMs: this.stageMs, endedAt: new Date().toISOString() });
+        set({ status: 'failed', exitCode: 3, summary: '1 failing', durationMs: this.stageMs, endedAt: new Date().toISOString() });
         this.update(id, { phase: 'failed', error: { name: 'StageFailed', message: 'stage test exited with status 3' } });
       });
       return;
     }
     this.later(this.stageMs, () => {
+      end(0);
       this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 0 });
       this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
       set({ status: 'passed', exitCode: 0, durationMs: this.stageMs, endedAt: new Date().toISOString() });

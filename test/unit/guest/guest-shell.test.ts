@@ -41,7 +41,7 @@ describe('stage outcomes', () => {
   });
   it('fails with the exit status and the output tail', () => {
     const o = outcomeFromRun(run({ code: 3, out: 'compiling\nerror: boom\n' }), 10);
-    expect(o).toMatchObject({ status: 'failed', exitCode: 3, summary: 'exit 3: error: boom' });
+    expect(o).toMatchObject({ status: 'failed', exitCode: 3, summary: 'error: boom' });
     expect(o.detail).toContain('compiling');
   });
   it('reports timeouts, cancellation and a lost link', () => {
