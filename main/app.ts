@@ -185,8 +185,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
     'tasks.remove': async ({ taskId }) => {
       await tasks.remove(taskId);
-      // The task's terminal logs go with it (a setting keeps old ones only for a while).
+      // The task's terminal logs and its leak check records go with it.
       await terminals.removeTaskSessions(taskId);
+      await broker.forgetTask(taskId);
     },
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
     'tasks.reviewFile': async ({ taskId, path: filePath }) => tasks.reviewFile(taskId, filePath),

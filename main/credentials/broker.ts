@@ -291,6 +291,13 @@ export class CredentialBroker {
     }
   }
 
+  /** A removed task leaves nothing here: its list of credential ids and its last leak report go (the audit log stays). */
+  async forgetTask(taskId: string): Promise<void> {
+    this.usedBy.delete(taskId);
+    await rm(this.usedFile(taskId), { force: true });
+    await rm(this.reportFile(taskId), { force: true });
+  }
+
   /** The credential API methods, to spread into the app's FactoryApi implementation. Inputs are validated here too. */
   api(): CredentialApi {
     const i = credentialApiInputs;

@@ -249,6 +249,7 @@ export class PullbackQuarantine {
     await indexPackStrict(qrepo, bundle, header.packOffset, this.timeoutMs, limits);
     await git(['update-ref', ref, headCommit, ''], { cwd: qrepo, env: { GIT_DIR: qrepo }, limits, errorName: 'PullbackRejected' });
     const type = await runGit(['cat-file', '-t', headCommit], { cwd: qrepo, env: { GIT_DIR: qrepo }, limits });
+    if (type.limitExceeded) throw new PullbackError(limitMessage(['cat-file', '-t'], type));
     if (type.stdout.trim() !== 'commit') throw new PullbackError(`${ref} does not point at a commit`);
     // Everything reachable from the head down to the base must be present (no dangling links),
     // and each object the result brings is counted again, by id, against the caps.

@@ -131,7 +131,7 @@ describe('cancel', () => {
 });
 
 describe('remove', () => {
-  it('refuses a running task by name, then removes it with its record, seed and terminal logs once cancelled', async () => {
+  it('refuses a running task by name, then removes it with its record, seed, logs and leak records once cancelled', async () => {
     const dataDir = tempDir();
     const a = await app(true, dataDir, () => new Promise(() => {})); // an image build that never ends
     const repo = await makeRepo({ files: { a: 'a\n' } });
@@ -149,8 +149,16 @@ describe('remove', () => {
       if (e.type === 'task.removed') removed.push(e.taskId);
     });
 
+    // What the credential broker kept for the task (its credential ids, its last leak report) goes too.
+    const brokerFiles = [path.join(paths.state, 'sandbox-credentials', `${task.id}.json`), path.join(paths.data, 'leakchecks', `${task.id}.json`)];
+    for (const f of brokerFiles) {
+      fs.mkdirSync(path.dirname(f), { recursive: true });
+      fs.writeFileSync(f, '{}');
+    }
+
     await a.api['tasks.remove']({ taskId: task.id });
     expect(removed).toEqual([task.id]);
+    expect(brokerFiles.filter((f) => fs.existsSync(f))).toEqual([]);
     expect((await a.api['tasks.list']({})).map((t) => t.id)).not.toContain(task.id);
     await expect(a.api['tasks.get']({ taskId: task.id })).rejects.toMatchObject({ name: 'TaskNotFound' });
     expect(fs.existsSync(recordFile)).toBe(false);
