@@ -112,7 +112,7 @@ export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { ke
   const input = rekeyInput(endpoint.keys);
   let result: { code: number | null; stderr: string };
   try {
-    result = await runWithInput(ssh, rekeyScript(), input);
+    result = await runWithInput(ssh, rekeyScript(), input, timeoutMs);
   } finally {
     ssh.close();
   }
@@ -138,12 +138,17 @@ export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { ke
   }
 }
 
-function runWithInput(ssh: SandboxSsh, script: string, input: string): Promise<{ code: number | null; stderr: string }> {
+/** Runs `script` with `input` on stdin; a guest that never ends it within `timeoutMs` counts as failed (exit null). */
+function runWithInput(ssh: SandboxSsh, script: string, input: string, timeoutMs: number): Promise<{ code: number | null; stderr: string }> {
   return ssh.exec(script).then(
     (channel) =>
       new Promise((resolve) => {
         let code: number | null = null;
         let stderr = '';
+        const timer = setTimeout(() => {
+          stderr += `\nno end within ${timeoutMs} ms`;
+          channel.close();
+        }, timeoutMs);
         channel.stderr.on('data', (c: Buffer) => {
           if (stderr.length < 2000) stderr += c.toString();
         });
@@ -151,7 +156,10 @@ function runWithInput(ssh: SandboxSsh, script: string, input: string): Promise<{
         channel.on('exit', (c: number | null) => {
           code = c;
         });
-        channel.on('close', () => resolve({ code, stderr }));
+        channel.on('close', () => {
+          clearTimeout(timer);
+          resolve({ code, stderr });
+        });
         channel.end(input);
       }),
   );

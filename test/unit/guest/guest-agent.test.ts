@@ -163,6 +163,22 @@ describe('re-keying a restored guest', () => {
     );
   });
 
+  it('gives up on a re-key script the guest never ends, saying so', async () => {
+    const keys = generateSandboxKeys('template');
+    const { port } = await startGuest(keys.hostPrivateKey, {
+      clientPublicKey: keys.clientPublicKey,
+      onExec: () => {
+        // A guest that takes the script and never answers: no exit, no close.
+      },
+    });
+    const first = await waitForSsh({ endpoint: { port, keys }, vm: running, timeoutMs: 10_000, ...errors });
+    const started = Date.now();
+    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, running, 1500)).rejects.toThrow(
+      /^re-keying the restored sandbox failed \(exit null\): no end within 1500 ms$/,
+    );
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it('refuses key material that would smuggle extra lines into the guest script', () => {
     const keys = generateSandboxKeys('clone');
     expect(() => rekeyInput({ ...keys, clientPublicKey: `${keys.clientPublicKey.trim()}\nssh-ed25519 AAAAattacker x` })).toThrow(/not one ssh-ed25519 line/);
