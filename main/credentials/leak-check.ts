@@ -17,7 +17,7 @@ import type { SecretSource } from './keychain.js';
 import { needlesFor, type LeakNeedle } from './leak-needles.js';
 import { elfPageMap } from './leak-pages.js';
 import { scanFile, type ScanLimits, type SourceScan } from './leak-scan.js';
-import { scanReturnedWork, type ReturnedWorkLimits } from './leak-sources.js';
+import { scanReturnedWork, statIfPresent, type ReturnedWorkLimits } from './leak-sources.js';
 import { QmpClient } from '../vm/qmp-client.js';
 
 export { needlesFor, type LeakNeedle } from './leak-needles.js';
@@ -111,6 +111,7 @@ export class LeakChecker {
           await src.dumpMemory(dumpFile);
           await stat(dumpFile);
           // Physical pages: a value split across two of them is looked for at page edges too.
+          // A dump that is not ELF has no page map: the contiguous scan still runs, and the note says what was not looked for.
           const pages = await elfPageMap(dumpFile).catch(() => null);
           await scan('memory', 'guest memory', async () => ({
             ...(await scanFile(dumpFile, needles, limits, pages ?? undefined)),
@@ -125,7 +126,7 @@ export class LeakChecker {
       if (src.serialLog) {
         const file = src.serialLog;
         await scan('serial-log', 'serial log', async () =>
-          (await stat(file).catch(() => null)) ? scanFile(file, needles, limits) : { bytes: 0, hits: [], note: 'no serial log' },
+          (await statIfPresent(file)) ? scanFile(file, needles, limits) : { bytes: 0, hits: [], note: 'no serial log' },
         );
       }
       if (src.stageLogs) {

@@ -2,6 +2,7 @@
 // the terminal logs the host keeps of its stages and shells, and the work it
 // returned (the quarantine: the objects indexed from its bundle, decompressed
 // by git, and the packed bundle itself).
+import type { Stats } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -15,24 +16,22 @@ const TerminalMeta = z.object({
 });
 
 /**
- * A folder's names; none when the folder does not exist (nothing was ever written
- * there). Any other failure is thrown: a folder that cannot be read must not pass
- * for an empty one, or the leak check would call unread logs clean.
+ * A folder's names, or a path's stat; none when the path does not exist (nothing
+ * was ever written there). Any other failure is thrown: a source that cannot be
+ * read must not pass for an absent one, or the leak check would call it clean.
  */
-async function readdirIfPresent(dir: string): Promise<string[]> {
+async function ifPresent<T>(read: () => Promise<T>, absent: T): Promise<T> {
   try {
-    return await readdir(dir);
+    return await read();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return absent;
     throw err;
   }
 }
 
-/**
- * The persisted logs of a task's terminal sessions (TerminalService writes
- * `<id>.log`, `<id>.log.1` and `<id>.json` in its log folder). A host shell is
- * the user's own shell on this computer, not sandbox output: left out.
- */
+const readdirIfPresent = (dir: string) => ifPresent(() => readdir(dir), [] as string[]);
+export const statIfPresent = (file: string) => ifPresent<Stats | null>(() => stat(file), null);
+
 export async function taskTerminalLogs(logDir: string, taskId: string): Promise<string[]> {
   const names = await readdirIfPresent(logDir);
   const out: string[] = [];
@@ -48,7 +47,7 @@ export async function taskTerminalLogs(logDir: string, taskId: string): Promise<
     }
     if (!/^[A-Za-z0-9._-]+$/.test(sessionId) || sessionId.startsWith('.')) continue;
     for (const f of [`${sessionId}.log.1`, `${sessionId}.log`]) {
-      if ((await stat(path.join(logDir, f)).catch(() => null))?.isFile()) out.push(path.join(logDir, f));
+      if ((await statIfPresent(path.join(logDir, f)))?.isFile()) out.push(path.join(logDir, f));
     }
   }
   return out;
@@ -99,8 +98,8 @@ export async function scanReturnedWork(dir: string, needles: LeakNeedle[], limit
   const lim = { ...DEFAULT_RETURNED_LIMITS, ...limits };
   const repo = path.join(dir, 'repo.git');
   const bundle = path.join(dir, 'result.bundle');
-  const hasRepo = (await stat(path.join(repo, 'objects')).catch(() => null))?.isDirectory() ?? false;
-  const hasBundle = (await stat(bundle).catch(() => null))?.isFile() ?? false;
+  const hasRepo = (await statIfPresent(path.join(repo, 'objects')))?.isDirectory() ?? false;
+  const hasBundle = (await statIfPresent(bundle))?.isFile() ?? false;
   if (!hasRepo && !hasBundle) {
     return { bytes: 0, hits: [], note: 'no returned work in quarantine (nothing came back yet, or it was approved or rejected)' };
   }
