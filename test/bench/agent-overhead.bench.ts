@@ -12,7 +12,7 @@
 // the first round alone pays the cold start of the CLI). Prints both and their ratio.
 import type { TerminalInfo } from '../../common/domain.js';
 import { ClaudeCodeAdapter } from '../../main/pipeline/agents/claude-code.js';
-import { shellQuote } from '../../main/pipeline/agents/shell.js';
+import { shellWord } from '../../common/shell-quote.js';
 import { GUEST_AGENT_HOME, GUEST_ENV_FILE, GUEST_REPO_DIR } from '../../main/guest/guest-shell.js';
 import { stageOfRequest, type StubReply } from '../support/anthropic-stub.js';
 import { SandboxShell, startAgentApp, waitForTask } from '../support/agent-app.js';
@@ -100,13 +100,13 @@ async function main() {
         // The adapter's program, flags and quiet variables; the broker's two values from the sourced env file.
         const quiet = Object.entries(spec.env)
           .filter(([k]) => !k.startsWith('ANTHROPIC_'))
-          .map(([k, v]) => `${k}=${shellQuote(v)}`);
+          .map(([k, v]) => `${k}=${shellWord(v)}`);
         const command = [
           'runuser -u agent -- env -i HOME=/home/agent USER=agent LOGNAME=agent PATH=/usr/local/bin:/usr/bin:/bin TERM=xterm-256color LANG=C.UTF-8',
           ...quiet,
           '"ANTHROPIC_BASE_URL=$ANTHROPIC_BASE_URL" "ANTHROPIC_API_KEY=$ANTHROPIC_API_KEY"',
-          ...spec.argv.map(shellQuote),
-          `< ${shellQuote(promptFile)} > /dev/null`,
+          ...spec.argv.map(shellWord),
+          `< ${shellWord(promptFile)} > /dev/null`,
         ].join(' ');
         const before = env.stub.requests.length;
         const t0 = Date.now();

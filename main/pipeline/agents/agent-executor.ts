@@ -12,7 +12,8 @@ import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } fro
 import { capText, firstLine } from './json-lines.js';
 import { promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';
 import { parseReviewVerdict } from './review-verdict.js';
-import { renderCommand, shellQuote } from './shell.js';
+import { shellWord } from '../../../common/shell-quote.js';
+import { renderCommand } from './shell.js';
 import { detectionProbeScript, detectTestCommand, formatTestCounts, parseDetectionProbe, parseTestCounts } from './test-detect.js';
 import type { AgentAdapter, AgentEvent, AgentOutcome, AgentTokens } from './types.js';
 
@@ -91,12 +92,12 @@ export class AgentStageExecutor implements StageExecutor {
   private async request(ctx: StageRunContext): Promise<StageOutcome> {
     const r = await ctx.runInSandbox(
       [
-        `cat ${shellQuote(this.opts.taskFile)}`,
+        `cat ${shellWord(this.opts.taskFile)}`,
         'echo',
         'echo "Base: $FACTORY_BASE_REF ($FACTORY_BASE_COMMIT), branch $FACTORY_BRANCH"',
         `echo "Agent: ${this.deps.adapter.displayName}"`,
       ].join('\n'),
-      { display: `cat ${shellQuote(this.opts.taskFile)}   # the task, as ${this.deps.adapter.displayName} gets it`, title: 'request', timeoutSeconds: 120 },
+      { display: `cat ${shellWord(this.opts.taskFile)}   # the task, as ${this.deps.adapter.displayName} gets it`, title: 'request', timeoutSeconds: 120 },
     );
     const failed = runFailure(r, 120);
     if (failed) return failed;
@@ -132,7 +133,7 @@ export class AgentStageExecutor implements StageExecutor {
     let command: string | null = ctx.stageConfig.isDefault ? null : ctx.stageConfig.command;
     let reason = 'configured in .factory/pipeline.json';
     if (command === null) {
-      const probe = await ctx.ssh.run(this.opts.asAgent(`cd ${shellQuote(this.opts.repoDir)} && ${detectionProbeScript()}`), {
+      const probe = await ctx.ssh.run(this.opts.asAgent(`cd ${shellWord(this.opts.repoDir)} && ${detectionProbeScript()}`), {
         maxBytes: 1024 * 1024,
         timeoutMs: 60_000,
       });
@@ -215,8 +216,8 @@ export class AgentStageExecutor implements StageExecutor {
     const delimiter = `FACTORY_PROMPT_${randomBytes(16).toString('hex')}`;
     const body = prompt.endsWith('\n') ? prompt : `${prompt}\n`;
     const script = [
-      `mkdir -p ${shellQuote(this.opts.promptDir)}`,
-      `cat > ${shellQuote(promptFile)} <<'${delimiter}'`,
+      `mkdir -p ${shellWord(this.opts.promptDir)}`,
+      `cat > ${shellWord(promptFile)} <<'${delimiter}'`,
       `${body}${delimiter}`,
       renderCommand(spec),
       '',
@@ -224,7 +225,7 @@ export class AgentStageExecutor implements StageExecutor {
     const parser = adapter.createParser();
     let killed = false;
     // The header shows the agent's command line, not the prompt inside the script.
-    const commandLine = [...spec.argv.map(shellQuote), ...(spec.stdinFile !== undefined ? ['<', shellQuote(spec.stdinFile)] : [])].join(' ');
+    const commandLine = [...spec.argv.map(shellWord), ...(spec.stdinFile !== undefined ? ['<', shellWord(spec.stdinFile)] : [])].join(' ');
     const run = await ctx.runInSandbox(script, {
       display: `${commandLine}   # ${adapter.displayName}`,
       title: stage,
@@ -256,7 +257,7 @@ export class AgentStageExecutor implements StageExecutor {
     const fromHost = await hostPromptOverride(ctx.task.repoPath, ctx.task.baseCommit, spec);
     if (fromHost !== undefined) return fromHost;
     const r = await ctx.ssh.run(
-      this.opts.asAgent(`cd ${shellQuote(this.opts.repoDir)} && git cat-file -e ${shellQuote(spec)} 2>/dev/null && git show ${shellQuote(spec)} | head -c 65536`),
+      this.opts.asAgent(`cd ${shellWord(this.opts.repoDir)} && git cat-file -e ${shellWord(spec)} 2>/dev/null && git show ${shellWord(spec)} | head -c 65536`),
       { maxBytes: 128 * 1024, timeoutMs: 30_000 },
     );
     return r.code === 0 && r.stdout.trim() !== '' ? r.stdout : null;
@@ -266,7 +267,7 @@ export class AgentStageExecutor implements StageExecutor {
   private async readRepoFile(ctx: StageRunContext, relPath: string): Promise<string | null> {
     const r = await ctx.ssh.run(
       this.opts.asAgent(
-        `cd ${shellQuote(this.opts.repoDir)} && f=${shellQuote(relPath)} && [ -f "$f" ] && [ ! -L "$f" ] && head -c ${MAX_FILE_READ} -- "$f"`,
+        `cd ${shellWord(this.opts.repoDir)} && f=${shellWord(relPath)} && [ -f "$f" ] && [ ! -L "$f" ] && head -c ${MAX_FILE_READ} -- "$f"`,
       ),
       { maxBytes: MAX_FILE_READ + 1024, timeoutMs: 30_000 },
     );

@@ -1,10 +1,7 @@
 // Shell rendering of agent commands. The prompt never enters the command line:
-// it is a file redirected to stdin. Every other word is single-quoted.
-import { shellWord as shellQuote } from '../../../common/shell-quote.js';
+// it is a file redirected to stdin. Every other word is quoted where a shell would read it specially.
+import { shellWord } from '../../../common/shell-quote.js';
 import type { AgentCommandSpec } from './types.js';
-
-// Agent command lines keep plain words bare (easier to read in a terminal).
-export { shellQuote };
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
@@ -21,12 +18,12 @@ export function renderCommand(spec: AgentCommandSpec): string {
   if (spec.argv.length === 0) throw new Error('agent command has no program');
   const envWords = Object.entries(spec.env).map(([k, v]) => {
     assertEnvName(k);
-    return `${k}=${shellQuote(v)}`;
+    return `${k}=${shellWord(v)}`;
   });
-  const parts = ['cd', shellQuote(spec.cwd), '&&', 'exec'];
+  const parts = ['cd', shellWord(spec.cwd), '&&', 'exec'];
   if (envWords.length > 0) parts.push('env', ...envWords);
-  parts.push(...spec.argv.map(shellQuote));
-  if (spec.stdinFile !== undefined) parts.push('<', shellQuote(spec.stdinFile));
+  parts.push(...spec.argv.map(shellWord));
+  if (spec.stdinFile !== undefined) parts.push('<', shellWord(spec.stdinFile));
   return parts.join(' ');
 }
 

@@ -13,7 +13,7 @@ import type { StageName, Task } from '../../../common/domain.js';
 import { defaultPipelineConfig } from '../../../main/pipeline/config.js';
 import { AgentStageExecutor } from '../../../main/pipeline/agents/agent-executor.js';
 import { ClaudeCodeAdapter } from '../../../main/pipeline/agents/claude-code.js';
-import { shellQuote } from '../../../main/pipeline/agents/shell.js';
+import { shellWord } from '../../../common/shell-quote.js';
 import type { AgentEvent } from '../../../main/pipeline/agents/types.js';
 import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
 import { AnthropicStub, stageOfRequest as stageOf, type StubReply } from '../../support/anthropic-stub.js';
@@ -85,7 +85,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
 
   const asUser = (script: string) =>
     user
-      ? `runuser -u ${user} -- env -i HOME=${home} PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 bash -c ${shellQuote(script)}`
+      ? `runuser -u ${user} -- env -i HOME=${home} PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 bash -c ${shellWord(script)}`
       : script;
 
   /** Runs a command locally, like SandboxSsh.run would in the guest. */
