@@ -151,9 +151,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const impl: FactoryApi = {
     ...broker.api(),
     'system.status': async () => {
-      const q = await qemu.checkInstalled();
+      // Independent probes: the keychain's may wait up to its time limit, so neither waits for the other.
+      const [q, keychain] = await Promise.all([qemu.checkInstalled(), probeKeychain()]);
       const accel = tasks.lastAccel();
-      const keychain = await probeKeychain();
       const status: SystemStatus = {
         qemu: { ok: q.ok, ...(q.version ? { version: q.version } : {}), ...(q.installHint ? { installHint: q.installHint } : {}) },
         ...(accel ? { accel } : {}),
