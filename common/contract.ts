@@ -7,6 +7,8 @@ import { StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent } from './credentials.js';
 import type { ErrorName } from './errors.js';
+import { EgressRule } from './egress.js';
+import type { LayerInfo, TaskPreflight } from './environment.js';
 import type {
   PullbackReview,
   SystemStatus,
@@ -32,7 +34,15 @@ export const apiInputs = {
     agent: z.string().max(64).optional(),
     /** Lets the sandbox push new branches under refs/heads/factory/<task-id>/ through the proxy (default off). */
     allowPush: z.boolean().optional(),
+    /**
+     * Which of the repository's own egress requests (tasks.preflight) the user allows;
+     * nothing the repository asks for is added without this. `remember` keeps them for
+     * the repository from now on.
+     */
+    egressApproval: z.object({ rules: z.array(EgressRule).max(64), remember: z.boolean() }).optional(),
   }),
+  /** What Start will do for this repository: its environment and the egress it asks for. Creates nothing. */
+  'tasks.preflight': z.object({ repoPath: z.string().min(1).max(4096), baseRef: z.string().min(1).max(256).optional() }),
   'tasks.cancel': z.object({ taskId: id }),
   'tasks.destroy': z.object({ taskId: id }),
   /** Removes a task that is not running: its sandbox, review and quarantine, its record and its terminal logs. */
@@ -54,6 +64,16 @@ export const apiInputs = {
     overrideReview: z.boolean().optional(),
   }),
 
+  /** Lets a running task's sandbox reach a destination it was refused: for this task, or for its repository from now on. */
+  'egress.allow': z.object({
+    taskId: id,
+    rule: EgressRule,
+    scope: z.enum(['task', 'repository']),
+  }),
+  /** Cached environment layers: list, and delete one (a sandbox running on it keeps it until it ends). */
+  'layers.list': z.object({}),
+  'layers.remove': z.object({ id }),
+
   /** User settings (not secrets) and the agents a task may choose. */
   'settings.get': z.object({}),
   /** Changes some settings; an unknown default agent is refused by name. */
@@ -64,6 +84,10 @@ export const apiInputs = {
     vmCpus: z.number().int().min(1).max(64).optional(),
     /** Days a finished terminal's log is kept (applied at the next start); 0 keeps logs forever. */
     terminalLogRetentionDays: z.number().int().min(0).max(3650).optional(),
+    /** Default egress rules of every sandbox (package registries per step). */
+    egressRules: z.array(EgressRule).max(200).optional(),
+    /** Disk budget of cached environment layers; the least recently used go first. */
+    layerBudgetGb: z.number().min(1).max(4096).optional(),
   }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
@@ -93,6 +117,10 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.list': Task[];
   'tasks.get': Task;
   'tasks.create': Task;
+  'tasks.preflight': TaskPreflight;
+  'egress.allow': Task;
+  'layers.list': LayerInfo[];
+  'layers.remove': void;
   'tasks.cancel': Task;
   'tasks.destroy': Task;
   'tasks.remove': void;
@@ -120,6 +148,8 @@ export interface SettingsView {
   vmMemoryMb: number;
   vmCpus: number;
   terminalLogRetentionDays: number;
+  egressRules: EgressRule[];
+  layerBudgetGb: number;
   agents: string[];
 }
 

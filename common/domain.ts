@@ -1,5 +1,6 @@
 // Domain types shared by every process. Pure TypeScript: no Node, no DOM.
 import { z } from 'zod';
+import { EgressRefusal, EgressRule } from './egress.js';
 
 export const STAGE_NAMES = ['request', 'plan', 'build', 'test', 'review', 'document'] as const;
 export const StageName = z.enum(STAGE_NAMES);
@@ -26,6 +27,40 @@ export const StageResult = z.object({
   attempt: z.number().int().min(1).optional(),
 });
 export type StageResult = z.infer<typeof StageResult>;
+
+// A task's environment: the setup step before the pipeline and its egress.
+export const EnvironmentSource = z.enum(['pipeline.json', 'devcontainer.json', 'detected', 'none']);
+export type EnvironmentSource = z.infer<typeof EnvironmentSource>;
+
+/** The setup step before the pipeline: its own terminal, status and duration on the board. */
+export const SetupInfo = z.object({
+  status: StageStatus,
+  source: EnvironmentSource,
+  /** What the plan is made of: "Node 22.12.0 (.nvmrc)", "Debian: gcc make", "npm ci (package-lock.json)". */
+  lines: z.array(z.string()),
+  /** Parts of the repository's config the sandbox cannot honour, by name. */
+  unsupported: z.array(z.string()),
+  /** One line for the board: what ran, why it was skipped, or where it failed. */
+  summary: z.string().optional(),
+  /** The step running or the one that failed ("Debian packages", "npm ci", ...). */
+  step: z.string().optional(),
+  sessionId: z.string().optional(),
+  startedAt: z.string().optional(),
+  endedAt: z.string().optional(),
+  durationMs: z.number().optional(),
+  exitCode: z.number().nullable().optional(),
+  /** The cached environment layer the sandbox booted on (reused) or the one its setup made. */
+  layer: z.object({ id: z.string(), reused: z.boolean() }).optional(),
+});
+export type SetupInfo = z.infer<typeof SetupInfo>;
+
+/** What the sandbox may reach beyond the model APIs, and what it was refused (distinct destinations, newest last). */
+export const TaskEgress = z.object({
+  /** Rules the user added for this task (from the repository's requests or a refusal's Allow). */
+  allowed: z.array(EgressRule),
+  refusals: z.array(EgressRefusal),
+});
+export type TaskEgress = z.infer<typeof TaskEgress>;
 
 /** Where a task is in its life (DESIGN.md, "Life of a task"). */
 export const TaskPhase = z.enum([
@@ -90,6 +125,10 @@ export const Task = z.object({
   agent: z.string().optional(),
   /** Git push through the credential proxy, only to new branches under refs/heads/factory/<id>/; off unless the user turned it on. */
   allowPush: z.boolean().optional(),
+  /** The setup step before the pipeline (absent on tasks made before environments existed). */
+  setup: SetupInfo.optional(),
+  /** Egress the user added for this task, and destinations the sandbox was refused. */
+  egress: TaskEgress.optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -3,6 +3,7 @@
 // for that field instead of breaking the app.
 import Conf from 'conf';
 import { z } from 'zod';
+import { defaultEgressRules, EgressRule } from '../../common/egress.js';
 
 export const SettingsSchema = z.object({
   /** How many tasks may provision and run their pipeline at the same time. */
@@ -14,6 +15,12 @@ export const SettingsSchema = z.object({
   vmCpus: z.number().int().min(1).max(64).default(2),
   /** Logs of terminal sessions that ended longer ago are deleted at start-up; 0 keeps them forever. */
   terminalLogRetentionDays: z.number().int().min(0).max(3650).default(30),
+  /** Where every sandbox may go without a credential, per pipeline step (package registries by default). */
+  egressRules: z.array(EgressRule).max(200).default(() => defaultEgressRules()),
+  /** Egress the user allowed for one repository from now on, keyed by the repository's real path. */
+  repoEgress: z.record(z.string(), z.array(EgressRule).max(200)).default(() => ({})),
+  /** Disk budget of cached environment layers; the least recently used go first. */
+  layerBudgetGb: z.number().min(1).max(4096).default(20),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 
