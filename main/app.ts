@@ -39,6 +39,10 @@ import { ImageStore, type BaseImage } from './vm/image-store.js';
 import { killLeftoverQemu } from './vm/leftover-qemu.js';
 import { QemuDriver } from './vm/qemu-driver.js';
 import { vmSettingsFromEnv } from './vm/vm-settings.js';
+import { LayerStore } from './vm/layer-store.js';
+import { planEnvironment } from './environment/environment-plan.js';
+import { SetupRunner } from './tasks/setup-step.js';
+import { TaskEnvironment } from './tasks/task-environment.js';
 import { Listeners } from '../common/listeners.js';
 
 export interface FactoryApp {
@@ -128,7 +132,23 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
     log: log.child('sandboxes'),
   });
-  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, emit, log: log.child('tasks') });
+  // Cached environments: base image ← layer (after a repository's setup) ← task overlay.
+  const layers = new LayerStore({ root: path.join(paths.cache, 'layers'), log: log.child('layers') });
+  const environment = new TaskEnvironment({
+    planEnvironment: (input) => planEnvironment(input),
+    layers,
+    egress: broker,
+    settings: () => settings.get(),
+    setSettings: (patch) => settings.set(patch),
+    imageVersion: () => images.status().version,
+    workDir: (taskId) => provisioner.workDir(taskId),
+  });
+  const setup = new SetupRunner({ terminals, sourceForChannel: sshChannelSource });
+  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, environment, setup, emit, log: log.child('tasks') });
+  // A destination a sandbox was refused shows on its task, with an Allow.
+  eventListeners.add((e) => {
+    if (e.type === 'egress.refused') tasks.noteRefusal(e.refusal.sandboxId, e.refusal);
+  });
   await tasks.init();
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
@@ -194,6 +214,10 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.approve': async ({ taskId, confirm }) => tasks.approve(taskId, confirm ? { confirm } : {}),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),
+    'tasks.preflight': async (input) => tasks.preflight(input),
+    'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
+    'layers.list': async () => layers.list(),
+    'layers.remove': async ({ id }) => layers.remove(id),
     'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
     'settings.set': async (patch) => {
       if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {

@@ -2,6 +2,7 @@
 // ImageStore / QemuDriver / RunningVm / SandboxSsh satisfy them structurally.
 import type { ClientChannel } from 'ssh2';
 import type { ImageStatus } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 
 export interface SandboxSshPort extends GuestSsh {
@@ -27,6 +28,8 @@ export interface RunningVmPort {
   exited: Promise<void>;
   /** The VM's own QMP client, where the driver offers it. */
   qmp?(): Promise<QmpPort>;
+  /** The disk written so far becomes a read-only file (returned); writes go on in a new overlay. */
+  freezeDisk?(): Promise<string>;
 }
 
 export interface ImageStorePort<Image> {
@@ -50,6 +53,8 @@ export interface QemuDriverPort<Image> {
     cpus?: number;
     bootTimeoutMs?: number;
     guestForwards?: GuestForwardSpec[];
+    /** A cached environment layer to boot on instead of the bare base image. */
+    backingDisk?: string;
   }): Promise<RunningVmPort>;
 }
 
@@ -60,7 +65,7 @@ export interface QemuDriverPort<Image> {
  */
 export interface SandboxExtension {
   readonly name: string;
-  prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
+  prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
   beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */

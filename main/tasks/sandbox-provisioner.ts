@@ -8,6 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
 import type { Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
@@ -113,14 +114,14 @@ export class SandboxProvisioner<Image = unknown> {
   }
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
-  async boot(sandbox: LiveSandbox, signal: AbortSignal): Promise<RunningVmPort> {
+  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string } = {}): Promise<RunningVmPort> {
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
     const guestForwards: GuestForwardSpec[] = [];
     for (const ext of this.deps.extensions ?? []) {
       sandbox.extensions.push(ext);
-      const prepared = await ext.prepare({ taskId: sandbox.taskId, sandboxDir: sandbox.sandboxDir });
+      const prepared = await ext.prepare({ taskId: sandbox.taskId, sandboxDir: sandbox.sandboxDir, ...(opts.egress ? { egress: opts.egress } : {}) });
       guestForwards.push(...(prepared.guestForwards ?? []));
       Object.assign(sandbox.guestEnv, prepared.guestEnv ?? {});
     }
@@ -131,6 +132,7 @@ export class SandboxProvisioner<Image = unknown> {
       memoryMb: settings.vmMemoryMb,
       cpus: settings.vmCpus,
       ...(guestForwards.length ? { guestForwards } : {}),
+      ...(opts.backingDisk ? { backingDisk: opts.backingDisk } : {}),
       ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
     });
     return sandbox.vm;
@@ -141,14 +143,14 @@ export class SandboxProvisioner<Image = unknown> {
    * With a git route through the credential proxy, its URL (placeholder only)
    * becomes the remote `upstream`, so `git fetch upstream` works in the sandbox.
    */
-  async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string): Promise<void> {
+  async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string, opts: { onLayer?: boolean } = {}): Promise<void> {
     if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${task.id} has no running sandbox to seed`);
     const ssh = (sandbox.ssh = await sandbox.vm.ssh());
-    await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL);
+    await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL, opts.onLayer);
     sandbox.seeded = true;
     // A seed of the base commit alone can be made again; it would only take space.
-    const opts = await this.readSeedOptions(task.id);
-    if (opts.seedCommit === task.baseCommit) await fsp.rm(bundlePath, { force: true });
+    const seeded = await this.readSeedOptions(task.id);
+    if (seeded.seedCommit === task.baseCommit) await fsp.rm(bundlePath, { force: true });
   }
 
   /** Ends the VM (extensions' last look first), deletes its disk and keys, releases the extensions. */
@@ -244,7 +246,28 @@ export class SandboxProvisioner<Image = unknown> {
   }
 }
 
-async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string, upstreamUrl?: string): Promise<void> {
+/**
+ * On a cached environment layer /work/repo is already there, at the commit of the
+ * task that made the layer, with what its setup installed (ignored files such as
+ * node_modules). The new seed is fetched into it and checked out on the task
+ * branch; every other branch and every untracked, unignored file goes.
+ */
+function layerSeedScript(branch: string, upstreamUrl?: string): string {
+  const b = shellQuote(branch);
+  return [
+    'set -e',
+    `cd ${GUEST_REPO_DIR}`,
+    `git fetch -q /work/seed.bundle ${shellQuote(`+refs/heads/${branch}:refs/heads/${branch}`)}`,
+    `git checkout -q -f ${b}`,
+    'git clean -fdq',
+    `git for-each-ref --format='%(refname:short)' refs/heads | grep -vxF ${b} | xargs -r git branch -q -D`,
+    'git remote | xargs -r -n1 git remote remove',
+    ...(upstreamUrl ? [`git remote add upstream ${shellQuote(upstreamUrl)}`] : []),
+    'git rev-parse HEAD',
+  ].join('\n');
+}
+
+async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string, upstreamUrl?: string, onLayer = false): Promise<void> {
   const prep = await ssh.run(
     `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
     { timeoutMs: 30_000 },
@@ -252,7 +275,7 @@ async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string
   if (prep.code !== 0) throw new FactoryError('SeedFailed', `preparing /work in the sandbox failed: ${prep.stderr.trim().slice(0, 500)}`);
   await ssh.putFile(bundlePath, '/work/seed.bundle');
   const cloneAsAgent = asAgent(
-    [
+    onLayer ? layerSeedScript(branch, upstreamUrl) : [
       'set -e',
       `git clone -q -b ${shellQuote(branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
       `cd ${GUEST_REPO_DIR}`,

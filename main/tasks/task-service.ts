@@ -7,7 +7,9 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
-import { PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { PullbackReview, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import type { EgressRefusal, EgressRule } from '../../common/egress.js';
+import type { TaskPreflight } from '../../common/environment.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import type { PipelineRunner } from '../pipeline/stage-runner.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
@@ -22,6 +24,8 @@ import { pullBack } from './pull-back.js';
 import { planRetry } from './retry-plan.js';
 import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
 import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
+import type { SetupRunner } from './setup-step.js';
+import type { TaskEnvironment } from './task-environment.js';
 import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
@@ -35,6 +39,9 @@ export interface TaskServiceDeps<Image> {
   provisioner: SandboxProvisioner<Image>;
   runner: PipelineRunner;
   quarantine: PullbackQuarantine;
+  /** The repository's environment: plan, egress, cached layers. */
+  environment: TaskEnvironment;
+  setup: SetupRunner;
   emit: (e: FactoryEvent) => void;
   log: Logger;
 }
@@ -47,6 +54,8 @@ export interface CreateTaskInput {
   agent?: string;
   /** Git push through the proxy to refs/heads/factory/<id>/* (default off). */
   allowPush?: boolean;
+  /** The repository's own egress requests the user approved at Start. */
+  egressApproval?: { rules: EgressRule[]; remember: boolean };
 }
 
 /** A task's background work in this app run, and the sandbox it runs in. */
@@ -55,6 +64,8 @@ interface Runtime {
   /** Settles when the task's background work (provision → pull-back) has ended. */
   done?: Promise<void>;
   sandbox?: LiveSandbox;
+  /** Releases the cached layer the sandbox boots on (eviction and delete keep it until then). */
+  releaseLayer?: () => void;
 }
 
 export class TaskService<Image = unknown> {
@@ -99,18 +110,46 @@ export class TaskService<Image = unknown> {
     if (!qemu.ok) {
       throw new FactoryError('QemuMissing', `QEMU is not installed. ${qemu.installHint ?? 'Install qemu-system and qemu-utils with your package manager.'}`);
     }
+    const plan = await this.deps.environment.plan(repo.repoPath, repo.baseCommit, config);
     const task = this.book.newTask({ ...repo, title, agent, allowPush: !!input.allowPush });
     const id = task.id;
     // Fails here, not in the background, when the agent is unknown.
     this.deps.runner.executorFor(task, config);
-    // A fresh sandbox for a retry must get the same seed: how it is made is kept from the start.
+    task.egress = this.deps.environment.approve(repo.repoPath, plan, input.egressApproval);
+    task.setup = this.deps.environment.initialSetup(plan);
+    // A fresh sandbox for a retry must get the same seed and environment: both are kept from the start.
     await this.deps.provisioner.rememberSeed(id, !!input.includeUncommitted);
+    await this.deps.environment.save(id, plan);
     const record: TaskRecord = { version: 1, task };
     await this.book.add(record);
     const runtime: Runtime = { abort: new AbortController() };
     this.runtimes.set(id, runtime);
     runtime.done = this.background(record, runtime, (signal) => this.provisionAndRun(record, runtime, signal, config));
     return { ...task };
+  }
+
+  /** What Start would do for a repository: its environment, the egress it asks for, whether setup is cached. */
+  async preflight(input: { repoPath: string; baseRef?: string }): Promise<TaskPreflight> {
+    const repo = await inspectRepo(input.repoPath, input.baseRef);
+    const config = await loadPipelineConfig(repo.repoPath, repo.baseCommit);
+    const plan = await this.deps.environment.plan(repo.repoPath, repo.baseCommit, config);
+    return this.deps.environment.preflight(repo.repoPath, plan);
+  }
+
+  /** Lets a task's sandbox reach a destination (live), for the task or its repository from now on. */
+  async allowEgress(taskId: string, rule: EgressRule, scope: 'task' | 'repository'): Promise<Task> {
+    const record = this.record(taskId);
+    await this.book.update(record, { egress: this.deps.environment.allow(record.task, rule, scope) });
+    return { ...record.task };
+  }
+
+  /** A destination the task's sandbox was refused (from the broker): shown on the task with its Allow. */
+  noteRefusal(taskId: string, refusal: EgressRefusal): void {
+    const record = this.book.find(taskId);
+    if (!record) return;
+    this.book
+      .update(record, { egress: this.deps.environment.withRefusal(record.task, refusal) })
+      .catch((err: Error) => this.deps.log.warn('recording an egress refusal failed', { taskId, err }));
   }
 
   /** Stops the running stage (the agent's processes in the guest are killed); the sandbox stays for inspection. */
@@ -353,9 +392,15 @@ export class TaskService<Image = unknown> {
     const bundlePath = await provisioner.seedBundle(task());
     checkAborted(signal);
 
+    const env = this.deps.environment;
+    const plan = await env.load(task().id);
+    const cached = await env.layerFor(plan);
+    rt.releaseLayer?.();
+    rt.releaseLayer = cached?.release;
+
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
-    const vm = await provisioner.boot(sandbox, signal);
+    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...(cached ? { backingDisk: cached.layer.diskPath } : {}) });
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
       .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));
@@ -367,10 +412,72 @@ export class TaskService<Image = unknown> {
     );
     checkAborted(signal);
 
-    await provisioner.seed(sandbox, task(), bundlePath);
+    await provisioner.seed(sandbox, task(), bundlePath, { onLayer: !!cached });
     checkAborted(signal);
     await this.book.transition(record, 'seeded');
+    const ready = await this.runSetup(record, rt, plan, cached?.layer);
+    if (!ready) return;
     await this.runPipelineAndPullback(record, rt, config, startAt);
+  }
+
+  /**
+   * The setup step: skipped (with the reason) when there is nothing to set up or
+   * the sandbox booted on a cached layer; otherwise run, and on success the disk
+   * becomes the repository's layer for the next task. False when the task failed.
+   */
+  private async runSetup(record: TaskRecord, rt: Runtime, plan: Awaited<ReturnType<TaskEnvironment['load']>>, cached?: { id: string; createdAt: string }): Promise<boolean> {
+    const task = () => record.task;
+    const base: SetupInfo = task().setup ?? this.deps.environment.initialSetup(plan);
+    const setSetup = (patch: Partial<SetupInfo>) => this.book.update(record, { setup: { ...(task().setup ?? base), ...patch } });
+    const now = () => new Date().toISOString();
+    if (!plan.steps.length) {
+      await setSetup({ status: 'skipped', summary: 'nothing to set up: no environment in the repository config and nothing detected', startedAt: now(), endedAt: now() });
+      return true;
+    }
+    if (cached) {
+      await setSetup({ status: 'skipped', summary: `cached environment from ${cached.createdAt.slice(0, 16).replace('T', ' ')}`, layer: { id: cached.id, reused: true }, startedAt: now(), endedAt: now() });
+      return true;
+    }
+    const sandbox = rt.sandbox;
+    if (!sandbox?.ssh || !sandbox.vm) throw new FactoryError('NoSandbox', `task ${task().id} has no running sandbox`);
+    this.deps.environment.setStep(task().id, 'setup');
+    const startedAt = now();
+    await setSetup({ status: 'running', startedAt, summary: plan.steps.map((s) => s.name).join(' → ') });
+    const result = await this.deps.setup.run({
+      taskId: task().id,
+      ssh: sandbox.ssh,
+      steps: plan.steps,
+      env: { ...plan.env, ...sandbox.guestEnv },
+      signal: rt.abort.signal,
+      onSession: (sessionId) => void setSetup({ sessionId }).catch((err: Error) => this.deps.log.warn('saving the setup session failed', { taskId: task().id, err })),
+    });
+    const ended = { endedAt: now(), durationMs: result.durationMs, ...(result.sessionId ? { sessionId: result.sessionId } : {}) };
+    if (result.status !== 'passed') {
+      await setSetup({ status: result.status, summary: result.summary, exitCode: result.exitCode, ...(result.step ? { step: result.step } : {}), ...ended });
+      if (result.status === 'cancelled') {
+        await this.aborted(record);
+        return false;
+      }
+      await this.book.transition(record, 'fail', { error: { name: 'SetupFailed', message: `setup failed: ${result.summary}`, detail: result.detail } });
+      return false;
+    }
+    let layer: { id: string; reused: boolean } | undefined;
+    let note = '';
+    try {
+      // What setup wrote must be on the disk before it is frozen into the layer.
+      const sync = await sandbox.ssh.run('sync', { timeoutMs: 120_000 });
+      if (sync.code !== 0) throw new Error(`sync in the sandbox failed: ${sync.stderr.trim().slice(0, 200)}`);
+      if (!sandbox.vm.freezeDisk) throw new Error('this sandbox driver cannot freeze its disk');
+      const frozen = await sandbox.vm.freezeDisk();
+      const made = await this.deps.environment.commitLayer(task(), plan, frozen);
+      layer = { id: made.id, reused: false };
+    } catch (err) {
+      // The task goes on without a cached layer: the next one runs setup again.
+      note = ' (not cached: ' + (err instanceof Error ? err.message : String(err)).slice(0, 160) + ')';
+      this.deps.log.warn('caching the environment failed', { taskId: task().id, err });
+    }
+    await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(layer ? { layer } : {}), ...ended });
+    return true;
   }
 
   private async endRun(record: TaskRecord, rt: Runtime, err: unknown): Promise<void> {
@@ -394,12 +501,15 @@ export class TaskService<Image = unknown> {
     const task = () => record.task;
     const ssh = rt.sandbox?.ssh;
     if (!ssh) throw new FactoryError('NoSandbox', `task ${task().id} has no running sandbox`);
+    // The environment's own variables (pipeline.json environment.env, devcontainer containerEnv) reach every stage.
+    const plan = await this.deps.environment.load(task().id).catch(() => undefined);
     const outcome = await this.deps.runner.run({
       task: task(),
-      config,
+      config: plan && Object.keys(plan.env).length ? { ...config, env: { ...plan.env, ...config.env } } : config,
       ssh,
       signal: rt.abort.signal,
       guestEnv: rt.sandbox?.guestEnv ?? {},
+      beforeStage: (stage: StageName) => this.deps.environment.setStep(task().id, stage),
       ...(startAt ? { startAt, previous: task().stages } : {}),
       onStages: (stages: StageResult[]) => {
         // The next update or the end of the run saves the stages again; until then the log keeps the trace.
@@ -435,6 +545,8 @@ export class TaskService<Image = unknown> {
     if (status === 'running') await this.book.sandboxMove(record, 'stop');
     await this.deps.provisioner.teardown(sandbox);
     rt.sandbox = undefined;
+    rt.releaseLayer?.();
+    rt.releaseLayer = undefined;
     if (status !== 'running' && status !== 'lost') return;
     delete record.qemuPid;
     delete record.sandboxDir;

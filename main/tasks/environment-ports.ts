@@ -1,0 +1,44 @@
+// What the task service needs from the environment planner, the layer store and
+// the credential broker's egress policy, as narrow interfaces (the real
+// planEnvironment, LayerStore and CredentialBroker satisfy them structurally).
+import type { EgressRule, StepName } from '../../common/egress.js';
+import type { EnvironmentSource } from '../../common/domain.js';
+import type { LayerInfo } from '../../common/environment.js';
+import type { PipelineConfig } from '../pipeline/config.js';
+import type { SetupStepSpec } from './setup-step.js';
+
+/** The plan of a repository's environment (main/environment/environment-plan.ts). */
+export interface EnvironmentPlanPort {
+  source: EnvironmentSource;
+  summary: string[];
+  steps: SetupStepSpec[];
+  env: Record<string, string>;
+  egressRequests: EgressRule[];
+  unsupported: string[];
+  cacheKey: string;
+}
+
+export type PlanEnvironment = (input: { repoPath: string; commit: string; config: PipelineConfig; imageVersion: string }) => Promise<EnvironmentPlanPort>;
+
+export interface LayerPort {
+  id: string;
+  /** The layer's read-only qcow2 disk (backed by the base image). */
+  diskPath: string;
+  createdAt: string;
+}
+
+export interface LayerStorePort {
+  find(key: string): Promise<LayerPort | undefined>;
+  /** Marks a layer in use until the returned function is called (eviction and delete keep it). */
+  acquire(id: string): () => void;
+  commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string }): Promise<LayerPort>;
+  evict(budgetBytes: number, keep?: string): Promise<unknown>;
+  list(): Promise<LayerInfo[]>;
+  remove(id: string): Promise<void>;
+}
+
+/** The broker's per-sandbox egress policy, keyed by task id. */
+export interface EgressControlPort {
+  setStep(taskId: string, step: StepName): void;
+  allowEgress(taskId: string, rules: EgressRule[]): void;
+}

@@ -1,0 +1,115 @@
+// The setup step: a repository's environment (Debian packages, Node, its own
+// install) prepared in the sandbox before the pipeline, as one visible terminal
+// session. The host writes the script: each step runs in a subshell (as root, or
+// as the agent user in /work/repo) and a failing step ends the script with
+// 100 + its index, so the host names the step that failed from the exit status.
+import type { ClientChannel } from 'ssh2';
+import { FactoryError } from '../../common/contract.js';
+import { GUEST_FACTORY_DIR, GUEST_REPO_DIR, asAgentArgv, exportLines, shellQuote } from '../guest/guest-shell.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
+import { writeGuestFile, type StageTerminals } from '../pipeline/stage-runner.js';
+import { framedSource, stageHeader } from '../pipeline/stage-frame.js';
+import type { TerminalSource } from '../terminal/types.js';
+
+/** One step of a setup plan (main/environment/setup-script.ts makes them). */
+export interface SetupStepSpec {
+  name: string;
+  user: 'root' | 'agent';
+  script: string;
+  /** The line the terminal shows for it; never a secret. */
+  display: string;
+  timeoutSeconds: number;
+}
+
+export type SetupResult =
+  | { status: 'passed'; sessionId: string; durationMs: number }
+  | {
+      status: 'failed' | 'cancelled';
+      sessionId?: string;
+      durationMs: number;
+      /** The step that failed (undefined when the script ended some other way). */
+      step?: string;
+      exitCode: number | null;
+      summary: string;
+      /** The last lines of its output, for the task's error. */
+      detail: string;
+    };
+
+export interface SetupRunnerDeps {
+  terminals: StageTerminals;
+  sourceForChannel: (channel: ClientChannel) => TerminalSource;
+  ptySize?: { cols: number; rows: number };
+}
+
+const STEP_EXIT_BASE = 100;
+const MAX_STEPS = 50;
+const SETUP_SCRIPT = `${GUEST_FACTORY_DIR}/setup/setup.sh`;
+const SETUP_ENV = `${GUEST_FACTORY_DIR}/setup/env.sh`;
+
+/** The whole setup as one bash script run as root; exported for its test. */
+export function setupScript(steps: SetupStepSpec[]): string {
+  if (steps.length > MAX_STEPS) throw new FactoryError('InvalidPipelineConfig', `setup has ${steps.length} steps, more than ${MAX_STEPS}`);
+  const lines = ['set -u', `. ${SETUP_ENV}`, 'export DEBIAN_FRONTEND=noninteractive'];
+  steps.forEach((step, i) => {
+    const file = `${GUEST_FACTORY_DIR}/setup/step-${i}.sh`;
+    const run = step.user === 'root' ? `(cd ${GUEST_REPO_DIR} && bash -e ${file})` : asAgentArgv(['bash', '-c', `. ${SETUP_ENV} && cd ${GUEST_REPO_DIR} && bash -e ${file}`]);
+    lines.push(
+      `printf '\\n\\033[1m▶ %s\\033[0m\\n' ${shellQuote(`${step.name}${step.user === 'root' ? ' (root)' : ''}: ${step.display}`)}`,
+      `timeout --kill-after=10 ${step.timeoutSeconds} ${run}`,
+      `rc=$?; if [ $rc -ne 0 ]; then printf '\\n%s failed (exit status %d)\\n' ${shellQuote(step.name)} "$rc"; exit ${STEP_EXIT_BASE + i}; fi`,
+    );
+  });
+  lines.push("printf '\\nsetup done\\n'");
+  return lines.join('\n') + '\n';
+}
+
+export class SetupRunner {
+  constructor(private readonly deps: SetupRunnerDeps) {}
+
+  async run(args: {
+    taskId: string;
+    ssh: GuestSsh;
+    steps: SetupStepSpec[];
+    /** Every step's environment: the broker's proxy variables and placeholders, the plan's own env. */
+    env: Record<string, string>;
+    signal: AbortSignal;
+    onSession: (sessionId: string) => void;
+  }): Promise<SetupResult> {
+    const { ssh, steps, signal } = args;
+    const started = Date.now();
+    if (signal.aborted) return { status: 'cancelled', durationMs: 0, exitCode: null, summary: 'cancelled', detail: '' };
+    await writeGuestFile(ssh, SETUP_ENV, exportLines(args.env) + '\n');
+    for (const [i, step] of steps.entries()) await writeGuestFile(ssh, `${GUEST_FACTORY_DIR}/setup/step-${i}.sh`, step.script.endsWith('\n') ? step.script : step.script + '\n');
+    await writeGuestFile(ssh, SETUP_SCRIPT, setupScript(steps));
+
+    const pty = this.deps.ptySize ?? { cols: 120, rows: 32 };
+    const channel = await ssh.exec(`bash ${SETUP_SCRIPT}`, { pty });
+    let cancelled = false;
+    const display = steps.map((s) => s.name).join(' → ');
+    const framed = framedSource(this.deps.sourceForChannel(channel), stageHeader(`setup: ${display}`), (code, lost) => ({ code, lost, timedOut: false, cancelled }));
+    const info = this.deps.terminals.register({ taskId: args.taskId, kind: 'stage', title: 'setup', cols: pty.cols, rows: pty.rows, source: framed.source, persistLog: true });
+    args.onSession(info.id);
+    const onAbort = () => {
+      cancelled = true;
+      this.deps.terminals.close(info.id);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const exit = await this.deps.terminals.waitForExit(info.id);
+      const durationMs = Date.now() - started;
+      if (exit.code === 0 && !cancelled) return { status: 'passed', sessionId: info.id, durationMs };
+      const detail = framed.tail(4096).split('\n').slice(-25).join('\n');
+      if (cancelled) return { status: 'cancelled', sessionId: info.id, durationMs, exitCode: null, summary: 'cancelled', detail };
+      const index = exit.code !== null ? exit.code - STEP_EXIT_BASE : -1;
+      const step = index >= 0 && index < steps.length ? steps[index]!.name : undefined;
+      const summary = step
+        ? `${step} failed`
+        : exit.lost
+          ? 'the sandbox connection was lost during setup'
+          : `setup ended with exit status ${exit.code ?? 'unknown'}`;
+      return { status: 'failed', sessionId: info.id, durationMs, ...(step ? { step } : {}), exitCode: exit.code, summary, detail };
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+}

@@ -1,0 +1,153 @@
+// A task's environment on the host side: the plan made at Start (kept with the
+// task so a retry uses the same), the egress its sandbox starts with (the user's
+// defaults, what the user allowed for the repository, what the user approved of
+// the repository's own requests), and the cached layer it may boot on.
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { FactoryError } from '../../common/contract.js';
+import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
+import { EgressRule, type EgressRefusal } from '../../common/egress.js';
+import type { TaskPreflight } from '../../common/environment.js';
+import type { PipelineConfig } from '../pipeline/config.js';
+import type { Settings } from '../state/settings.js';
+import { writeFileAtomic } from '../state/state-store.js';
+import type { EgressControlPort, EnvironmentPlanPort, LayerPort, LayerStorePort, PlanEnvironment } from './environment-ports.js';
+
+const MAX_REFUSALS = 50;
+
+const StoredPlan = z.object({
+  source: z.enum(['pipeline.json', 'devcontainer.json', 'detected', 'none']),
+  summary: z.array(z.string()),
+  steps: z.array(z.object({ name: z.string(), user: z.enum(['root', 'agent']), script: z.string(), display: z.string(), timeoutSeconds: z.number() })),
+  env: z.record(z.string(), z.string()),
+  egressRequests: z.array(EgressRule),
+  unsupported: z.array(z.string()),
+  cacheKey: z.string(),
+});
+
+export interface TaskEnvironmentDeps {
+  planEnvironment: PlanEnvironment;
+  layers: LayerStorePort;
+  egress: EgressControlPort;
+  settings: () => Settings;
+  setSettings: (patch: Partial<Settings>) => Settings;
+  imageVersion: () => string;
+  workDir: (taskId: string) => string;
+}
+
+/** Two rules name the same destination and scope. */
+function sameRule(a: EgressRule, b: EgressRule): boolean {
+  const norm = (r: EgressRule) => JSON.stringify([r.scheme, r.host, r.port, [...(r.methods ?? [])].sort(), [...(r.pathPrefixes ?? [])].sort(), [...(r.steps ?? [])].sort()]);
+  return norm(a) === norm(b);
+}
+
+function describe(rule: EgressRule): string {
+  return `${rule.scheme}://${rule.host}:${rule.port}`;
+}
+
+export class TaskEnvironment {
+  constructor(private readonly deps: TaskEnvironmentDeps) {}
+
+  plan(repoPath: string, commit: string, config: PipelineConfig): Promise<EnvironmentPlanPort> {
+    return this.deps.planEnvironment({ repoPath, commit, config, imageVersion: this.deps.imageVersion() });
+  }
+
+  async preflight(repoPath: string, plan: EnvironmentPlanPort): Promise<TaskPreflight> {
+    const always = this.deps.settings().repoEgress[repoPath] ?? [];
+    const cached = plan.steps.length > 0 && !!(await this.deps.layers.find(plan.cacheKey).catch(() => undefined));
+    return {
+      source: plan.source,
+      lines: plan.summary,
+      unsupported: plan.unsupported,
+      egressRequests: plan.egressRequests.map((rule) => ({ rule, allowedAlways: always.some((r) => sameRule(r, rule)) })),
+      cached,
+    };
+  }
+
+  /**
+   * At create: the user's approval may only name rules the repository asked for
+   * (anything else is refused by name); remembered ones go to the repository's
+   * list in the settings. Returns what the task starts with.
+   */
+  approve(repoPath: string, plan: EnvironmentPlanPort, approval?: { rules: EgressRule[]; remember: boolean }): TaskEgress {
+    const rules = approval?.rules ?? [];
+    for (const rule of rules) {
+      if (!plan.egressRequests.some((r) => sameRule(r, rule))) {
+        throw new FactoryError('InvalidInput', `egressApproval: ${describe(rule)} is not among the egress this repository asks for`);
+      }
+    }
+    if (approval?.remember && rules.length) this.rememberForRepo(repoPath, rules);
+    return { allowed: rules, refusals: [] };
+  }
+
+  async save(taskId: string, plan: EnvironmentPlanPort): Promise<void> {
+    await fsp.mkdir(this.deps.workDir(taskId), { recursive: true });
+    await writeFileAtomic(path.join(this.deps.workDir(taskId), 'environment.json'), JSON.stringify(plan));
+  }
+
+  async load(taskId: string): Promise<EnvironmentPlanPort> {
+    const file = path.join(this.deps.workDir(taskId), 'environment.json');
+    let text: string;
+    try {
+      text = await fsp.readFile(file, 'utf8');
+    } catch (err) {
+      throw new FactoryError('SeedMissing', `the environment plan of task ${taskId} is gone (${(err as Error).message}); start a new task`);
+    }
+    return StoredPlan.parse(JSON.parse(text));
+  }
+
+  /** The setup info a task starts with, before anything ran. */
+  initialSetup(plan: EnvironmentPlanPort): SetupInfo {
+    return { status: 'pending', source: plan.source as EnvironmentSource, lines: plan.summary, unsupported: plan.unsupported };
+  }
+
+  /** Every rule the task's sandbox starts with. */
+  rulesFor(task: Task): EgressRule[] {
+    const s = this.deps.settings();
+    return [...s.egressRules, ...(s.repoEgress[task.repoPath] ?? []), ...(task.egress?.allowed ?? [])];
+  }
+
+  /** Allows a destination for a task (and its repository from now on), live in its sandbox's proxy. */
+  allow(task: Task, rule: EgressRule, scope: 'task' | 'repository'): TaskEgress {
+    const egress: TaskEgress = task.egress ?? { allowed: [], refusals: [] };
+    if (scope === 'repository') this.rememberForRepo(task.repoPath, [rule]);
+    const allowed = egress.allowed.some((r) => sameRule(r, rule)) ? egress.allowed : [...egress.allowed, rule];
+    this.deps.egress.allowEgress(task.id, [rule]);
+    return { ...egress, allowed };
+  }
+
+  /** Adds a refusal to the task's list: one row per destination (the newest kept), at most 50. */
+  withRefusal(task: Task, refusal: EgressRefusal): TaskEgress {
+    const egress: TaskEgress = task.egress ?? { allowed: [], refusals: [] };
+    const key = (r: EgressRefusal) => `${r.scheme}://${r.host}:${r.port} ${r.step}`;
+    const refusals = [...egress.refusals.filter((r) => key(r) !== key(refusal)), refusal].slice(-MAX_REFUSALS);
+    return { ...egress, refusals };
+  }
+
+  setStep(taskId: string, step: Parameters<EgressControlPort['setStep']>[1]): void {
+    this.deps.egress.setStep(taskId, step);
+  }
+
+  /** The layer a task with this plan boots on, held until the returned release is called. */
+  async layerFor(plan: EnvironmentPlanPort): Promise<{ layer: LayerPort; release: () => void } | undefined> {
+    if (!plan.steps.length) return undefined;
+    const layer = await this.deps.layers.find(plan.cacheKey);
+    if (!layer) return undefined;
+    return { layer, release: this.deps.layers.acquire(layer.id) };
+  }
+
+  /** After a successful setup: the frozen disk becomes the repository's layer; older layers go past the budget. */
+  async commitLayer(task: Task, plan: EnvironmentPlanPort, frozenDisk: string): Promise<LayerPort> {
+    const layer = await this.deps.layers.commit({ key: plan.cacheKey, repo: task.repoPath, imageVersion: this.deps.imageVersion(), summary: plan.summary, frozenDisk });
+    await this.deps.layers.evict(this.deps.settings().layerBudgetGb * 1024 ** 3, layer.id);
+    return layer;
+  }
+
+  private rememberForRepo(repoPath: string, rules: EgressRule[]): void {
+    const s = this.deps.settings();
+    const current = s.repoEgress[repoPath] ?? [];
+    const next = [...current, ...rules.filter((r) => !current.some((c) => sameRule(c, r)))];
+    this.deps.setSettings({ repoEgress: { ...s.repoEgress, [repoPath]: next } });
+  }
+}
