@@ -76,11 +76,11 @@ export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tl
 export class SandboxShell {
   private seq = 0;
   private constructor(
-    private readonly agentApp: AgentApp,
+    private readonly agentApp: Pick<AgentApp, 'app' | 'output'>,
     readonly sessionId: string,
   ) {}
 
-  static async open(agentApp: AgentApp, taskId: string): Promise<SandboxShell> {
+  static async open(agentApp: Pick<AgentApp, 'app' | 'output'>, taskId: string): Promise<SandboxShell> {
     const info = await agentApp.app.api['terminal.openShell']({ taskId, cols: 200, rows: 50 });
     const shell = new SandboxShell(agentApp, info.id);
     await shell.run('stty -echo; export PAGER=cat');

@@ -1,0 +1,175 @@
+// A user runs tasks on ordinary repositories with the command agent, through the
+// whole app with real parts: the real base image under QEMU, the real credential
+// proxy with its egress policy, the real npm registry and Debian mirror (the
+// only network this machine has), real `npm ci`, `node --test`, `make` and gcc.
+// Setup installs through the proxy; the test stage runs the real tests and
+// reports their counts; the second task on the same repository boots on the
+// cached layer and skips setup; a changed lockfile makes a new layer.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Task } from '../../common/domain.js';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { CredentialBroker } from '../../main/credentials/broker.js';
+import { KeychainStore } from '../../main/credentials/keychain.js';
+import { appPaths } from '../../main/state/paths.js';
+import { SandboxShell } from '../support/agent-app.js';
+import { testImage } from '../support/image.js';
+import { requireSecretService } from '../support/keyring.js';
+import { NODE_TESTS, makeCProject, makeFailingCommit, makeNodeProject, writeLockfile } from '../support/project-fixtures.js';
+import { tempDir, type FixtureRepo } from '../support/repo.js';
+import { waitForTask } from '../support/wait-for-task.js';
+
+const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].includes(t.phase);
+// A plan or review stage that tries the npm registry: refused by the default rules (setup and build only).
+const TRY_REGISTRY = 'code=$(curl -sS -o /dev/null -w "%{http_code}" https://registry.npmjs.org/is-number 2>&1); echo "registry: $code"; true';
+
+let app: FactoryApp;
+let dataDir: string;
+let local: http.Server;
+let localPort = 0;
+const output = new Map<string, string>();
+const repos: FixtureRepo[] = [];
+
+async function runTask(repo: FixtureRepo, title: string, baseRef?: string): Promise<Task> {
+  const created = await app.api['tasks.create']({ repoPath: repo.dir, title, agent: 'command', ...(baseRef ? { baseRef } : {}) });
+  return waitForTask(app, created.id, ended, 15 * 60_000);
+}
+
+function stage(t: Task, name: string) {
+  return t.stages.find((s) => s.name === name)!;
+}
+
+beforeAll(async () => {
+  requireSecretService();
+  await testImage();
+  dataDir = tempDir('fenv-');
+  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
+  // A web server on this machine's loopback that no rule lists: the destination a user allows from a refusal.
+  local = http.createServer((_req, res) => res.end('hello from an allowed host\n'));
+  await new Promise<void>((r) => local.listen(0, '127.0.0.1', r));
+  localPort = (local.address() as AddressInfo).port;
+  const broker = new CredentialBroker({
+    paths,
+    secrets: new KeychainStore({ service: `factory-in-a-box-env-${randomBytes(4).toString('hex')}` }),
+    // TEST ONLY: the loopback server above is reachable by the name "localhost" once a rule allows it.
+    allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
+  });
+  app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { maxParallelTasks: 1 } });
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+}, 10 * 60_000);
+
+afterAll(async () => {
+  await app?.dispose();
+  await new Promise((r) => local?.close(r));
+  for (const r of repos) r.cleanup();
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('a Node project with a real dependency and a node --test suite', () => {
+  let repo: FixtureRepo;
+  let first: Task;
+
+  it('sets up through the proxy, runs the real tests and reports their counts', async () => {
+    repo = await makeNodeProject({
+      extra: { '.factory/pipeline.json': JSON.stringify({ stages: { plan: { command: TRY_REGISTRY }, review: { command: TRY_REGISTRY } } }) },
+    });
+    repos.push(repo);
+    first = await runTask(repo, 'Run the tests');
+    expect(first.phase, JSON.stringify(first.error)).toBe('review');
+    expect(first.setup).toMatchObject({ status: 'passed', source: 'detected', layer: { reused: false } });
+    expect(first.setup!.lines.join('\n')).toMatch(/Node 22\./);
+    const setupLog = output.get(first.setup!.sessionId!) ?? '';
+    expect(setupLog).toMatch(/npm ci/);
+    expect(setupLog).toMatch(/added \d+ package/);
+    const test = stage(first, 'test');
+    expect(test.status).toBe('passed');
+    expect(test.summary).toMatch(/3 passed/);
+    expect(output.get(test.sessionId!) ?? '').toContain(NODE_TESTS[0]);
+  });
+
+  it('reached only allow-listed destinations; plan and review were refused the registry', async () => {
+    const audit = await app.api['audit.list']({ sandboxId: first.id });
+    const egress = audit.filter((e) => e.method === 'CONNECT' || /^https?:/.test(e.path) || e.host.includes('npmjs'));
+    const allowed = egress.filter((e) => !e.rule.startsWith('refused'));
+    expect(allowed.length).toBeGreaterThan(0);
+    for (const e of allowed) expect(e.host).toMatch(/^registry\.npmjs\.org(:443)?$/);
+    const refused = egress.filter((e) => e.rule.startsWith('refused'));
+    const steps = new Set(refused.map((e) => (e as { step?: string }).step));
+    expect(steps.has('plan')).toBe(true);
+    expect(steps.has('review')).toBe(true);
+    expect(output.get(stage(first, 'plan').sessionId!) ?? '').toMatch(/registry: 000|CONNECT tunnel failed/);
+    const task = await app.api['tasks.get']({ taskId: first.id });
+    expect(task.egress?.refusals.some((r) => r.host === 'registry.npmjs.org' && r.step === 'plan')).toBe(true);
+  });
+
+  it('refuses an unlisted host, shows it on the task, and lets it through once allowed for the task', async () => {
+    const shell = await SandboxShell.open({ app, output }, first.id);
+    const curl = `curl -sS -x http://10.0.2.100:80 http://localhost:${localPort}/ 2>&1`;
+    expect(await shell.run(curl)).toMatch(/refused|403/);
+    const refused = await waitForTask(app, first.id, (t) => !!t.egress?.refusals.some((r) => r.host === 'localhost' && r.port === localPort), 30_000);
+    const refusal = refused.egress!.refusals.find((r) => r.host === 'localhost')!;
+    expect(refusal.scheme).toBe('http');
+    await app.api['egress.allow']({ taskId: first.id, scope: 'task', rule: { name: 'local test server', host: 'localhost', port: localPort, scheme: 'http' } });
+    expect(await shell.run(curl)).toContain('hello from an allowed host');
+    await shell.close();
+    const after = await app.api['tasks.get']({ taskId: first.id });
+    expect(after.egress?.allowed.some((r) => r.host === 'localhost')).toBe(true);
+    await app.api['tasks.destroy']({ taskId: first.id });
+  });
+
+  it('the second task on the unchanged repository boots on the cached layer and skips setup', async () => {
+    const second = await runTask(repo, 'Run the tests again');
+    expect(second.phase, JSON.stringify(second.error)).toBe('review');
+    expect(second.setup).toMatchObject({ status: 'skipped', layer: { id: first.setup!.layer!.id, reused: true } });
+    expect(stage(second, 'test').summary).toMatch(/3 passed/);
+    await app.api['tasks.destroy']({ taskId: second.id });
+  });
+
+  it('a failing test fails the test stage and names the test, on the same layer', async () => {
+    makeFailingCommit(repo);
+    const failing = await runTask(repo, 'Run the failing tests');
+    expect(failing.phase).toBe('failed');
+    expect(failing.setup?.status).toBe('skipped');
+    const test = stage(failing, 'test');
+    expect(test.status).toBe('failed');
+    expect(test.summary).toMatch(/2 passed, 1 failed/);
+    expect(test.summary).toContain(NODE_TESTS[2]);
+    await app.api['tasks.destroy']({ taskId: failing.id });
+  });
+
+  it('a changed lockfile builds a new layer', async () => {
+    repo.write('package.json', JSON.stringify({ name: 'fixture-node', version: '1.0.0', private: true, scripts: { test: 'node --test' }, dependencies: { 'is-number': '7.0.0', 'is-odd': '3.0.1' } }, null, 2) + '\n');
+    makeFailingCommit(repo); // keeps the failing test file; restore the passing one below
+    repo.git('checkout', 'HEAD~2', '--', 'test/numbers.test.js');
+    writeLockfile(repo);
+    repo.commit('Add is-odd');
+    const changed = await runTask(repo, 'Run with a new dependency');
+    expect(changed.phase, JSON.stringify(changed.error)).toBe('review');
+    expect(changed.setup).toMatchObject({ status: 'passed', layer: { reused: false } });
+    expect(changed.setup!.layer!.id).not.toBe(first.setup!.layer!.id);
+    const layers = await app.api['layers.list']({});
+    expect(layers.filter((l) => l.repo === first.repoPath).length).toBe(2);
+    await app.api['tasks.destroy']({ taskId: changed.id });
+  });
+});
+
+describe('a C project that needs Debian packages', () => {
+  it('installs gcc and make through the proxy and runs make test', async () => {
+    const repo = await makeCProject();
+    repos.push(repo);
+    const t = await runTask(repo, 'Build and test the C program');
+    expect(t.phase, JSON.stringify(t.error)).toBe('review');
+    expect(t.setup).toMatchObject({ status: 'passed', source: 'pipeline.json' });
+    expect(output.get(t.setup!.sessionId!) ?? '').toMatch(/Setting up gcc/);
+    expect(stage(t, 'test').status).toBe('passed');
+    expect(output.get(stage(t, 'test').sessionId!) ?? '').toContain('1 passed');
+    const audit = await app.api['audit.list']({ sandboxId: t.id });
+    const allowed = audit.filter((e) => !e.rule.startsWith('refused') && e.host !== '(none)');
+    expect(allowed.length).toBeGreaterThan(0);
+    for (const e of allowed) expect(e.host).toMatch(/^(deb|security)\.debian\.org(:80)?$/);
+    await app.api['tasks.destroy']({ taskId: t.id });
+  });
+});
