@@ -147,7 +147,6 @@ function expandVariables(env: Record<string, string>, unsupported: string[]): Re
 
 /** Names from the file, safe to show on one line. */
 export function printable(s: string): string {
-  // eslint-disable-next-line no-control-regex
   const clean = s.replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '?');
   return clean.length > 120 ? `${clean.slice(0, 120)}…` : clean;
 }

@@ -42,7 +42,6 @@ export const LTS_CODENAMES: Readonly<Record<string, number>> = {
 export function nodeSpecProblem(spec: string): string | undefined {
   if (spec.length === 0) return 'is empty';
   if (spec.length > 100) return 'is longer than 100 characters';
-  // eslint-disable-next-line no-control-regex
   if (/[\x00-\x1f\x7f]/.test(spec)) return 'contains a control character';
   const s = spec.toLowerCase();
   if ((NODE_ALIASES as readonly string[]).includes(s)) return undefined;

@@ -24,7 +24,6 @@ export function assertCommitId(commit: string): void {
 export function repoPathProblem(p: string): string | undefined {
   if (p.length === 0) return 'is empty';
   if (p.length > 1024) return 'is longer than 1024 characters';
-  // eslint-disable-next-line no-control-regex
   if (/[\x00-\x1f\x7f]/.test(p)) return 'contains a control character';
   if (p.startsWith('/')) return 'must be relative to the repository';
   if (p.includes('\\')) return 'must use / between folders';
