@@ -5,7 +5,8 @@
 import { z } from 'zod';
 import { FactoryError } from '../../common/contract.js';
 import { STAGE_NAMES, type StageName } from '../../common/domain.js';
-import { runGit } from '../git/host-git.js';
+import { readRepoFile } from '../git/repo-files.js';
+import { EnvironmentSchema, resolveEnvironment, type EnvironmentConfig } from '../environment/env-schema.js';
 
 export const PIPELINE_CONFIG_PATH = '.factory/pipeline.json';
 export const MAX_PIPELINE_CONFIG_BYTES = 64 * 1024;
@@ -39,6 +40,10 @@ export const PipelineConfigSchema = z.strictObject({
   agent: z.string().min(1).max(64).regex(/^[a-z0-9-]+$/, 'must be lowercase letters, digits or dashes').optional(),
   env: EnvSchema.optional(),
   stages: z.strictObject(stagesShape).optional(),
+  /** What the sandbox needs before the stages run (main/environment/). */
+  environment: EnvironmentSchema.optional(),
+  /** Commit the agents' scratch files (PLAN.md, REVIEW.md) into the returned branch. */
+  commitScratchFiles: z.boolean().optional(),
 });
 
 export interface StageConfig {
@@ -56,6 +61,10 @@ export interface PipelineConfig {
   agent?: string;
   env: Record<string, string>;
   stages: Record<StageName, StageConfig>;
+  /** The `environment` section, when the repository has one. */
+  environment?: EnvironmentConfig;
+  /** False unless the repository asks for its scratch files to be committed. */
+  commitScratchFiles: boolean;
 }
 
 // Harmless defaults: they show what the sandbox holds and run the repo's tests
@@ -88,7 +97,11 @@ function resolveConfig(input: z.infer<typeof PipelineConfigSchema>, source: Pipe
       ? { command: s.command, timeoutSeconds: s.timeoutSeconds ?? DEFAULT_STAGE_TIMEOUT_SECONDS, env: s.env ?? {}, prompt: s.prompt, isDefault: false }
       : { command: DEFAULT_STAGE_COMMANDS[name], timeoutSeconds: DEFAULT_STAGE_TIMEOUT_SECONDS, env: {}, isDefault: true };
   }
-  return { source, agent: input.agent, env: input.env ?? {}, stages };
+  return {
+    source, agent: input.agent, env: input.env ?? {}, stages,
+    ...(input.environment ? { environment: resolveEnvironment(input.environment) } : {}),
+    commitScratchFiles: input.commitScratchFiles ?? false,
+  };
 }
 
 export class PipelineConfigError extends FactoryError {
@@ -135,16 +148,15 @@ export function parsePipelineConfig(text: string | Buffer): PipelineConfig {
  * tree: the sandbox runs what was committed). Absent → defaults.
  */
 export async function loadPipelineConfig(repoPath: string, commit: string): Promise<PipelineConfig> {
-  if (!/^[0-9a-f]{40,64}$/.test(commit)) throw new FactoryError('InvalidInput', `not a commit id: ${commit}`);
-  const spec = `${commit}:${PIPELINE_CONFIG_PATH}`;
-  const type = await runGit(['cat-file', '-t', spec], { cwd: repoPath, timeoutMs: 15_000 });
-  if (type.code !== 0) return defaultPipelineConfig();
-  if (type.stdout.trim() !== 'blob') throw new PipelineConfigError(`is a ${type.stdout.trim()}, expected a file`);
-  const size = await runGit(['cat-file', '-s', spec], { cwd: repoPath, timeoutMs: 15_000 });
-  const n = Number(size.stdout.trim());
-  if (size.code !== 0 || !Number.isFinite(n)) throw new PipelineConfigError('could not read its size');
-  if (n > MAX_PIPELINE_CONFIG_BYTES) throw new PipelineConfigError(`file is ${n} bytes, over the ${MAX_PIPELINE_CONFIG_BYTES} byte limit`);
-  const blob = await runGit(['cat-file', 'blob', spec], { cwd: repoPath, timeoutMs: 15_000, maxStdoutBytes: MAX_PIPELINE_CONFIG_BYTES + 1 });
-  if (blob.code !== 0) throw new PipelineConfigError(`could not be read: ${blob.stderr.trim()}`);
-  return parsePipelineConfig(blob.stdoutBuffer);
+  let bytes: Buffer | null;
+  try {
+    bytes = await readRepoFile(repoPath, commit, PIPELINE_CONFIG_PATH, MAX_PIPELINE_CONFIG_BYTES);
+  } catch (err) {
+    // A folder or symlink in its place, or a file over the cap: the repository's own mistake, named as such.
+    if (err instanceof FactoryError && err.name === 'InvalidInput' && err.message.startsWith(PIPELINE_CONFIG_PATH)) {
+      throw new PipelineConfigError(err.message.slice(PIPELINE_CONFIG_PATH.length).replace(/^ /, ''));
+    }
+    throw err;
+  }
+  return bytes === null ? defaultPipelineConfig() : parsePipelineConfig(bytes);
 }

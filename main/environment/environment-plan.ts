@@ -1,0 +1,165 @@
+// What a repository's sandbox needs, from (in order) .factory/pipeline.json's
+// `environment`, else devcontainer.json, else the files it holds; turned into
+// setup steps, the key of the cached environment, and the egress the repository
+// asks for (shown to the user, never granted by itself). Everything is read at
+// the base commit and is untrusted.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { FactoryError } from '../../common/contract.js';
+import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
+import type { PipelineConfig } from '../pipeline/config.js';
+import { DEFAULT_KEY_FILES, DETECTION_FILES, detect, readPackageJson, type PackageJsonFacts } from './detect.js';
+import { DEVCONTAINER_PATHS, MAX_DEVCONTAINER_BYTES, parseDevcontainer, type DevcontainerPlan } from './devcontainer.js';
+import { requestsToRules, type EgressRule } from './egress-request.js';
+import { NODE_SPEC_FILES, NodeRegistry, specFromFile, type NodeSpec, type PackageDist } from './node-version.js';
+import { bashCommand, setupSteps, type SetupCommand, type SetupStep } from './setup-script.js';
+
+export type { SetupStep } from './setup-script.js';
+
+/** Bumped when the way a plan becomes a guest changes, so old layers are not reused. */
+export const PLAN_FORMAT = 1;
+const MAX_SMALL_FILE = 64 * 1024;
+const MAX_PACKAGE_JSON = 1024 * 1024;
+
+export interface EnvironmentPlan {
+  source: 'pipeline.json' | 'devcontainer.json' | 'detected' | 'none';
+  summary: string[];
+  debianPackages: string[];
+  node?: { spec: string; from: string; version: string };
+  steps: SetupStep[];
+  env: Record<string, string>;
+  keyFiles: Array<{ path: string; blob: string | null }>;
+  egressRequests: EgressRule[];
+  unsupported: string[];
+  cacheKey: string;
+}
+
+export interface PlanInput {
+  repoPath: string;
+  commit: string;
+  config: PipelineConfig;
+  imageVersion: string;
+  /** Injected; the default asks the npm registry. */
+  resolveNode?: (spec: string) => Promise<string>;
+  /** Where Node and npm tarballs (and, without resolveNode, versions) come from; default the public npm registry. */
+  registry?: Pick<NodeRegistry, 'resolveNode' | 'nodeDist' | 'npmFor'>;
+  /** Who the repository is, for the cache key; default its real path on this computer. */
+  repoIdentity?: string;
+}
+
+const defaultRegistry = new NodeRegistry();
+
+async function readText(repoPath: string, path: string, entry: RepoEntry, max: number): Promise<string> {
+  return (await readEntry(repoPath, path, entry, max)).toString('utf8');
+}
+
+export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan> {
+  const { repoPath, commit, config } = input;
+  const candidates = [...DEVCONTAINER_PATHS, ...NODE_SPEC_FILES, ...DETECTION_FILES];
+  const entries = await repoEntries(repoPath, commit, candidates);
+  const present = new Set([...entries].filter(([, e]) => e.kind === 'file').map(([p]) => p));
+  const summary: string[] = [];
+  const unsupported: string[] = [];
+
+  let pkg: PackageJsonFacts | undefined;
+  if (present.has('package.json')) pkg = readPackageJson(await readText(repoPath, 'package.json', entries.get('package.json')!, MAX_PACKAGE_JSON));
+
+  let devcontainer: DevcontainerPlan | undefined;
+  const dcPath = DEVCONTAINER_PATHS.find((p) => entries.has(p));
+  if (dcPath && !config.environment) {
+    devcontainer = parseDevcontainer(dcPath, await readEntry(repoPath, dcPath, entries.get(dcPath)!, MAX_DEVCONTAINER_BYTES));
+    unsupported.push(...devcontainer.unsupported);
+  }
+
+  let source: EnvironmentPlan['source'];
+  let debianPackages: string[] = [];
+  let rootCommands: SetupCommand[] = [];
+  let agentCommands: SetupCommand[] = [];
+  let env: Record<string, string> = {};
+  let needsNode = present.has('package.json');
+  const environment = config.environment;
+  if (environment) {
+    source = 'pipeline.json';
+    debianPackages = [...environment.packages];
+    rootCommands = environment.rootSetup.map((c, i) => ({ label: `environment.rootSetup[${i}]: ${c}`, line: bashCommand(c) }));
+    agentCommands = environment.setup.map((c, i) => ({ label: `environment.setup[${i}]: ${c}`, line: bashCommand(c) }));
+    env = environment.env;
+  } else if (devcontainer && (devcontainer.commands.length > 0 || Object.keys(devcontainer.env).length > 0)) {
+    source = 'devcontainer.json';
+    summary.push(...devcontainer.summary);
+    const commands = devcontainer.commands.map((c) => ({ label: `${c.label}: ${c.line}`, line: c.line }));
+    if (devcontainer.user === 'root') rootCommands = commands;
+    else agentCommands = commands;
+    env = devcontainer.env;
+  } else {
+    if (devcontainer) summary.push(`${devcontainer.path} has no command or containerEnv to run here; detected from the files instead`);
+    let pyprojectHasProject = false;
+    if (present.has('pyproject.toml')) {
+      pyprojectHasProject = /^\s*\[project\]\s*$/m.test(await readText(repoPath, 'pyproject.toml', entries.get('pyproject.toml')!, MAX_PACKAGE_JSON));
+    }
+    const found = detect(present, pkg, pyprojectHasProject);
+    debianPackages = found.debianPackages;
+    agentCommands = found.commands.map((line) => ({ label: line, line }));
+    summary.push(...found.summary);
+    needsNode = found.needsNode;
+    source = found.debianPackages.length + found.commands.length > 0 ? 'detected' : 'none';
+  }
+
+  const nodeSpec = await findNodeSpec(input, entries, pkg, needsNode);
+  let node: EnvironmentPlan['node'];
+  let nodeInstall: { version: string; dist: PackageDist; npm: PackageDist } | undefined;
+  if (nodeSpec) {
+    const registry = input.registry ?? defaultRegistry;
+    const version = await (input.resolveNode ?? ((s: string) => registry.resolveNode(s)))(nodeSpec.spec);
+    node = { ...nodeSpec, version };
+    nodeInstall = { version, dist: await registry.nodeDist(version), npm: await registry.npmFor(version) };
+    summary.unshift(`Node ${version} (${nodeSpec.from}${nodeSpec.spec !== version ? `: ${nodeSpec.spec}` : ''})`);
+    if (source === 'none') source = 'detected';
+  }
+  if (debianPackages.length > 0) summary.push(`Debian: ${debianPackages.join(' ')}`);
+  if (source === 'pipeline.json') summary.push(...[...rootCommands, ...agentCommands].map((c) => c.label));
+
+  const steps = setupSteps({ debianPackages, node: nodeInstall, rootCommands, agentCommands, env });
+  if (steps.length === 0) summary.push('nothing to set up');
+
+  const keyPaths = environment?.cacheKeyFiles ?? DEFAULT_KEY_FILES.filter((p) => present.has(p));
+  const ids = await blobIds(repoPath, commit, keyPaths);
+  const keyFiles = keyPaths.map((path) => ({ path, blob: ids.get(path) ?? null }));
+  const egressRequests = requestsToRules(environment?.egress ?? []);
+
+  const identity = input.repoIdentity ?? realPath(repoPath);
+  const cacheKey = sha256(JSON.stringify({
+    format: PLAN_FORMAT, image: input.imageVersion, repository: identity, source,
+    steps: steps.map((s) => [s.name, s.user, s.script]), env, node: node?.version ?? null, keyFiles,
+  }));
+  return { source, summary, debianPackages, ...(node ? { node } : {}), steps, env, keyFiles, egressRequests, unsupported, cacheKey };
+}
+
+/** pipeline.json's environment.node, else the version files, else engines.node; a package.json alone means the newest LTS. */
+async function findNodeSpec(input: PlanInput, entries: Map<string, RepoEntry>, pkg: PackageJsonFacts | undefined, needsNode: boolean): Promise<NodeSpec | undefined> {
+  const configured = input.config.environment?.node;
+  if (configured) return { spec: configured, from: 'pipeline.json environment.node' };
+  for (const file of NODE_SPEC_FILES) {
+    const entry = entries.get(file);
+    if (!entry) continue;
+    const spec = specFromFile(file, await readText(input.repoPath, file, entry, MAX_SMALL_FILE));
+    if (spec) return { spec, from: file };
+  }
+  if (pkg?.engineNode !== undefined) {
+    specFromFile('package.json engines.node', pkg.engineNode);
+    return { spec: pkg.engineNode, from: 'package.json engines.node' };
+  }
+  return needsNode ? { spec: 'lts/*', from: 'package.json, no version named' } : undefined;
+}
+
+function realPath(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch (err) {
+    throw new FactoryError('NotAGitRepository', `cannot resolve ${p}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function sha256(s: string): string {
+  return crypto.createHash('sha256').update(s).digest('hex');
+}
