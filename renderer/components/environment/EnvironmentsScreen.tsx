@@ -23,13 +23,16 @@ export function EnvironmentsScreen() {
   const controller = useController();
   const layers = useFactory((s) => s.layers);
   const [error, setError] = useState<ErrorInfo>();
+  const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     controller.loadLayers().catch((err) => setError(toErrorInfo(err)));
   }, [controller]);
   const used = (layers ?? []).reduce((n, l) => n + l.sizeBytes, 0);
   return (
     <section className="environments panel-screen" data-testid="environments-screen">
-      <h2>Environments</h2>
+      <h2 ref={heading} tabIndex={-1} data-testid="environments-heading">
+        Environments
+      </h2>
       <p className="hint">
         After a repository's setup ran, its disk is kept as a cached environment: the next task on the same repository
         with the same setup boots on it and skips setup. The least recently used go first when the budget is full.
@@ -55,7 +58,7 @@ export function EnvironmentsScreen() {
           </thead>
           <tbody>
             {layers.map((l) => (
-              <LayerRow key={l.id} layer={l} />
+              <LayerRow key={l.id} layer={l} onRemoved={() => heading.current?.focus()} />
             ))}
           </tbody>
         </table>
@@ -116,21 +119,31 @@ function LayerBudget({ used }: { used: number }) {
   );
 }
 
-function LayerRow({ layer }: { layer: LayerInfo }) {
+function LayerRow({ layer, onRemoved }: { layer: LayerInfo; onRemoved: () => void }) {
   const controller = useController();
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ErrorInfo>();
   const deleteButton = useRef<HTMLButtonElement>(null);
+  // A disabled button cannot take the focus: give it back once the button is enabled again.
+  const [refocus, setRefocus] = useState(false);
+  useEffect(() => {
+    if (refocus && !busy) {
+      deleteButton.current?.focus();
+      setRefocus(false);
+    }
+  }, [refocus, busy]);
   const remove = async () => {
     setBusy(true);
     setError(undefined);
     try {
       await controller.removeLayer(layer.id);
+      // The row is gone with its buttons: the screen's heading takes the focus, not the page body.
+      onRemoved();
     } catch (err) {
       setError(toErrorInfo(err));
       setConfirming(false);
-      deleteButton.current?.focus();
+      setRefocus(true);
     } finally {
       setBusy(false);
     }
