@@ -1,18 +1,21 @@
 import { CredentialsScreen } from './components/CredentialsScreen.js';
+import { SettingsScreen } from './components/environment/EgressRulesSettings.js';
+import { EnvironmentsScreen } from './components/environment/EnvironmentsScreen.js';
 import { Header } from './components/Header.js';
 import { NewTaskForm } from './components/NewTaskForm.js';
 import { StageBoard } from './components/StageBoard.js';
 import { TaskDetail } from './components/TaskDetail.js';
 import { useFactory } from './state/context.js';
+import './components/environment/environment.css';
 
 export function App() {
   const view = useFactory((s) => s.view);
   return (
     <div className="app">
       <Header />
-      {view === 'credentials' ? (
+      {view === 'credentials' || view === 'environments' || view === 'settings' ? (
         <main className="layout single">
-          <CredentialsScreen />
+          {view === 'credentials' ? <CredentialsScreen /> : view === 'environments' ? <EnvironmentsScreen /> : <SettingsScreen />}
         </main>
       ) : (
         <main className="layout">

@@ -20,12 +20,18 @@ export function Header() {
   return (
     <header className="app-header" data-testid="system-status">
       <h1>Factory in a Box</h1>
-      <nav className="views">
-        <button type="button" className={view === 'tasks' ? 'nav active' : 'nav'} data-testid="nav-tasks" onClick={() => controller.showView('tasks')}>
+      <nav className="views" aria-label="Screens">
+        <button type="button" className={view === 'tasks' ? 'nav active' : 'nav'} aria-current={view === 'tasks' ? 'page' : undefined} data-testid="nav-tasks" onClick={() => controller.showView('tasks')}>
           Tasks
         </button>
-        <button type="button" className={view === 'credentials' ? 'nav active' : 'nav'} data-testid="nav-credentials" onClick={() => controller.showView('credentials')}>
+        <button type="button" className={view === 'credentials' ? 'nav active' : 'nav'} aria-current={view === 'credentials' ? 'page' : undefined} data-testid="nav-credentials" onClick={() => controller.showView('credentials')}>
           Credentials
+        </button>
+        <button type="button" className={view === 'environments' ? 'nav active' : 'nav'} aria-current={view === 'environments' ? 'page' : undefined} data-testid="nav-environments" onClick={() => controller.showView('environments')}>
+          Environments
+        </button>
+        <button type="button" className={view === 'settings' ? 'nav active' : 'nav'} aria-current={view === 'settings' ? 'page' : undefined} data-testid="nav-settings" onClick={() => controller.showView('settings')}>
+          Settings
         </button>
       </nav>
       <div className="status-items">

@@ -1,9 +1,11 @@
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react';
 import type { ErrorInfo } from '../../common/domain.js';
+import type { TaskPreflight } from '../../common/environment.js';
 import { useController, useFactory } from '../state/context.js';
 import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../state/recent-repos.js';
 import { toErrorInfo } from '../state/store.js';
 import { ErrorBox } from './ErrorBox.js';
+import { chosenRules, initialChoices, needsDecision, PreflightPanel, type EgressChoices } from './environment/PreflightPanel.js';
 
 /** The agents a task can choose; '' leaves it to the repo's .factory/pipeline.json, then the settings. */
 export const AGENT_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
@@ -36,6 +38,8 @@ export function NewTaskForm() {
   const [dropNote, setDropNote] = useState<string>();
   const [dragging, setDragging] = useState(false);
   const [starting, setStarting] = useState(false);
+  // What Start will do for the repository path it was asked for; asked again when the path changes.
+  const [preflight, setPreflight] = useState<{ repoPath: string; result: TaskPreflight; choices: EgressChoices; asked: boolean; used?: boolean }>();
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
   const pickFolder = controller.bridge.pickRepoFolder;
   const taskInput = useRef<HTMLTextAreaElement>(null);
@@ -84,16 +88,33 @@ export function NewTaskForm() {
     e.preventDefault();
     setError(undefined);
     setStarting(true);
+    const path = repoPath.trim();
     try {
-      await controller.createTask(repoPath.trim(), title, agent || undefined, { allowPush });
+      // A preflight that already started a task is asked again: the next task decides for itself.
+      let pf = preflight?.repoPath === path && !preflight.used ? preflight : undefined;
+      if (!pf) {
+        const result = await controller.preflight(path);
+        pf = { repoPath: path, result, choices: initialChoices(result), asked: needsDecision(result) };
+        setPreflight(pf);
+        // The repository asks for egress the user has not decided on: show it and wait for Start again.
+        if (pf.asked) return;
+      }
+      const requests = pf.result.egressRequests.length;
+      await controller.createTask(path, title, agent || undefined, {
+        allowPush,
+        ...(requests ? { egressApproval: { rules: chosenRules(pf.result, pf.choices), remember: pf.choices.remember } } : {}),
+      });
       setRecent(rememberRepo(repoPath));
       setTitle('');
+      setPreflight({ ...pf, asked: false, used: true });
     } catch (err) {
       setError(toErrorInfo(err));
     } finally {
       setStarting(false);
     }
   };
+
+  const shown = preflight?.repoPath === repoPath.trim() ? preflight : undefined;
 
   return (
     <form className="new-task" data-testid="new-task-form" onSubmit={onSubmit}>
@@ -194,9 +215,17 @@ export function NewTaskForm() {
         Allow push to factory/&lt;id&gt;/* through the proxy
       </label>
       {settingsError ? <ErrorBox testId="settings-error" error={settingsError} /> : null}
+      {shown ? (
+        <PreflightPanel
+          preflight={shown.result}
+          choices={shown.choices}
+          focusOnShow={shown.asked}
+          onChange={(choices) => setPreflight({ ...shown, choices })}
+        />
+      ) : null}
       <div className="actions">
         <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>
-          {starting ? 'Starting…' : 'Start'}
+          {starting ? 'Starting…' : shown?.asked ? 'Start with these choices' : 'Start'}
         </button>
       </div>
       {error ? <ErrorBox testId="new-task-error" error={error} /> : null}

@@ -1,6 +1,7 @@
 import { STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { taskOrder } from '../state/store.js';
+import { SetupCell } from './environment/SetupCell.js';
 import { formatCost, formatDuration, formatTokens } from './format.js';
 
 const STATUS_MARK: Record<string, string> = {
@@ -29,6 +30,7 @@ export function StageBoard() {
           <thead>
             <tr>
               <th>Task</th>
+              <th>setup</th>
               {STAGE_NAMES.map((s) => (
                 <th key={s}>{s}</th>
               ))}
@@ -68,6 +70,7 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
           ) : null}
         </div>
       </td>
+      <SetupCell task={task} mark={(status) => STATUS_MARK[status] ?? '?'} />
       {STAGE_NAMES.map((name) => {
         const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
         const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');

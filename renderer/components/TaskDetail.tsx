@@ -2,6 +2,7 @@ import { useRef, useState } from 'react';
 import type { Task, TerminalInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { useFocusRequest } from '../state/focus.js';
+import { EgressRefusals, SetupDetails } from './environment/TaskEnvironment.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ReviewPanel } from './ReviewPanel.js';
@@ -12,6 +13,12 @@ const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 
 
 function tabsFor(task: Task, terminals: Record<string, TerminalInfo>): Tab[] {
   const tabs: Tab[] = [];
+  // The setup step runs first: its terminal is the first tab (live while it runs, its log after).
+  const setupSession = task.setup?.sessionId;
+  if (setupSession) {
+    const info = terminals[setupSession];
+    tabs.push({ sessionId: setupSession, label: 'setup', kind: 'stage', state: info ? termState(info) : task.setup!.status, testId: 'terminal-tab-setup' });
+  }
   for (const st of task.stages) {
     if (!st.sessionId) continue;
     const info = terminals[st.sessionId];
@@ -71,8 +78,10 @@ function TaskView({ task }: { task: Task }) {
   useFocusRequest('sandbox-status', task.id, sandboxLine);
   const tabs = tabsFor(task, terminals);
   // Follow the running stage unless the user picked a tab.
-  const running = task.stages.find((s) => s.status === 'running' && s.sessionId);
-  const fallback = running?.sessionId ?? tabs.filter((t) => t.kind === 'stage' && task.stages.some((s) => s.sessionId === t.sessionId)).at(-1)?.sessionId;
+  const running = task.setup?.status === 'running' && task.setup.sessionId ? task.setup : task.stages.find((s) => s.status === 'running' && s.sessionId);
+  const fallback =
+    running?.sessionId ??
+    tabs.filter((t) => t.kind === 'stage' && (t.sessionId === task.setup?.sessionId || task.stages.some((s) => s.sessionId === t.sessionId))).at(-1)?.sessionId;
   const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
@@ -153,6 +162,8 @@ function TaskView({ task }: { task: Task }) {
       {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
       {/* In review and after the decision, the result comes first: it is what the user is here for. */}
       {resultFirst ? <ReviewPanel task={task} /> : null}
+      <SetupDetails task={task} />
+      <EgressRefusals task={task} />
       <TerminalTabs task={task} tabs={tabs} current={current} />
       {!resultFirst ? <ReviewPanel task={task} /> : null}
       <SecurityPanel task={task} />

@@ -23,8 +23,9 @@ export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: Termin
   const tabId = (t: TerminalTab) => `tab-${t.sessionId}`;
   const panelId = `terminal-panel-${task.id}`;
 
+  // Compared as data, not put in a selector: no escaping to get right (and jsdom has no CSS.escape).
   const focusTab = (sessionId: string) =>
-    list.current?.querySelector<HTMLElement>(`[role="tab"][data-session-id="${CSS.escape(sessionId)}"]`)?.focus();
+    [...(list.current?.querySelectorAll<HTMLElement>('[role="tab"]') ?? [])].find((el) => el.dataset.sessionId === sessionId)?.focus();
   const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
     const at = tabs.findIndex((t) => t.sessionId === current?.sessionId);
     const next =

@@ -3,8 +3,10 @@
 import type { FactoryBridge } from '../../common/contract.js';
 import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
 import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
+import type { TaskPreflight } from '../../common/environment.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
-import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type FocusTarget, type ReviewFileState } from './store.js';
+import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type FocusTarget, type ReviewFileState, type View } from './store.js';
 
 export class FactoryController {
   private readonly disposers: Array<() => void> = [];
@@ -101,8 +103,20 @@ export class FactoryController {
   /** Throws so the form can show the error where the user typed. */
   /** `agent` overrides the repo's .factory/pipeline.json and the default in settings; omit it to use those. */
   /** `allowPush` lets the sandbox push new branches under factory/<id>/ through the proxy; off unless the user ticks it. */
-  async createTask(repoPath: string, title: string, agent?: string, opts: { allowPush?: boolean } = {}): Promise<Task> {
-    const task = await this.bridge.call('tasks.create', { repoPath, title, ...(agent ? { agent } : {}), ...(opts.allowPush ? { allowPush: true } : {}) });
+  /** `egressApproval`: the repository's egress requests the user allowed (none are added without it). */
+  async createTask(
+    repoPath: string,
+    title: string,
+    agent?: string,
+    opts: { allowPush?: boolean; egressApproval?: { rules: EgressRule[]; remember: boolean } } = {},
+  ): Promise<Task> {
+    const task = await this.bridge.call('tasks.create', {
+      repoPath,
+      title,
+      ...(agent ? { agent } : {}),
+      ...(opts.allowPush ? { allowPush: true } : {}),
+      ...(opts.egressApproval ? { egressApproval: opts.egressApproval } : {}),
+    });
     const s = this.store.getState();
     this.store.setState({ tasks: { ...s.tasks, [task.id]: task }, selectedTaskId: task.id });
     this.requestFocus('task-title', task.id);
@@ -235,9 +249,36 @@ export class FactoryController {
     );
   }
 
-  showView(view: 'tasks' | 'credentials'): void {
+  showView(view: View): void {
     this.store.setState({ view });
     if (view === 'credentials') void this.loadCredentials().catch(() => {});
+  }
+
+  /** What Start will do for a repository (environment, egress it asks for); throws so the form shows it where the user typed. */
+  preflight(repoPath: string, baseRef?: string): Promise<TaskPreflight> {
+    return this.bridge.call('tasks.preflight', { repoPath, ...(baseRef ? { baseRef } : {}) });
+  }
+
+  /** Lets a task's sandbox reach a destination it was refused; throws so the refusal's row shows the error. */
+  async allowEgress(taskId: string, rule: EgressRule, scope: 'task' | 'repository'): Promise<Task> {
+    const task = await this.bridge.call('egress.allow', { taskId, rule, scope });
+    this.upsert(task);
+    return task;
+  }
+
+  /** Throws so the Environments screen can show the error. */
+  async loadLayers(): Promise<void> {
+    this.store.setState({ layers: await this.bridge.call('layers.list', {}) });
+  }
+
+  async removeLayer(id: string): Promise<void> {
+    await this.bridge.call('layers.remove', { id });
+    await this.loadLayers();
+  }
+
+  /** Saves some settings; throws (the host's refusal names the setting) so the screen that changed them shows it. */
+  async saveSettings(change: { egressRules?: EgressRule[]; layerBudgetGb?: number }): Promise<void> {
+    this.store.setState({ settings: await this.bridge.call('settings.set', change) });
   }
 
   /** Throws so the credentials screen can show the error where it happened. */

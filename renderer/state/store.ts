@@ -4,6 +4,7 @@ import { createStore, type StoreApi } from 'zustand/vanilla';
 import type { FactoryEvent, SettingsView } from '../../common/contract.js';
 import type { AuditEntry, CredentialRef, LeakReport } from '../../common/credentials.js';
 import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
+import type { LayerInfo } from '../../common/environment.js';
 import type { ReviewFileDetail } from '../../common/review.js';
 
 export type Connection = 'connecting' | 'open' | 'closed';
@@ -32,7 +33,9 @@ export interface FactoryState {
   /** The proxy's audit log per sandbox (task id), newest last, capped. */
   audit: Record<string, AuditEntry[] | undefined>;
   leakReports: Record<string, LeakReport | null | undefined>;
-  view: 'tasks' | 'credentials';
+  view: View;
+  /** Cached environment layers (the Environments screen); absent until loaded. */
+  layers?: LayerInfo[];
   /** User settings and the agents a task may choose; absent until loaded (or when the host lacks them). */
   settings?: SettingsView;
   /** A settings change the host refused. */
@@ -44,6 +47,8 @@ export interface FactoryState {
    */
   focusRequest?: FocusRequest;
 }
+
+export type View = 'tasks' | 'credentials' | 'environments' | 'settings';
 
 export type FocusTarget = 'task-title' | 'decision' | 'sandbox-status';
 export interface FocusRequest {

@@ -11,6 +11,14 @@ import { createFactoryStore } from '../../../renderer/state/store.js';
 
 export type Handlers = Record<string, (input: any) => unknown>;
 
+/**
+ * What a host answers when a test does not say: a repository with nothing to set
+ * up and no egress requests, so Start goes straight on to tasks.create.
+ */
+export const HOST_DEFAULTS: Handlers = {
+  'tasks.preflight': () => ({ source: 'none', lines: [], unsupported: [], egressRequests: [], cached: false }),
+};
+
 export class RecordingBridge implements FactoryBridge {
   calls: Array<{ method: string; input: unknown }> = [];
   events = new Listeners<FactoryEvent>();
@@ -18,7 +26,7 @@ export class RecordingBridge implements FactoryBridge {
   constructor(public handlers: Handlers) {}
   async call(method: any, input: any): Promise<any> {
     this.calls.push({ method, input });
-    const h = this.handlers[method];
+    const h = this.handlers[method] ?? HOST_DEFAULTS[method];
     if (!h) throw FactoryError.carried('NotImplemented', method);
     return h(input);
   }
