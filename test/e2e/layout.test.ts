@@ -40,7 +40,7 @@ describe.skipIf(!!missing)('layout at 1000×700 and 1400×900', () => {
   });
 
   for (const size of SIZES) {
-    it(`${size.width}×${size.height}: all six stage columns show, the page does not scroll sideways`, async () => {
+    it(`${size.width}×${size.height}: setup and all six stage columns show, the page does not scroll sideways`, async () => {
       const { page } = ui.browser;
       await page.setViewportSize(size);
       await page.evaluate(() => window.scrollTo(0, 0));
@@ -61,7 +61,7 @@ describe.skipIf(!!missing)('layout at 1000×700 and 1400×900', () => {
           titleTooltip: title.title,
         };
       }, { stages: [...STAGE_NAMES], longId });
-      expect(m.heads).toEqual(STAGE_NAMES);
+      expect(m.heads).toEqual(['setup', ...STAGE_NAMES]);
       expect(m.pageOverflow).toBeLessThanOrEqual(0);
       expect(m.cut).toEqual([]);
       expect(m.titleLines).toBe(1);

@@ -58,6 +58,9 @@ export class ScriptedApp implements HostedApp {
       'tasks.list': async () => [...this.tasks.values()],
       'tasks.get': async ({ taskId }) => this.task(taskId),
       'tasks.create': async ({ repoPath, title }) => this.create(repoPath, title),
+      // A repository with no environment and no egress requests: Start goes straight on.
+      'tasks.preflight': async () => ({ source: 'none', lines: [], unsupported: [], egressRequests: [], cached: false }),
+      'layers.list': async () => [],
       'tasks.review': async ({ taskId }) => this.review(taskId),
       'tasks.reviewFile': async ({ taskId, path }) => {
         const file = this.task(taskId).title.includes(HOSTILE_REVIEW) ? hostileFile(path) : undefined;
