@@ -2,6 +2,7 @@
 // ImageStore / QemuDriver / RunningVm / SandboxSsh satisfy them structurally.
 import type { ClientChannel } from 'ssh2';
 import type { ImageStatus } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 
 export interface SandboxSshPort extends GuestSsh {
@@ -60,7 +61,8 @@ export interface QemuDriverPort<Image> {
  */
 export interface SandboxExtension {
   readonly name: string;
-  prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
+  /** `egress`: the destinations this sandbox starts with (the credential proxy's egress rules). */
+  prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
   beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */
