@@ -115,6 +115,8 @@ export interface EgressOutcome {
   method: string;
   path?: string;
   started: number;
+  /** The step when the exchange began (a tunnel can outlive it); the current one when absent. */
+  step?: StepName;
   status: number;
   bytesIn: number;
   bytesOut: number;
@@ -127,7 +129,7 @@ export interface EgressOutcome {
 
 /** One audit entry per tunnel or forward; a refusal also goes to the onRefused listeners. */
 export function recordEgress(gate: EgressGate, o: EgressOutcome): void {
-  const step = gate.policy.step;
+  const step = o.step ?? gate.policy.step;
   gate.audit?.record({
     time: new Date(o.started).toISOString(),
     sandboxId: gate.sandboxId,

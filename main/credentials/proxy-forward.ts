@@ -94,7 +94,7 @@ export interface ForwardOptions extends EgressGate {
 
 export function forwardRequest(req: http.IncomingMessage, res: http.ServerResponse, target: Extract<AbsoluteTarget, { self: false }>, opts: ForwardOptions): void {
   const method = (req.method ?? 'GET').toUpperCase();
-  const outcome: EgressOutcome = { scheme: 'http', host: target.host, port: target.port, method, path: target.path, started: Date.now(), status: 0, bytesIn: 0, bytesOut: 0 };
+  const outcome: EgressOutcome = { scheme: 'http', host: target.host, port: target.port, method, path: target.path, started: Date.now(), step: opts.policy.step, status: 0, bytesIn: 0, bytesOut: 0 };
   const origWrite = res.write.bind(res);
   // Count body bytes to the guest without touching them.
   res.write = ((chunk: unknown, ...rest: unknown[]) => {

@@ -26,7 +26,7 @@ export function connectTarget(target: string): { host: string; port: number } | 
 export function openTunnel(req: http.IncomingMessage, socket: Duplex, head: Buffer, opts: TunnelOptions): void {
   const target = connectTarget(req.url ?? '');
   const outcome: EgressOutcome = {
-    scheme: 'https', host: target.host, port: target.port, method: 'CONNECT', started: Date.now(), status: 0, bytesIn: head.length, bytesOut: 0,
+    scheme: 'https', host: target.host, port: target.port, method: 'CONNECT', started: Date.now(), step: opts.policy.step, status: 0, bytesIn: head.length, bytesOut: 0,
   };
   // The server stops listening for errors on a socket it hands over; a guest
   // resetting it mid-lookup must not become an unhandled error on the host.
