@@ -52,7 +52,19 @@ export function upstreamHeadersForGuest(upstreamRes: http.IncomingMessage): http
 }
 
 /** Answers with a refusal (reason in the body and in a header: a HEAD has no body) and closes the connection. */
+/**
+ * Guest connections on which a refusal was sent: it closes them, so requests the
+ * guest pipelined behind it are never acted on (the guest would not see the answer).
+ */
+const closingSockets = new WeakSet<object>();
+
+/** Whether an earlier request on this guest connection was refused (the connection is closing). */
+export function refusedEarlier(req: http.IncomingMessage): boolean {
+  return closingSockets.has(req.socket);
+}
+
 export function refuseResponse(res: http.ServerResponse, status: number, message: string): void {
+  closingSockets.add(res.req.socket);
   if (res.headersSent) {
     res.destroy();
     return;
@@ -167,13 +179,14 @@ export function forwardRequest(req: http.IncomingMessage, res: http.ServerRespon
 }
 
 /**
- * The egress a request that Node's parser refused was after (its last
- * absolute-form or CONNECT request line), so that refusal reaches onRefused
- * too; undefined for an origin-form request or one with no readable line.
+ * The egress a request that Node's parser refused was after, so that refusal
+ * reaches onRefused too: the last request line before where the parser stopped
+ * (`parsed` bytes into the packet; a line after it may be the guest's smuggled
+ * one). Undefined for an origin-form request or one with no readable line.
  */
-export function egressAttempt(raw: Buffer | undefined, selfHost: string, selfPort: number): Pick<EgressOutcome, 'scheme' | 'host' | 'port' | 'method' | 'path'> | undefined {
+export function egressAttempt(raw: Buffer | undefined, parsed: number | undefined, selfHost: string, selfPort: number): Pick<EgressOutcome, 'scheme' | 'host' | 'port' | 'method' | 'path'> | undefined {
   if (!raw) return undefined;
-  const lines = [...raw.toString('latin1').matchAll(/^([A-Z]{1,20}) (\S{1,4000}) HTTP\/\d\.\d\r?$/gm)];
+  const lines = [...raw.subarray(0, parsed ?? raw.length).toString('latin1').matchAll(/^([A-Z]{1,20}) (\S{1,4000}) HTTP\/\d\.\d\r?$/gm)];
   const last = lines[lines.length - 1];
   if (!last) return undefined;
   const method = last[1]!;

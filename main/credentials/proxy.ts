@@ -21,7 +21,7 @@ import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef }
 import type { SecretSource } from './keychain.js';
 import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
 import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
-import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refuseResponse, upstreamHeadersForGuest } from './proxy-forward.js';
+import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, upstreamHeadersForGuest } from './proxy-forward.js';
 import { openTunnel } from './proxy-tunnel.js';
 
 /** The fixed guest address of the proxy (QEMU user-mode network). */
@@ -160,7 +160,7 @@ export class CredentialProxy {
       const body = `factory proxy: malformed request refused: ${err.reason ?? err.message} (${err.code ?? 'parse error'})\n`;
       socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
       const why = `malformed request refused: ${err.reason ?? err.message} (${err.code ?? 'parse error'})`;
-      const attempt = egressAttempt((err as { rawPacket?: Buffer }).rawPacket, GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT);
+      const attempt = egressAttempt((err as { rawPacket?: Buffer }).rawPacket, (err as { bytesParsed?: number }).bytesParsed, GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT);
       if (attempt) return recordEgress(this.egress, { ...attempt, started: Date.now(), status: Number(status.slice(0, 3)), bytesIn: 0, bytesOut: 0, refused: why });
       this.opts.audit?.record({
         time: new Date().toISOString(), sandboxId: this.sandboxId, method: '(unparsed)', host: '(none)', path: '',
@@ -256,6 +256,9 @@ export class CredentialProxy {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // The guest pipelined this behind a request that was refused: that answer closes the
+    // connection, and Node drops the answers queued behind it; nothing is sent upstream.
+    if (refusedEarlier(req)) return;
     let rawUrl = req.url ?? '/';
     if (!rawUrl.startsWith('/')) {
       const target = absoluteTarget(rawUrl, GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT);

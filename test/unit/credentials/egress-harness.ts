@@ -27,7 +27,7 @@ export interface HttpUpstream {
   close(): Promise<void>;
 }
 
-/** A plain-HTTP server on 127.0.0.1 (a package mirror); it answers "served <path>". */
+/** A plain-HTTP server on 127.0.0.1 (a package mirror); it answers "served <path>", late for a path with "slow". */
 export async function startHttpUpstream(): Promise<HttpUpstream> {
   const seen: SeenRequest[] = [];
   const ids = new WeakMap<object, number>();
@@ -37,8 +37,11 @@ export async function startHttpUpstream(): Promise<HttpUpstream> {
     req.resume();
     req.on('end', () => {
       const body = `served ${req.url}`;
-      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), 'set-cookie': 'tracker=1' });
-      res.end(req.method === 'HEAD' ? undefined : body);
+      // A path with "slow" in it is answered after 300 ms (a big package on a slow mirror).
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), 'set-cookie': 'tracker=1' });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      }, req.url?.includes('slow') ? 300 : 0);
     });
   });
   server.on('connection', (s) => ids.set(s, ++connections));
@@ -112,8 +115,11 @@ export function rawExchange(socketPath: string, bytes: string | Buffer): Promise
   });
 }
 
-/** The status codes of the responses in a raw exchange, in order. */
-export const statuses = (text: string): number[] => [...text.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]));
+/** The status codes of the responses in a raw exchange, in order (a status line may follow a body directly). */
+export const statuses = (text: string): number[] => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+/** The bodies "served <path>" of a raw exchange, in order (a body runs up to the next status line). */
+export const servedPaths = (text: string): string[] => [...text.matchAll(/served (\S+?)(?=HTTP\/1\.1 |$)/g)].map((m) => m[1]!);
 
 /** Sends a CONNECT from the guest; resolves with the proxy's answer and, on 200, the open tunnel. */
 export function connectVia(socketPath: string, target: string): Promise<{ status: number; body: string; socket?: net.Socket }> {
