@@ -14,6 +14,7 @@ import type { EgressRule, StepName } from '../../common/egress.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
+import { EgressPolicy } from './egress-policy.js';
 import { CredentialService } from './credential-service.js';
 import type { SecretStore } from './keychain.js';
 import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor } from './leak-check.js';
@@ -111,6 +112,8 @@ export class CredentialBroker {
     guestEnv: Record<string, string>;
   }> {
     await this.release({ taskId: ctx.taskId });
+    // An invalid rule stops the boot here, naming it, before anything is created.
+    const egress = new EgressPolicy(ctx.egress ?? []).rules();
     await mkdir(ctx.sandboxDir, { recursive: true, mode: 0o700 });
     const refs = await this.service.list();
     const git = await this.deps.gitRouteFor?.(ctx.taskId);
@@ -130,7 +133,7 @@ export class CredentialBroker {
       routes: plan.routes,
       secrets: this.deps.secrets,
       audit: this.audit,
-      egress: ctx.egress ?? [],
+      egress: [...egress],
       ...(this.deps.upstreamCa ? { upstreamCa: this.deps.upstreamCa } : {}),
       ...(this.deps.allowAddress ? { allowAddress: this.deps.allowAddress } : {}),
     });
