@@ -2,6 +2,7 @@
 // A credential's VALUE never appears here: the app keeps only references; the
 // value lives in the OS keychain and is read only by the per-sandbox proxy.
 import { z } from 'zod';
+import type { EgressRefusal } from './egress.js';
 
 export const CREDENTIAL_KINDS = ['anthropic', 'openai', 'git', 'custom-header'] as const;
 export const CredentialKind = z.enum(CREDENTIAL_KINDS);
@@ -91,6 +92,10 @@ export const AuditEntry = z.object({
   bytesOut: z.number(),
   durationMs: z.number(),
   note: z.string().optional(),
+  /** The pipeline step the sandbox was in (egress entries). */
+  step: z.string().optional(),
+  /** The destination port, where the request named one (egress entries). */
+  port: z.number().optional(),
 });
 export type AuditEntry = z.infer<typeof AuditEntry>;
 
@@ -183,4 +188,6 @@ export type CredentialEvent =
   | { type: 'credentials.changed'; credentials: CredentialRef[] }
   | { type: 'audit.appended'; entry: AuditEntry }
   /** A verdict of 'leak' is a security failure: show it loudly on the sandbox. */
-  | { type: 'leakcheck.finished'; report: LeakReport };
+  | { type: 'leakcheck.finished'; report: LeakReport }
+  /** The sandbox's proxy refused a destination (egress rules, address guard, malformed egress request). */
+  | { type: 'egress.refused'; refusal: EgressRefusal };

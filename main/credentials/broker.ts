@@ -10,15 +10,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
+import type { EgressRule, StepName } from '../../common/egress.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
+import { EgressPolicy } from './egress-policy.js';
 import { CredentialService } from './credential-service.js';
 import type { SecretStore } from './keychain.js';
 import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor } from './leak-check.js';
 import { taskTerminalLogs } from './leak-sources.js';
 import type { AddressAllowance } from './net-guard.js';
-import { CredentialProxy } from './proxy.js';
+import { CredentialProxy, GUEST_PROXY_ADDRESS, GUEST_PROXY_URL } from './proxy.js';
 import { CredentialRefStore, writeAtomic } from './ref-store.js';
 import { planSandboxRoutes, proxyGuestForward, type GitRouteOptions } from './routes.js';
 
@@ -34,8 +36,6 @@ export interface CredentialBrokerDeps {
    * dump: a QMP socket serves one client, and the VM keeps its connection open.
    */
   qmpFor?: (taskId: string) => (() => Promise<QmpExecutor>) | undefined;
-  /** host:port pairs every sandbox may CONNECT to without injection (e.g. registry.npmjs.org:443). */
-  connectAllow?: string[];
   /** Tests only: extra upstream trust root and the loopback allowance for local upstreams. */
   upstreamCa?: string | Buffer;
   allowAddress?: AddressAllowance;
@@ -46,6 +46,20 @@ export interface CredentialBrokerDeps {
   /** The app log (never given a credential value); stderr for warnings when absent. */
   log?: Logger;
 }
+
+/**
+ * Every guest program that honours the usual proxy variables sends other
+ * destinations through the proxy (CONNECT for https, forward for http), where the
+ * egress rules decide; the proxy's own routes are reached directly.
+ */
+const GUEST_PROXY_ENV: Record<string, string> = {
+  HTTP_PROXY: `${GUEST_PROXY_URL}:80`,
+  HTTPS_PROXY: `${GUEST_PROXY_URL}:80`,
+  http_proxy: `${GUEST_PROXY_URL}:80`,
+  https_proxy: `${GUEST_PROXY_URL}:80`,
+  NO_PROXY: `${GUEST_PROXY_ADDRESS},localhost,127.0.0.1`,
+  no_proxy: `${GUEST_PROXY_ADDRESS},localhost,127.0.0.1`,
+};
 
 /** What a sandbox's routes could use, kept on disk (ids only, never a value) for checks after a restart. */
 const UsedCredentials = z.object({
@@ -93,11 +107,13 @@ export class CredentialBroker {
   }
 
   /** SandboxExtension.prepare: start the proxy before the VM boots. */
-  async prepare(ctx: { taskId: string; sandboxDir: string }): Promise<{
+  async prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{
     guestForwards: Array<{ guestAddress: string; guestPort: number; command: string }>;
     guestEnv: Record<string, string>;
   }> {
     await this.release({ taskId: ctx.taskId });
+    // An invalid rule stops the boot here, naming it, before anything is created.
+    const egress = new EgressPolicy(ctx.egress ?? []).rules();
     await mkdir(ctx.sandboxDir, { recursive: true, mode: 0o700 });
     const refs = await this.service.list();
     const git = await this.deps.gitRouteFor?.(ctx.taskId);
@@ -117,13 +133,15 @@ export class CredentialBroker {
       routes: plan.routes,
       secrets: this.deps.secrets,
       audit: this.audit,
-      ...(this.deps.connectAllow ? { connectAllow: this.deps.connectAllow } : {}),
+      egress: [...egress],
       ...(this.deps.upstreamCa ? { upstreamCa: this.deps.upstreamCa } : {}),
       ...(this.deps.allowAddress ? { allowAddress: this.deps.allowAddress } : {}),
     });
+    const unsubscribeRefused = proxy.onRefused((refusal) => this.deps.emit?.({ type: 'egress.refused', refusal }));
     try {
       await proxy.listen();
     } catch (err) {
+      unsubscribeRefused();
       if (socketDir) await rm(socketDir, { recursive: true, force: true });
       throw err;
     }
@@ -141,7 +159,7 @@ export class CredentialBroker {
       await this.release({ taskId: ctx.taskId });
       throw err;
     }
-    return { guestForwards: [guestForward], guestEnv: plan.guestEnv };
+    return { guestForwards: [guestForward], guestEnv: { ...plan.guestEnv, ...GUEST_PROXY_ENV } };
   }
 
   /** SandboxExtension.release: the VM is gone; close its proxy. Never throws. */
@@ -211,6 +229,22 @@ export class CredentialBroker {
   async credentialValues(taskId: string): Promise<Array<{ id: string; value: string }>> {
     const ids = this.usedBy.get(taskId)?.credentials.map((c) => c.id) ?? (await this.service.list()).map((r) => r.id);
     return Promise.all([...new Set(ids)].map(async (id) => ({ id, value: await this.deps.secrets.reveal(id) })));
+  }
+
+  /** The pipeline step a sandbox is entering (egress rules can be limited to steps). */
+  setStep(taskId: string, step: StepName): void {
+    this.running(taskId).proxy.setStep(step);
+  }
+
+  /** Adds egress rules to a running sandbox for the rest of its life (e.g. the user allowed what the repository asks for). */
+  allowEgress(taskId: string, rules: EgressRule[]): void {
+    this.running(taskId).proxy.allowEgress(rules);
+  }
+
+  private running(taskId: string): SandboxState {
+    const s = this.sandboxes.get(taskId);
+    if (!s) throw new FactoryError('NotFound', `task ${JSON.stringify(taskId.slice(0, 60))} has no running sandbox proxy`);
+    return s;
   }
 
   proxyFor(taskId: string): CredentialProxy | undefined {

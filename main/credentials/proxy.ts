@@ -13,11 +13,15 @@ import https from 'node:https';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AuditEntry } from '../../common/credentials.js';
+import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js';
+import { Listeners } from '../../common/listeners.js';
 import type { AuditLog } from './audit.js';
+import { EgressPolicy, recordEgress, type EgressGate } from './egress-policy.js';
 import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef } from './git-policy.js';
 import type { SecretSource } from './keychain.js';
 import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
 import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
+import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, upstreamHeadersForGuest } from './proxy-forward.js';
 import { openTunnel } from './proxy-tunnel.js';
 
 /** The fixed guest address of the proxy (QEMU user-mode network). */
@@ -51,8 +55,10 @@ export interface CredentialProxyOptions {
   routes: ProxyRoute[];
   secrets: SecretSource;
   audit?: AuditLog;
-  /** host:port pairs the guest may tunnel to with CONNECT (no credential is added). */
-  connectAllow?: string[];
+  /** Destinations reachable without a credential (CONNECT for https, forward requests for http); more via allowEgress. */
+  egress?: EgressRule[];
+  /** The pipeline step the sandbox starts in (default setup); egress rules can be limited to steps. */
+  step?: StepName;
   /** Extra CA certificates to trust upstream (tests); system CAs are used otherwise. */
   upstreamCa?: string | Buffer | Array<string | Buffer>;
   /** TEST ONLY: lets a test reach its own loopback upstreams. Never built from config. */
@@ -60,29 +66,6 @@ export interface CredentialProxyOptions {
   /** Upper bound on one upstream response's headers arriving. */
   upstreamTimeoutMs?: number;
 }
-
-/** Headers the guest may never send upstream: any credential, cookie or forwarding hint. */
-const STRIPPED_REQUEST_HEADERS = new Set([
-  'authorization',
-  'proxy-authorization',
-  'x-api-key',
-  'api-key',
-  'x-goog-api-key',
-  'x-auth-token',
-  'private-token',
-  'job-token',
-  'cookie',
-  'cookie2',
-  'forwarded',
-  'x-real-ip',
-  'via',
-  'host',
-  // Node answers 100-continue to the guest itself; upstream gets the body straight away.
-  'expect',
-]);
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
-/** Never copied from the guest: the proxy writes the framing of every upstream request itself. */
-const FRAMING = new Set(['content-length', 'transfer-encoding']);
 
 export function newPlaceholder(): string {
   return `fiab-placeholder-${randomBytes(24).toString('hex')}`;
@@ -136,6 +119,9 @@ export class CredentialProxy {
   private readonly server: http.Server;
   private readonly guard: NetGuard;
   private readonly agent: https.Agent;
+  /** Plain-HTTP upstreams of forward requests (no credential ever goes there). */
+  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  private readonly egress: EgressGate;
   private readonly sockets = new Set<Duplex>();
   /** Credential ids whose values were actually sent upstream (the leak check scans for these). */
   readonly usedCredentialIds = new Set<string>();
@@ -152,6 +138,7 @@ export class CredentialProxy {
     this.routes = [...opts.routes].sort((a, b) => b.mount.length - a.mount.length);
     this.guard = createNetGuard({ allowAddress: opts.allowAddress });
     this.agent = new https.Agent({ keepAlive: true, maxSockets: 32, ca: opts.upstreamCa });
+    this.egress = { sandboxId: opts.sandboxId, policy: new EgressPolicy(opts.egress ?? [], opts.step), refusals: new Listeners<EgressRefusal>(), ...(opts.audit ? { audit: opts.audit } : {}) };
     this.server = http.createServer({ requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {
       this.handle(req, res).catch((err) => this.fail(res, 502, `proxy error: ${(err as Error).message}`));
     });
@@ -162,7 +149,7 @@ export class CredentialProxy {
     // see every header (their total is still bounded by the 16 KiB header size).
     this.server.maxHeadersCount = 0;
     this.server.on('connect', (req, socket: Duplex, head) =>
-      openTunnel(req, socket, head, { sandboxId: this.sandboxId, allow: opts.connectAllow ?? [], guard: this.guard, audit: opts.audit }),
+      openTunnel(req, socket, head, { ...this.egress, guard: this.guard }),
     );
     // What Node's own parser refuses (both Content-Length and Transfer-Encoding,
     // duplicate lengths, obs-fold, bad chunk sizes...) gets a 400 that says why.
@@ -172,6 +159,9 @@ export class CredentialProxy {
       const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
       const body = `factory proxy: malformed request refused: ${err.reason ?? err.message} (${err.code ?? 'parse error'})\n`;
       socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      const why = `malformed request refused: ${err.reason ?? err.message} (${err.code ?? 'parse error'})`;
+      const attempt = egressAttempt((err as { rawPacket?: Buffer }).rawPacket, (err as { bytesParsed?: number }).bytesParsed, GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT);
+      if (attempt) return recordEgress(this.egress, { ...attempt, started: Date.now(), status: Number(status.slice(0, 3)), bytesIn: 0, bytesOut: 0, refused: why });
       this.opts.audit?.record({
         time: new Date().toISOString(), sandboxId: this.sandboxId, method: '(unparsed)', host: '(none)', path: '',
         rule: 'refused: malformed request', status: Number(status.slice(0, 3)), bytesIn: 0, bytesOut: 0, durationMs: 0,
@@ -182,6 +172,25 @@ export class CredentialProxy {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
+  }
+
+  /** The pipeline step now running: egress rules limited to other steps stop applying. */
+  setStep(step: StepName): void {
+    this.egress.policy.setStep(step);
+  }
+
+  /** Adds egress rules for the rest of the sandbox's life (throws, naming it, on an invalid rule). */
+  allowEgress(rules: EgressRule[]): void {
+    this.egress.policy.allow(rules);
+  }
+
+  /** Every refused egress attempt (CONNECT or forward); returns the unsubscribe function. */
+  onRefused(listener: (r: EgressRefusal) => void): () => void {
+    return this.egress.refusals.add(listener);
+  }
+
+  get step(): StepName {
+    return this.egress.policy.step;
   }
 
   async listen(): Promise<void> {
@@ -203,6 +212,7 @@ export class CredentialProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     this.agent.destroy();
+    this.httpAgent.destroy();
     if (this.listening) {
       await new Promise<void>((resolve) => this.server.close(() => resolve()));
       this.listening = false;
@@ -246,9 +256,18 @@ export class CredentialProxy {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // The guest pipelined this behind a request that was refused: that answer closes the
+    // connection, and Node drops the answers queued behind it; nothing is sent upstream.
+    if (refusedEarlier(req)) return;
+    let rawUrl = req.url ?? '/';
+    if (!rawUrl.startsWith('/')) {
+      const target = absoluteTarget(rawUrl, GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT);
+      if (!target.self) return forwardRequest(req, res, target, { ...this.egress, guard: this.guard, agent: this.httpAgent, upstreamTimeoutMs: this.opts.upstreamTimeoutMs });
+      // A client that sends everything to its HTTP_PROXY names the proxy itself: the same as origin-form.
+      rawUrl = target.path;
+    }
     const started = Date.now();
     const method = (req.method ?? 'GET').toUpperCase();
-    const rawUrl = req.url ?? '/';
     let bytesIn = 0;
     let bytesOut = 0;
     const origWrite = res.write.bind(res);
@@ -281,10 +300,6 @@ export class CredentialProxy {
     if ('problem' in framed) {
       audit({ rule: 'refused: framing', note: framed.problem });
       return this.fail(res, 400, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: ${framed.problem}`);
-    }
-    if (!rawUrl.startsWith('/')) {
-      audit({ rule: 'refused: absolute-form request' });
-      return this.fail(res, 403, `factory proxy: refused ${method} ${rawUrl.slice(0, 200)}: send requests to ${GUEST_PROXY_URL}/<route>/..., or CONNECT for allow-listed hosts`);
     }
     const m = this.match(rawUrl);
     if (!m) {
@@ -339,19 +354,8 @@ export class CredentialProxy {
     }
 
     // Build the upstream request: client credentials and hop-by-hop headers out, the real one in.
-    const headers: http.OutgoingHttpHeaders = {};
-    const connectionListed = String(req.headers.connection ?? '')
-      .toLowerCase()
-      .split(',')
-      .map((s) => s.trim());
     const injectName = route.inject.header.toLowerCase();
-    for (const [name, value] of Object.entries(req.headers)) {
-      const lower = name.toLowerCase();
-      if (value === undefined) continue;
-      if (STRIPPED_REQUEST_HEADERS.has(lower) || HOP_BY_HOP.has(lower) || FRAMING.has(lower) || connectionListed.includes(lower)) continue;
-      if (lower.startsWith('x-forwarded-') || lower === injectName) continue;
-      headers[lower] = value;
-    }
+    const headers = guestHeadersForUpstream(req, (lower) => lower === injectName);
     let secret: string;
     try {
       secret = await this.opts.secrets.reveal(route.credentialId);
@@ -397,15 +401,7 @@ export class CredentialProxy {
     upstreamReq.on('response', (upstreamRes) => {
       // Node's client parser has already refused an upstream response with
       // ambiguous framing; a body cut short is passed on as a reset, never as an end.
-      const out: http.OutgoingHttpHeaders = {};
-      const listed = String(upstreamRes.headers.connection ?? '').toLowerCase().split(',').map((t) => t.trim());
-      for (const [name, value] of Object.entries(upstreamRes.headers)) {
-        const lower = name.toLowerCase();
-        if (value === undefined || HOP_BY_HOP.has(lower) || lower === 'set-cookie') continue;
-        if (listed.includes(lower) && lower !== 'content-length') continue;
-        out[lower] = value;
-      }
-      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, out);
+      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, upstreamHeadersForGuest(upstreamRes));
       res.flushHeaders();
       upstreamRes.pipe(res);
       upstreamRes.on('error', () => res.destroy());
@@ -417,14 +413,6 @@ export class CredentialProxy {
   }
 
   private fail(res: http.ServerResponse, status: number, message: string): void {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const body = message + '\n';
-    // Also in a header: the answer to a HEAD has no body to carry the reason.
-    const reason = message.replace(/[^\x20-\x7e]/g, '?').slice(0, 1000);
-    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'x-factory-proxy-refusal': reason });
-    res.end(body);
+    refuseResponse(res, status, message);
   }
 }

@@ -65,6 +65,7 @@ export interface QemuDriverPort<Image> {
  */
 export interface SandboxExtension {
   readonly name: string;
+  /** `egress`: the destinations this sandbox starts with (the credential proxy's egress rules). */
   prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
   beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;

@@ -35,7 +35,7 @@ describe('request framing at the credential proxy', () => {
   beforeAll(async () => {
     ca = createTestCa();
     stub = await startModelStub(ca, { anthropicKey: REAL_ANTHROPIC });
-    sandbox = await startSandboxProxy({ modelUrl: stub.url, ca: ca.cert, extra: { connectAllow: [`localhost:${stub.port}`] } });
+    sandbox = await startSandboxProxy({ modelUrl: stub.url, ca: ca.cert, extra: { egress: [{ name: 'stub tunnel', host: 'localhost', port: stub.port, scheme: 'https' }] } });
     key = sandbox.anthropicAuth['x-api-key']!;
   });
   afterAll(async () => {

@@ -93,7 +93,7 @@ describe('CredentialProxy', () => {
       audit,
       upstreamCa: ca.cert,
       allowAddress: allowLoopback,
-      connectAllow: [`localhost:${stub.port}`],
+      egress: [{ name: 'stub tunnel', host: 'localhost', port: stub.port, scheme: 'https' }],
     });
     await proxy.listen();
     fwd = await emulateGuestfwd(proxyGuestForward(proxy.socketPath).command);
@@ -210,9 +210,10 @@ describe('CredentialProxy', () => {
     const method = await request(proxy.socketPath, { method: 'DELETE', path: '/anthropic/v1/messages', headers: { 'x-api-key': env.ANTHROPIC_API_KEY! } });
     expect(method.status).toBe(403);
     expect(method.body).toMatch(/does not allow method DELETE/);
-    const absolute = await request(proxy.socketPath, { path: 'http://evil.example/', headers: {} });
+    // An absolute-form request is a forward: only where an egress rule allows it.
+    const absolute = await request(proxy.socketPath, { path: 'http://evil.example/', headers: { host: 'evil.example' } });
     expect(absolute.status).toBe(403);
-    expect(absolute.body).toMatch(/send requests to http:\/\/10\.0\.2\.100\/<route>/);
+    expect(absolute.body).toMatch(/no egress rule for http:\/\/evil\.example:80/);
     expect(stub.requestLog.length).toBe(before);
   });
 
@@ -256,7 +257,7 @@ describe('CredentialProxy', () => {
       routes: strictRoutes,
       secrets,
       upstreamCa: ca.cert,
-      connectAllow: [`localhost:${stub.port}`],
+      egress: [{ name: 'stub tunnel', host: 'localhost', port: stub.port, scheme: 'https' }],
     });
     await strict.listen();
     try {
@@ -377,7 +378,7 @@ describe('CredentialProxy', () => {
       audit: ownAudit,
       upstreamCa: ca.cert,
       allowAddress: allowLoopback,
-      connectAllow: [`localhost:${stub.port}`],
+      egress: [{ name: 'stub tunnel', host: 'localhost', port: stub.port, scheme: 'https' }],
     });
     await own.listen();
     try {
@@ -416,7 +417,7 @@ describe('CredentialProxy', () => {
           ['GET', 'refused: no rule', 403],
           ['GET', 'refused: framing', 400],
           ['POST', 'refused: git (push)', 200],
-          ['CONNECT', 'connect-allow', 200],
+          ['CONNECT', 'stub tunnel', 200],
         ].sort(),
       );
       const allowed = entries.find((e) => e.rule === 'anthropic')!;
