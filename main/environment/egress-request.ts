@@ -1,27 +1,16 @@
 // The extra destinations a repository asks for, in the proxy's rule shape. They
 // are requests: shown to the user at Start and added only when approved.
-// EgressRule mirrors common/egress.ts (owned by the egress policy); the lead
-// replaces this local copy with that module when the two meet.
+import { FactoryError } from '../../common/contract.js';
+import { EgressRule } from '../../common/egress.js';
 import type { EgressRequest } from './env-schema.js';
 
-const STEP_NAMES = ['setup', 'request', 'plan', 'build', 'test', 'review', 'document'] as const;
-export type StepName = (typeof STEP_NAMES)[number];
+export type { EgressRule };
 
-export interface EgressRule {
-  name: string;
-  host: string;
-  port: number;
-  scheme: 'https' | 'http';
-  methods?: string[];
-  pathPrefixes?: string[];
-  steps?: StepName[];
-}
-
-/** Fills the defaults (https, its port) and labels each request as the repository's. */
+/** Fills the defaults (https, its port) and labels each request as the repository's; the rule schema has the last word. */
 export function requestsToRules(requests: readonly EgressRequest[]): EgressRule[] {
-  return requests.map((r) => {
+  return requests.map((r, i) => {
     const scheme = r.scheme ?? 'https';
-    return {
+    const parsed = EgressRule.safeParse({
       name: `asked by the repository: ${r.host}`.slice(0, 80),
       host: r.host,
       port: r.port ?? (scheme === 'https' ? 443 : 80),
@@ -29,6 +18,11 @@ export function requestsToRules(requests: readonly EgressRequest[]): EgressRule[
       ...(r.methods ? { methods: r.methods } : {}),
       ...(r.pathPrefixes ? { pathPrefixes: r.pathPrefixes } : {}),
       ...(r.steps ? { steps: r.steps } : {}),
-    };
+    });
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new FactoryError('InvalidPipelineConfig', `.factory/pipeline.json: environment.egress.${i}${issue.path.length ? '.' + issue.path.join('.') : ''}: ${issue.message}`);
+    }
+    return parsed.data;
   });
 }
