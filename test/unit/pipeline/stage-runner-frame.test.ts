@@ -117,7 +117,8 @@ function setup() {
 
 function config(testCommand: string, timeoutSeconds?: number): PipelineConfig {
   const cfg = defaultPipelineConfig();
-  cfg.stages.test = { ...cfg.stages.test, command: testCommand, ...(timeoutSeconds ? { timeoutSeconds } : {}) };
+  // As .factory/pipeline.json configures it (a stage left to the defaults decides for itself what runs).
+  cfg.stages.test = { ...cfg.stages.test, command: testCommand, isDefault: false, ...(timeoutSeconds ? { timeoutSeconds } : {}) };
   return cfg;
 }
 
