@@ -65,6 +65,8 @@ function nodeTap(lines: string[]): string[] {
   return failedLeaves(entries);
 }
 
+const TODO = /\s#\s*TODO\b/i;
+
 function nodeSpec(lines: string[]): string[] {
   const strip = (s: string) => s.replace(/\s\(\d+(?:\.\d+)?m?s\)(?:\s#.*)?$/, '');
   // The closing "failing tests:" list names exactly the failed leaves.
@@ -72,13 +74,14 @@ function nodeSpec(lines: string[]): string[] {
   if (listAt >= 0) {
     return lines.slice(listAt + 1).flatMap((l) => {
       const m = /^✖ (.+)$/.exec(l);
-      return m ? [strip(m[1]!)] : [];
+      return m && !TODO.test(m[1]!) ? [strip(m[1]!)] : [];
     });
   }
   const entries: Entry[] = [];
   for (const l of lines) {
     const m = /^(\s*)([✖✔﹣])\s(.+)$/.exec(l);
-    if (m) entries.push({ indent: m[1]!.length, name: strip(m[3]!), ok: m[2] !== '✖' });
+    // A failing todo test does not fail the run.
+    if (m) entries.push({ indent: m[1]!.length, name: strip(m[3]!), ok: m[2] !== '✖' || TODO.test(m[3]!) });
   }
   return failedLeaves(entries);
 }
@@ -146,7 +149,11 @@ export function readTestReport(output: string): TestReport {
   const failedNames = counts && counts.failed > 0 ? parseFailedTestNames(output, counts.runner) : [];
   let text = counts ? formatTestCounts(counts) : '';
   if (failedNames.length > 0) {
-    const shown = failedNames.slice(0, SHOWN_NAMES).join(', ');
+    // Each shown name gets its share of the line, so "and N more" always fits.
+    const shown = failedNames
+      .slice(0, SHOWN_NAMES)
+      .map((n) => (n.length > 50 ? `${n.slice(0, 49)}…` : n))
+      .join(', ');
     const more = (counts?.failed ?? failedNames.length) - Math.min(SHOWN_NAMES, failedNames.length);
     text += `: ${shown}${more > 0 ? ` and ${more} more` : ''}`;
   }
