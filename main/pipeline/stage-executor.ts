@@ -7,6 +7,8 @@ import type { StageName, StageResult, Task } from '../../common/domain.js';
 import { lastLine } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import type { PipelineConfig, StageConfig } from './config.js';
+import { NOTHING_TO_DO, decideBuild, decideTest, probeRepo, type ProbeOptions, type StageDecision } from './default-stages.js';
+import { readTestReport } from './agents/test-failures.js';
 
 export type { GuestSsh };
 
@@ -51,9 +53,10 @@ export interface StageRunContext {
 }
 
 export interface StageOutcome {
-  status: 'passed' | 'failed' | 'cancelled';
+  /** 'skipped': the stage found nothing to do; the summary says why. It does not stop the pipeline. */
+  status: 'passed' | 'failed' | 'cancelled' | 'skipped';
   exitCode: number | null;
-  /** One line for the board card. */
+  /** One line for the board card (for a skipped stage, the reason). */
   summary: string;
   sessionId?: string;
   /** Longer text for the task's error when the stage failed (e.g. the output tail). */
@@ -68,19 +71,48 @@ export interface StageExecutor {
   runStage(ctx: StageRunContext): Promise<StageOutcome>;
 }
 
-/** Runs the stage's configured (or default) command. */
+/**
+ * Runs the stage's configured command. A stage the repository did not
+ * configure runs what the sandbox's work tree calls for (build and test are
+ * detected), or is skipped with the reason, or fails when the repository needs
+ * a tool the sandbox lacks.
+ */
 export class CommandStageExecutor implements StageExecutor {
   readonly name = 'command';
 
+  /** `probe` points the repository probe elsewhere (tests on the host). */
+  constructor(private readonly opts: { probe?: ProbeOptions } = {}) {}
+
   async runStage(ctx: StageRunContext): Promise<StageOutcome> {
-    const r = await ctx.runInSandbox(ctx.stageConfig.command, {
-      display: ctx.stageConfig.command,
+    const { stage, stageConfig } = ctx;
+    if (!stageConfig.isDefault || stage === 'request') return this.runCommand(ctx, stageConfig.command, stageConfig.command);
+    const nothing = NOTHING_TO_DO[stage];
+    if (nothing) return skippedOutcome(nothing);
+    const probe = await probeRepo(ctx.ssh, { ...this.opts.probe, env: stageConfig.env });
+    const decision: StageDecision = stage === 'test' ? decideTest(probe) : decideBuild(probe);
+    if (decision.kind === 'skip') return skippedOutcome(decision.reason);
+    if (decision.kind === 'fail') return { status: 'failed', exitCode: null, summary: decision.reason };
+    return this.runCommand(ctx, decision.command, `${decision.command}   # detected: ${decision.reason}`);
+  }
+
+  private async runCommand(ctx: StageRunContext, command: string, display: string): Promise<StageOutcome> {
+    const r = await ctx.runInSandbox(command, {
+      display,
       title: ctx.stage,
       env: ctx.stageConfig.env,
       timeoutSeconds: ctx.stageConfig.timeoutSeconds,
     });
-    return outcomeFromRun(r, ctx.stageConfig.timeoutSeconds);
+    const outcome = outcomeFromRun(r, ctx.stageConfig.timeoutSeconds);
+    if (ctx.stage !== 'test' || (outcome.status !== 'passed' && outcome.status !== 'failed') || r.timedOut || r.lost) return outcome;
+    // The counts and failed names describe the run; the exit status alone decided it.
+    const report = readTestReport(r.tail(64 * 1024));
+    return report.text ? { ...outcome, summary: report.text } : outcome;
   }
+}
+
+/** A stage that found nothing to do: skipped, with the reason as its summary. */
+export function skippedOutcome(reason: string): StageOutcome {
+  return { status: 'skipped', exitCode: null, summary: reason };
 }
 
 /** The usual reading of a guest run: exit 0 passes, anything else fails with the output tail. */

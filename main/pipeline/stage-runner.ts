@@ -11,6 +11,7 @@ import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Tas
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
 import type { PipelineConfig } from './config.js';
+import { prepareArtifactsDirScript } from './artifacts.js';
 import { attemptTitle, framedSource, stageHeader } from './stage-frame.js';
 import {
   GUEST_ENV_FILE,
@@ -56,6 +57,11 @@ export interface PipelineRunInput {
   /** Re-run from this stage (a retry); earlier stages keep their results from `previous`. */
   startAt?: StageName;
   previous?: StageResult[];
+  /**
+   * Called before each stage starts (e.g. to set the proxy's egress step). An
+   * error from it fails that stage with its message.
+   */
+  beforeStage?: (stage: StageName) => void | Promise<void>;
 }
 
 export interface PipelineRunOutcome {
@@ -118,7 +124,10 @@ export class PipelineRunner {
     if (startIndex < 0) throw new FactoryError('InvalidInput', `no stage named ${input.startAt}`);
     for (let i = 0; i < startIndex; i++) {
       const prev = input.previous?.find((p) => p.name === stages[i]!.name);
-      if (prev?.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${input.startAt}: stage ${stages[i]!.name} has not passed`);
+      // A stage skipped for having nothing to do ran; one skipped after a failure never started (the failure comes first).
+      if (prev?.status !== 'passed' && prev?.status !== 'skipped') {
+        throw new FactoryError('InvalidInput', `cannot start at ${input.startAt}: stage ${stages[i]!.name} has not passed`);
+      }
       stages[i] = { ...prev };
     }
     const publish = () => input.onStages(stages.map((s) => ({ ...s })));
@@ -147,6 +156,7 @@ export class PipelineRunner {
         });
       let outcome: StageOutcome;
       try {
+        await input.beforeStage?.(stage.name);
         outcome = await executor.runStage({
           task,
           stage: stage.name,
@@ -172,7 +182,7 @@ export class PipelineRunner {
         ...(outcome.tokens ? { tokens: outcome.tokens } : {}),
         ...(outcome.costUsd !== undefined ? { costUsd: outcome.costUsd } : {}),
       });
-      if (outcome.status !== 'passed') {
+      if (outcome.status !== 'passed' && outcome.status !== 'skipped') {
         this.skipFrom(stages, i + 1, 'skipped');
         publish();
         if (outcome.status === 'cancelled') return { status: 'cancelled', stages };
@@ -224,6 +234,11 @@ export class PipelineRunner {
       '',
     ].join('\n');
     await this.putText(input, GUEST_ENV_FILE, env);
+    // Scratch files (plan, review) go here, outside the repository, unless the repository asks to commit them.
+    const dir = await input.ssh.run(prepareArtifactsDirScript(), { timeoutMs: 30_000, maxBytes: 16 * 1024 });
+    if (dir.code !== 0) {
+      throw new FactoryError('SandboxError', `could not make the artifacts folder in the sandbox (exit ${dir.code ?? 'signal'}): ${plainText(dir.stderr).trim().slice(0, 300)}`);
+    }
   }
 
   private putText(input: PipelineRunInput, remotePath: string, content: string): Promise<void> {

@@ -33,7 +33,8 @@ export function planRetry(task: Task, fromStage?: StageName, opts: { overrideRev
   const from = STAGE_NAMES.indexOf(start);
   for (const s of stages) {
     if (s.name === start) break;
-    if (s.status !== 'passed') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
+    // A stage skipped for having nothing to do counts as done; one skipped after a failure comes after that failure.
+    if (s.status !== 'passed' && s.status !== 'skipped') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
   }
   return { start, stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const, ...(s.attempt ? { attempt: s.attempt } : {}) } : s)) };
 }

@@ -14,6 +14,7 @@ import type { TerminalInfo } from '../../common/domain.js';
 import { ClaudeCodeAdapter } from '../../main/pipeline/agents/claude-code.js';
 import { shellWord } from '../../common/shell-quote.js';
 import { GUEST_AGENT_HOME, GUEST_ENV_FILE, GUEST_REPO_DIR } from '../../main/guest/guest-shell.js';
+import { GUEST_ARTIFACTS_DIR } from '../../main/pipeline/artifacts.js';
 import { stageOfRequest, type StubReply } from '../support/anthropic-stub.js';
 import { SandboxShell, startAgentApp, waitForTask } from '../support/agent-app.js';
 import { testImage } from '../support/image.js';
@@ -26,9 +27,9 @@ const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 2));
 
 // Short conversations: the first request is what is measured.
 const scripts: Record<Stage, StubReply[]> = {
-  plan: [{ toolUses: [{ name: 'Write', input: { file_path: `${GUEST_REPO_DIR}/PLAN.md`, content: '# Bench plan\n' } }] }, { text: 'Planned.' }],
+  plan: [{ toolUses: [{ name: 'Write', input: { file_path: `${GUEST_ARTIFACTS_DIR}/PLAN.md`, content: '# Bench plan\n' } }] }, { text: 'Planned.' }],
   build: [{ text: 'Built.' }],
-  review: [{ toolUses: [{ name: 'Write', input: { file_path: `${GUEST_REPO_DIR}/REVIEW.md`, content: 'Verdict: approve\n' } }] }, { text: 'Approved.' }],
+  review: [{ toolUses: [{ name: 'Write', input: { file_path: `${GUEST_ARTIFACTS_DIR}/REVIEW.md`, content: 'Verdict: approve\n' } }] }, { text: 'Approved.' }],
   document: [{ text: 'Nothing to document.' }],
 };
 

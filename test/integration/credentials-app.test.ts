@@ -112,7 +112,7 @@ describe('credential broker in the app', () => {
     const t = await waitForTask(app!, created.id, (x) => ['review', 'failed', 'cancelled'].includes(x.phase));
     const failedLog = t.stages.filter((s) => s.status === 'failed').map((s) => `${s.name}: ${(output.get(s.sessionId ?? '') ?? '').slice(-2000)}`).join('\n');
     expect(t.error, failedLog).toBeUndefined();
-    expect(t.stages.slice(0, 4).map((s) => `${s.name}:${s.status}`)).toEqual(['request:passed', 'plan:passed', 'build:passed', 'test:passed']);
+    expect(t.stages.slice(0, 4).map((s) => `${s.name}:${s.status}`)).toEqual(['request:passed', 'plan:skipped', 'build:passed', 'test:passed']);
     expect(output.get(t.stages[0]!.sessionId!)).toMatch(/^5\s*$/m); // five streamed deltas arrived
     expect(stub.requests.some((r) => r.headers['x-api-key'] === ANTHROPIC_KEY)).toBe(true);
     expect(gitServer.authSeen).toContain(`Basic ${Buffer.from(`x-access-token:${GIT_TOKEN}`).toString('base64')}`);

@@ -60,7 +60,7 @@ describe('failing and cancelled pipelines', () => {
     expect(output.get(running.stages[2]!.sessionId!)).toContain('NOT-YET-COMMITTED');
     const cancelled = await app.api['tasks.cancel']({ taskId: b.id });
     expect(cancelled.phase).toBe('cancelled');
-    expect(cancelled.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'cancelled', 'skipped', 'skipped', 'skipped']);
+    expect(cancelled.stages.map((s) => s.status)).toEqual(['passed', 'skipped', 'cancelled', 'skipped', 'skipped', 'skipped']);
     // The sandbox stays for inspection, and no process of the agent user is left in it.
     expect(cancelled.sandbox.status).toBe('running');
     const shell = await app.api['terminal.openShell']({ taskId: b.id, cols: 120, rows: 30 });
@@ -70,7 +70,9 @@ describe('failing and cancelled pipelines', () => {
 
     const failed = await waitForTask(app, a.id, (t) => ['failed', 'review'].includes(t.phase));
     expect(failed.phase).toBe('failed');
-    expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped']);
+    // No plan agent and no build step in this repository: skipped, with the reasons.
+    expect(failed.stages.map((s) => s.status)).toEqual(['passed', 'skipped', 'skipped', 'failed', 'skipped', 'skipped']);
+    expect(failed.stages[2]!.summary).toBe('no build step found');
     const test = failed.stages[3]!;
     expect(test.exitCode).toBe(3);
     expect(test.attempt).toBe(1);

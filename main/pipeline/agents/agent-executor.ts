@@ -8,13 +8,17 @@ import { randomBytes } from 'node:crypto';
 import type { Task } from '../../../common/domain.js';
 import { runGit } from '../../git/host-git.js';
 import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../../guest/guest-shell.js';
+import type { PipelineConfig } from '../config.js';
 import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
 import { capText, firstLine } from './json-lines.js';
 import { promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';
 import { parseReviewVerdict } from './review-verdict.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import { renderCommand } from './shell.js';
-import { detectionProbeScript, detectTestCommand, formatTestCounts, parseDetectionProbe, parseTestCounts } from './test-detect.js';
+import { GUEST_ARTIFACTS_DIR } from '../artifacts.js';
+import { decideTest, probeRepo } from '../default-stages.js';
+import { skippedOutcome } from '../stage-executor.js';
+import { readTestReport } from './test-failures.js';
 import type { AgentAdapter, AgentEvent, AgentOutcome, AgentTokens } from './types.js';
 
 export interface AgentStageExecutorOptions {
@@ -22,9 +26,14 @@ export interface AgentStageExecutorOptions {
   maxRepairRounds?: number;
   maxTurns?: number;
   model?: string;
-  /** Plan and review files, relative to the repository (defaults PLAN.md, REVIEW.md). */
+  /**
+   * Plan and review file names (defaults PLAN.md, REVIEW.md): in the artifacts
+   * folder, or in the repository when its config sets commitScratchFiles.
+   */
   planFile?: string;
   reviewFile?: string;
+  /** Where scratch files go when they are not committed (the guest's artifacts folder). */
+  artifactsDir?: string;
   /** Guest layout; tests on the host point these elsewhere. */
   repoDir?: string;
   taskFile?: string;
@@ -64,6 +73,7 @@ export class AgentStageExecutor implements StageExecutor {
       maxRepairRounds: Math.max(0, Math.min(10, opts.maxRepairRounds ?? 2)),
       planFile: opts.planFile ?? 'PLAN.md',
       reviewFile: opts.reviewFile ?? 'REVIEW.md',
+      artifactsDir: opts.artifactsDir ?? GUEST_ARTIFACTS_DIR,
       repoDir: opts.repoDir ?? GUEST_REPO_DIR,
       taskFile: opts.taskFile ?? GUEST_TASK_FILE,
       promptDir: opts.promptDir ?? `${GUEST_AGENT_HOME}/.factory-prompts`,
@@ -105,11 +115,12 @@ export class AgentStageExecutor implements StageExecutor {
   }
 
   private async plan(ctx: StageRunContext): Promise<StageOutcome> {
+    const planFile = await this.freshScratchFile(ctx, this.opts.planFile);
     const out = await this.agentStage(ctx, 'plan', {});
     if (out.status !== 'passed') return out;
-    const plan = await this.readRepoFile(ctx, this.opts.planFile);
+    const plan = await this.readRepoFile(ctx, planFile);
     if (plan === null) {
-      return { ...out, status: 'failed', summary: `the agent wrote no ${this.opts.planFile}` };
+      return { ...out, status: 'failed', summary: `the agent wrote no ${planFile}` };
     }
     // The card shows the plan's first line (markdown heading marks dropped).
     const head = firstLine(plan.replace(/^\s*#+\s*/gm, ''), 200);
@@ -117,30 +128,30 @@ export class AgentStageExecutor implements StageExecutor {
   }
 
   private async review(ctx: StageRunContext): Promise<StageOutcome> {
+    const reviewFile = await this.freshScratchFile(ctx, this.opts.reviewFile);
     const out = await this.agentStage(ctx, 'review', {});
     if (out.status !== 'passed') return out;
-    const text = await this.readRepoFile(ctx, this.opts.reviewFile);
-    if (text === null) return { ...out, status: 'failed', summary: `the agent wrote no ${this.opts.reviewFile}` };
+    const text = await this.readRepoFile(ctx, reviewFile);
+    if (text === null) return { ...out, status: 'failed', summary: `the agent wrote no ${reviewFile}` };
     const verdict = parseReviewVerdict(text);
     if (verdict.verdict === 'approve') return { ...out, summary: `approved: ${out.summary}`.slice(0, 240) };
     if (verdict.verdict === 'block') {
       return { ...out, status: 'failed', summary: `review blocked the change: ${out.summary}`.slice(0, 240), detail: capText(text, 8000) };
     }
-    return { ...out, status: 'failed', summary: `${this.opts.reviewFile}: ${verdict.line}`, detail: capText(text, 8000) };
+    return { ...out, status: 'failed', summary: `${reviewFile}: ${verdict.line}`, detail: capText(text, 8000) };
   }
 
   private async test(ctx: StageRunContext): Promise<StageOutcome> {
     let command: string | null = ctx.stageConfig.isDefault ? null : ctx.stageConfig.command;
     let reason = 'configured in .factory/pipeline.json';
     if (command === null) {
-      const probe = await ctx.ssh.run(this.opts.asAgent(`cd ${shellWord(this.opts.repoDir)} && ${detectionProbeScript()}`), {
-        maxBytes: 1024 * 1024,
-        timeoutMs: 60_000,
-      });
-      const detected = detectTestCommand(parseDetectionProbe(probe.stdout));
-      if (!detected) return { status: 'passed', exitCode: null, summary: 'no test command detected; nothing to run' };
-      command = detected.command;
-      reason = `detected: ${detected.reason}`;
+      const probe = await probeRepo(ctx.ssh, { repoDir: this.opts.repoDir, asAgent: this.opts.asAgent, env: ctx.stageConfig.env });
+      const decision = decideTest(probe);
+      if (decision.kind === 'skip') return skippedOutcome(decision.reason);
+      // The sandbox lacks the runner: no repair round can fix that, so the stage fails with the reason.
+      if (decision.kind === 'fail') return { status: 'failed', exitCode: null, summary: decision.reason };
+      command = decision.command;
+      reason = `detected: ${decision.reason}`;
     }
     const totals = emptyTotals();
     for (let round = 0; ; round++) {
@@ -154,8 +165,8 @@ export class AgentStageExecutor implements StageExecutor {
       const failed = runFailure(r, ctx.stageConfig.timeoutSeconds);
       if (failed && (r.cancelled || r.lost)) return withTotals(failed, totals);
       const tail = r.tail(64 * 1024);
-      const counts = parseTestCounts(tail);
-      const countText = counts ? formatTestCounts(counts) : '';
+      // Counts and failed names describe the run; the exit status alone decides it.
+      const countText = readTestReport(tail).text;
       if (!failed && r.code === 0) {
         const summary = [countText || `${command} passed`, round > 0 ? `after ${round} repair round${round > 1 ? 's' : ''}` : ''].filter(Boolean).join(' ');
         return withTotals({ status: 'passed', exitCode: 0, summary, sessionId: r.sessionId }, totals);
@@ -195,8 +206,8 @@ export class AgentStageExecutor implements StageExecutor {
       baseCommit: ctx.task.baseCommit,
       repoDir: this.opts.repoDir,
       taskFile: this.opts.taskFile,
-      planFile: this.opts.planFile,
-      reviewFile: this.opts.reviewFile,
+      planFile: this.scratchPath(ctx, this.opts.planFile),
+      reviewFile: this.scratchPath(ctx, this.opts.reviewFile),
       testCommand: 'the repository tests',
       testOutput: '',
       round: '',
@@ -263,7 +274,23 @@ export class AgentStageExecutor implements StageExecutor {
     return r.code === 0 && r.stdout.trim() !== '' ? r.stdout : null;
   }
 
-  /** A file the agent wrote in the repository, capped; null when absent. Not followed out of the repo. */
+  /** Where a scratch file goes: the artifacts folder, or the repository when its config commits scratch files. */
+  private scratchPath(ctx: StageRunContext, name: string): string {
+    return commitsScratchFiles(ctx.config) || name.includes('/') ? name : `${this.opts.artifactsDir}/${name}`;
+  }
+
+  /**
+   * The scratch file's path, with what an earlier attempt left there removed,
+   * so a verdict or plan is never read from a run that did not write it.
+   * A file in the repository is left alone (it may be committed there).
+   */
+  private async freshScratchFile(ctx: StageRunContext, name: string): Promise<string> {
+    const file = this.scratchPath(ctx, name);
+    if (file !== name) await ctx.ssh.run(this.opts.asAgent(`rm -f -- ${shellWord(file)}`), { timeoutMs: 30_000 });
+    return file;
+  }
+
+  /** A file the agent wrote (in the repository, or an absolute path), capped; null when absent. Symlinks are not followed. */
   private async readRepoFile(ctx: StageRunContext, relPath: string): Promise<string | null> {
     const r = await ctx.ssh.run(
       this.opts.asAgent(
@@ -273,6 +300,11 @@ export class AgentStageExecutor implements StageExecutor {
     );
     return r.code === 0 ? r.stdout : null;
   }
+}
+
+/** The repository's config asks for the plan and review files in the branch (pipeline.json `commitScratchFiles`). */
+function commitsScratchFiles(config: PipelineConfig): boolean {
+  return (config as PipelineConfig & { commitScratchFiles?: boolean }).commitScratchFiles === true;
 }
 
 /** The override from the host repository: text, null when absent, undefined when the repository cannot answer. */

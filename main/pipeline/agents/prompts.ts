@@ -52,7 +52,8 @@ The task is in {{taskFile}}:
 {{task}}
 ---
 
-Write an implementation plan to {{planFile}} and change nothing else. Start the
+Write an implementation plan to the file {{planFile}} (a scratch file the app
+keeps for the user: do not git add it) and change nothing else. Start the
 file with a one-line summary of the approach, then list the files to change,
 the steps, and how the change will be tested. Read the code you need first.
 Finish with one short sentence saying what the plan is.
@@ -98,7 +99,8 @@ The task was:
 
 Review the diff of branch {{branch}} against the base commit {{baseCommit}}
 (\`git diff {{baseCommit}}\`) for correctness, tests, security and scope.
-Write your review to {{reviewFile}}: findings first, most serious first, then a
+Write your review to the file {{reviewFile}} (a scratch file the app keeps
+for the user: do not git add it): findings first, most serious first, then a
 last line that is exactly one of
 
 Verdict: approve

@@ -6,7 +6,9 @@
 export interface DetectedTestCommand {
   command: string;
   runner: 'npm' | 'cargo' | 'go' | 'pytest' | 'make';
-  /** Which file decided it, for the stage log. */
+  /** The program that must be installed in the sandbox to run it. */
+  tool: 'npm' | 'cargo' | 'go' | 'pytest' | 'make';
+  /** Which file decided it, for the stage log ("package.json has a test script"). */
   reason: string;
 }
 
@@ -35,24 +37,26 @@ export type RepoFiles = ReadonlyMap<string, string>;
 export function detectTestCommand(files: RepoFiles): DetectedTestCommand | null {
   const pkg = files.get('package.json');
   if (pkg !== undefined) {
-    const test = npmTestScript(pkg);
-    if (test && !NPM_PLACEHOLDER.test(test)) return { command: 'npm test', runner: 'npm', reason: 'package.json has scripts.test' };
+    const test = npmScript(pkg, 'test');
+    if (test && !NPM_PLACEHOLDER.test(test)) return { command: 'npm test', runner: 'npm', tool: 'npm', reason: 'package.json has a test script' };
   }
-  if (files.has('Cargo.toml')) return { command: 'cargo test', runner: 'cargo', reason: 'Cargo.toml' };
-  if (files.has('go.mod')) return { command: 'go test ./...', runner: 'go', reason: 'go.mod' };
+  if (files.has('Cargo.toml')) return { command: 'cargo test', runner: 'cargo', tool: 'cargo', reason: 'Cargo.toml is present' };
+  if (files.has('go.mod')) return { command: 'go test ./...', runner: 'go', tool: 'go', reason: 'go.mod is present' };
   const pytestReason = pytestMarker(files);
-  if (pytestReason) return { command: 'python3 -m pytest', runner: 'pytest', reason: pytestReason };
+  if (pytestReason) return { command: 'python3 -m pytest', runner: 'pytest', tool: 'pytest', reason: pytestReason };
   for (const name of ['GNUmakefile', 'makefile', 'Makefile']) {
     const text = files.get(name);
-    if (text !== undefined && /^test\s*:(?!=)/m.test(text)) return { command: 'make test', runner: 'make', reason: `${name} has a test target` };
+    if (text !== undefined && /^test\s*:(?!=)/m.test(text)) return { command: 'make test', runner: 'make', tool: 'make', reason: `${name} has a test target` };
   }
   return null;
 }
 
-function npmTestScript(text: string): string | null {
+/** A package.json script's text, or null when absent, empty or the file is not JSON. */
+export function npmScript(text: string, name: string): string | null {
   try {
-    const pkg = JSON.parse(text) as { scripts?: { test?: unknown } };
-    const test = pkg?.scripts?.test;
+    const pkg = JSON.parse(text) as { scripts?: Record<string, unknown> } | null;
+    const scripts = pkg?.scripts;
+    const test = scripts && typeof scripts === 'object' && Object.prototype.hasOwnProperty.call(scripts, name) ? scripts[name] : undefined;
     return typeof test === 'string' && test.trim() !== '' ? test : null;
   } catch {
     // A package.json that is not JSON has no test script to detect; another probe may still find one.
@@ -61,8 +65,8 @@ function npmTestScript(text: string): string | null {
 }
 
 function pytestMarker(files: RepoFiles): string | null {
-  if (files.has('pytest.ini')) return 'pytest.ini';
-  if (files.has('conftest.py')) return 'conftest.py';
+  if (files.has('pytest.ini')) return 'pytest.ini is present';
+  if (files.has('conftest.py')) return 'conftest.py is present';
   if (/^\[tool\.pytest(\.ini_options)?\]/m.test(files.get('pyproject.toml') ?? '')) return 'pyproject.toml has [tool.pytest.ini_options]';
   if (/^\[tool:pytest\]/m.test(files.get('setup.cfg') ?? '')) return 'setup.cfg has [tool:pytest]';
   if (/^\[pytest\]/m.test(files.get('tox.ini') ?? '')) return 'tox.ini has [pytest]';

@@ -27,6 +27,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
   let root: string;
   let repo: string;
   let home: string;
+  let artifacts: string;
   let binary: string | undefined;
   let user: string | undefined;
   const events: Array<{ stage: string; event: AgentEvent }> = [];
@@ -38,11 +39,15 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     fs.chmodSync(root, 0o755);
     repo = path.join(root, 'repo');
     home = path.join(root, 'home');
+    artifacts = path.join(root, 'artifacts');
     fs.mkdirSync(repo);
     fs.mkdirSync(home);
+    // The scratch files' folder, outside the repository, writable by the agent user (as the runner makes it in the guest).
+    fs.mkdirSync(artifacts);
+    fs.chmodSync(artifacts, 0o777);
     const scripts: Record<string, StubReply[]> = {
       plan: [
-        { text: 'Planning.', toolUses: [{ name: 'Write', input: { file_path: `${repo}/PLAN.md`, content: '# Add greeting.txt with a hello line\n\n1. write it\n' } }] },
+        { text: 'Planning.', toolUses: [{ name: 'Write', input: { file_path: `${artifacts}/PLAN.md`, content: '# Add greeting.txt with a hello line\n\n1. write it\n' } }] },
         { text: 'The plan adds greeting.txt.' },
       ],
       build: [
@@ -54,7 +59,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
         { text: 'Created fixed.txt so the test passes.' },
       ],
       review: [
-        { toolUses: [{ name: 'Write', input: { file_path: `${repo}/REVIEW.md`, content: 'Looks right.\n\nVerdict: approve\n' } }] },
+        { toolUses: [{ name: 'Write', input: { file_path: `${artifacts}/REVIEW.md`, content: 'Looks right.\n\nVerdict: approve\n' } }] },
         { text: 'Approved: small and tested.' },
       ],
       document: [{ text: 'Nothing to document.' }],
@@ -143,7 +148,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     fs.writeFileSync(taskFile, `${task.title}\n`, { mode: 0o644 });
     const executor = new AgentStageExecutor(
       { adapter: new ClaudeCodeAdapter({ binary: binary! }), guestEnv: () => ({ ANTHROPIC_BASE_URL: stub.url, ANTHROPIC_API_KEY: apiKey }) },
-      { repoDir: repo, taskFile, promptDir: path.join(home, '.factory-prompts'), asAgent: asUser, onEvent: (_t, stage, event) => events.push({ stage, event }) },
+      { repoDir: repo, artifactsDir: artifacts, taskFile, promptDir: path.join(home, '.factory-prompts'), asAgent: asUser, onEvent: (_t, stage, event) => events.push({ stage, event }) },
     );
     if (user && !canRun(user, binary!)) {
       const copy = path.join(root, 'claude');
@@ -184,7 +189,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     if (!binary) ctx.skip();
     const blocking = await AnthropicStub.start({
       script: [
-        { toolUses: [{ name: 'Write', input: { file_path: `${repo}/REVIEW.md`, content: 'Missing tests.\n**Verdict:** block\n' } }] },
+        { toolUses: [{ name: 'Write', input: { file_path: `${artifacts}/REVIEW.md`, content: 'Missing tests.\n**Verdict:** block\n' } }] },
         { text: 'Blocked: no tests.' },
       ],
     });
@@ -194,7 +199,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
       const bin = user && !canRun(user, binary!) ? path.join(root, 'claude') : binary!;
       const executor = new AgentStageExecutor(
         { adapter: new ClaudeCodeAdapter({ binary: bin }), guestEnv: () => ({ ANTHROPIC_BASE_URL: blocking.url, ANTHROPIC_API_KEY: apiKey }) },
-        { repoDir: repo, taskFile: path.join(root, 'TASK.md'), promptDir: path.join(home, '.factory-prompts'), asAgent: asUser },
+        { repoDir: repo, artifactsDir: artifacts, taskFile: path.join(root, 'TASK.md'), promptDir: path.join(home, '.factory-prompts'), asAgent: asUser },
       );
       const out = await runStage(executor, 'review', task);
       expect(out.status).toBe('failed');

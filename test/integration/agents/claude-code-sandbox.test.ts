@@ -13,6 +13,7 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageResult, Task } from '../../../common/domain.js';
+import { GUEST_ARTIFACTS_DIR } from '../../../main/pipeline/artifacts.js';
 import { stageOfRequest, type StubReply } from '../../support/anthropic-stub.js';
 import { SandboxShell, startAgentApp, waitForTask, type AgentApp } from '../../support/agent-app.js';
 import { testImage } from '../../support/image.js';
@@ -28,7 +29,7 @@ const TEST_COMMAND =
 
 const scripts: Record<string, StubReply[]> = {
   plan: [
-    { text: 'Planning.', toolUses: [{ name: 'Write', input: { file_path: `${REPO}/PLAN.md`, content: '# Add greeting.txt with a hello line\n\n1. write it\n2. commit it\n' } }] },
+    { text: 'Planning.', toolUses: [{ name: 'Write', input: { file_path: `${GUEST_ARTIFACTS_DIR}/PLAN.md`, content: '# Add greeting.txt with a hello line\n\n1. write it\n2. commit it\n' } }] },
     { text: 'The plan adds greeting.txt.' },
   ],
   build: [
@@ -47,7 +48,7 @@ const scripts: Record<string, StubReply[]> = {
     { text: 'Created fixed.txt so the test passes.' },
   ],
   review: [
-    { toolUses: [{ name: 'Write', input: { file_path: `${REPO}/REVIEW.md`, content: 'greeting.txt has no test of its own.\n\nVerdict: block\n' } }] },
+    { toolUses: [{ name: 'Write', input: { file_path: `${GUEST_ARTIFACTS_DIR}/REVIEW.md`, content: 'greeting.txt has no test of its own.\n\nVerdict: block\n' } }] },
     { text: 'Blocked: greeting.txt has no test.' },
   ],
   document: [{ text: 'Nothing to document.' }],
@@ -182,7 +183,8 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     await shell.close();
 
     const review = await env.app.api['tasks.review']({ taskId });
-    expect(review.files.map((f) => f.path).sort()).toEqual(['PLAN.md', 'REVIEW.md', 'fixed.txt', 'greeting.txt']);
+    // The plan and review are scratch files outside the repository: not in the returned branch.
+    expect(review.files.map((f) => f.path).sort()).toEqual(['fixed.txt', 'greeting.txt']);
     expect(review.patch).toContain('+hello from the sandbox');
     const approved: Task = await env.app.api['tasks.approve']({ taskId });
     expect(approved.phase).toBe('approved');

@@ -62,6 +62,8 @@ async function guest(play: Play): Promise<GuestSsh> {
           }
           const run = /'bash' '(\/work\/\.factory\/run\/[^']+)'/.exec(info.command);
           if (run) return play(files.get(run[1]!) ?? '', ch);
+          // The final commit answers with the head it made.
+          if (info.command.includes('FACTORY_HEAD')) ch.write(`FACTORY_HEAD ${'b'.repeat(40)}\n`);
           ch.exit(0); // the kill of the agent's processes, and anything else
           ch.end();
         });
@@ -86,9 +88,10 @@ async function guest(play: Play): Promise<GuestSsh> {
     exec,
     run: async (command) => {
       const ch = await exec(command);
-      ch.resume();
+      let stdout = '';
+      ch.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
       ch.stderr.resume();
-      return new Promise((resolve) => ch.on('exit', (code: number) => resolve({ code, stdout: '', stderr: '' })));
+      return new Promise((resolve) => ch.on('close', () => resolve({ code: 0, stdout, stderr: '' })));
     },
     putFile: async () => {},
     getFile: async () => 0,
@@ -117,7 +120,8 @@ function setup() {
 
 function config(testCommand: string, timeoutSeconds?: number): PipelineConfig {
   const cfg = defaultPipelineConfig();
-  cfg.stages.test = { ...cfg.stages.test, command: testCommand, ...(timeoutSeconds ? { timeoutSeconds } : {}) };
+  // As .factory/pipeline.json configures it (a stage left to the defaults decides for itself what runs).
+  cfg.stages.test = { ...cfg.stages.test, command: testCommand, isDefault: false, ...(timeoutSeconds ? { timeoutSeconds } : {}) };
   return cfg;
 }
 
@@ -248,5 +252,43 @@ describe('stage terminals tell what ran and how it ended', () => {
     const test = second.stages.find((s) => s.name === 'test')!;
     expect(test.attempt).toBe(2);
     expect(terminals.list(TASK.id).map((t) => t.title)).toEqual(['test', 'test · attempt 2']);
+  });
+
+  it('stages with nothing to do are skipped with their reason and the pipeline still passes; beforeStage runs before each', async () => {
+    const { runner } = setup();
+    // Nothing in this work tree to build or test: the probe finds no files and no tools.
+    const ssh = await guest((_script, ch) => {
+      ch.write('ok\r\n');
+      ch.exit(0);
+      ch.end();
+    });
+    const steps: string[] = [];
+    const out = await runner.run({
+      task: TASK, config: defaultPipelineConfig(), ssh, signal: new AbortController().signal, onStages: () => {},
+      beforeStage: (stage) => void steps.push(stage),
+    });
+    expect(out.status).toBe('passed');
+    expect(steps).toEqual(['request', 'plan', 'build', 'test', 'review', 'document']);
+    expect(out.stages.map((s) => `${s.name}:${s.status}:${s.summary}`)).toEqual([
+      'request:passed:ok',
+      'plan:skipped:no plan command configured and no agent chosen',
+      'build:skipped:no build step found',
+      'test:skipped:no test command detected',
+      'review:skipped:no review command configured and no agent chosen',
+      'document:skipped:no document command configured and no agent chosen',
+    ]);
+  });
+
+  it('an error from beforeStage fails that stage with its message', async () => {
+    const { runner } = setup();
+    const out = await runner.run({
+      task: TASK, config: defaultPipelineConfig(), ssh: await guest(failingTests), signal: new AbortController().signal, onStages: () => {},
+      beforeStage: (stage) => {
+        if (stage === 'build') throw new Error('the proxy could not switch to the build step');
+      },
+    });
+    expect(out.status).toBe('failed');
+    expect(out.failedStage).toBe('build');
+    expect(out.stages.find((s) => s.name === 'build')!.summary).toContain('the proxy could not switch to the build step');
   });
 });
