@@ -41,6 +41,8 @@ export const apiInputs = {
      */
     egressApproval: z.object({ rules: z.array(EgressRule).max(64), remember: z.boolean() }).optional(),
   }),
+  /** One of a task's artifacts (its text, at most 1 MiB). */
+  'tasks.artifact': z.object({ taskId: id, name: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be a plain file name') }),
   /** What Start will do for this repository: its environment and the egress it asks for. Creates nothing. */
   'tasks.preflight': z.object({ repoPath: z.string().min(1).max(4096), baseRef: z.string().min(1).max(256).optional() }),
   'tasks.cancel': z.object({ taskId: id }),
@@ -118,6 +120,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.get': Task;
   'tasks.create': Task;
   'tasks.preflight': TaskPreflight;
+  'tasks.artifact': { name: string; text: string; truncated: boolean };
   'egress.allow': Task;
   'layers.list': LayerInfo[];
   'layers.remove': void;

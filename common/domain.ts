@@ -129,6 +129,8 @@ export const Task = z.object({
   setup: SetupInfo.optional(),
   /** Egress the user added for this task, and destinations the sandbox was refused. */
   egress: TaskEgress.optional(),
+  /** The agents' scratch files (plan, review) copied out of the sandbox: kept with the task, not in its branch. */
+  artifacts: z.array(z.object({ name: z.string(), bytes: z.number(), truncated: z.boolean() })).optional(),
 });
 export type Task = z.infer<typeof Task>;
 

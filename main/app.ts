@@ -215,6 +215,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),
     'tasks.preflight': async (input) => tasks.preflight(input),
+    'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     'layers.list': async () => layers.list(),
     'layers.remove': async ({ id }) => layers.remove(id),

@@ -12,6 +12,7 @@ import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import type { PipelineRunner } from '../pipeline/stage-runner.js';
+import { collectArtifacts } from '../pipeline/artifacts.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
 import { assertConfirmed } from '../pullback/review/confirmations.js';
 import type { Logger } from '../log/logger.js';
@@ -238,6 +239,7 @@ export class TaskService<Image = unknown> {
     await this.destroy(taskId);
     await this.deps.quarantine.discard(taskId);
     await fsp.rm(this.reviewJsonPath(taskId), { force: true });
+    await fsp.rm(this.artifactsDir(taskId), { recursive: true, force: true });
     this.reviews.delete(taskId);
     await this.book.remove(taskId);
   }
@@ -349,6 +351,34 @@ export class TaskService<Image = unknown> {
   }
 
   /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
+  /** The agents' scratch files, copied out of the sandbox after its pipeline (kept until the task is removed). */
+  private async keepArtifacts(record: TaskRecord, ssh: SandboxSshPort): Promise<void> {
+    const taskId = record.task.id;
+    try {
+      const dir = this.artifactsDir(taskId);
+      await fsp.rm(dir, { recursive: true, force: true });
+      const artifacts = await collectArtifacts(ssh, dir, {
+        onRefused: (a) => this.deps.log.warn('an artifact was refused', { taskId, name: a.name, reason: a.reason }),
+      });
+      await this.book.update(record, { artifacts });
+    } catch (err) {
+      // The run's outcome matters more than its scratch files; the log says what was lost.
+      this.deps.log.warn('copying the artifacts out of the sandbox failed', { taskId, err });
+    }
+  }
+
+  /** One artifact's text (names were checked when copied; checked again here). */
+  async artifact(taskId: string, name: string): Promise<{ name: string; text: string; truncated: boolean }> {
+    const entry = this.record(taskId).task.artifacts?.find((a) => a.name === name);
+    if (!entry) throw new FactoryError('NotFound', `task ${taskId} has no artifact named ${JSON.stringify(name).slice(0, 140)}`);
+    const text = await fsp.readFile(path.join(this.artifactsDir(taskId), entry.name), 'utf8');
+    return { name: entry.name, text, truncated: entry.truncated };
+  }
+
+  private artifactsDir(taskId: string): string {
+    return path.join(this.deps.paths.data, 'artifacts', taskId);
+  }
+
   private reviewJsonPath(taskId: string): string {
     return path.join(this.deps.paths.state, 'reviews', `${taskId}.json`);
   }
@@ -516,6 +546,7 @@ export class TaskService<Image = unknown> {
         this.book.update(record, { stages }).catch((err: Error) => this.deps.log.warn('saving a stage update failed', { taskId: task().id, err }));
       },
     });
+    await this.keepArtifacts(record, ssh);
     if (outcome.status === 'cancelled') return this.aborted(record, outcome.stages);
     if (outcome.status === 'failed') {
       await this.book.transition(record, 'fail', { stages: outcome.stages, ...(outcome.error ? { error: outcome.error } : {}) });

@@ -3,6 +3,7 @@ import type { Task, TerminalInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { useFocusRequest } from '../state/focus.js';
 import { EgressRefusals, SetupDetails } from './environment/TaskEnvironment.js';
+import { TaskArtifacts } from './environment/TaskArtifacts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ReviewPanel } from './ReviewPanel.js';
@@ -164,6 +165,7 @@ function TaskView({ task }: { task: Task }) {
       {resultFirst ? <ReviewPanel task={task} /> : null}
       <SetupDetails task={task} />
       <EgressRefusals task={task} />
+      <TaskArtifacts task={task} />
       <TerminalTabs task={task} tabs={tabs} current={current} />
       {!resultFirst ? <ReviewPanel task={task} /> : null}
       <SecurityPanel task={task} />

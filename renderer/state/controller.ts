@@ -266,6 +266,11 @@ export class FactoryController {
     return task;
   }
 
+  /** One of a task's artifacts (plan, review); throws so the artifact's row shows the error. */
+  artifact(taskId: string, name: string): Promise<{ name: string; text: string; truncated: boolean }> {
+    return this.bridge.call('tasks.artifact', { taskId, name });
+  }
+
   /** Throws so the Environments screen can show the error. */
   async loadLayers(): Promise<void> {
     this.store.setState({ layers: await this.bridge.call('layers.list', {}) });
