@@ -304,7 +304,7 @@ export class AgentStageExecutor implements StageExecutor {
 
 /** The repository's config asks for the plan and review files in the branch (pipeline.json `commitScratchFiles`). */
 function commitsScratchFiles(config: PipelineConfig): boolean {
-  return (config as PipelineConfig & { commitScratchFiles?: boolean }).commitScratchFiles === true;
+  return config.commitScratchFiles === true;
 }
 
 /** The override from the host repository: text, null when absent, undefined when the repository cannot answer. */

@@ -39,7 +39,7 @@ describe('pipeline config', () => {
     expect(cfg.source).toBe('defaults');
     expect(Object.keys(cfg.stages)).toEqual(['request', 'plan', 'build', 'test', 'review', 'document']);
     expect(cfg.stages.request.command).toContain('FACTORY_TASK_FILE');
-    expect(cfg.stages.test.command).toContain('No test command detected');
+    expect(cfg.stages.test).toMatchObject({ isDefault: true });
   });
 
   it.each([
