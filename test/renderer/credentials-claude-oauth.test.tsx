@@ -78,9 +78,10 @@ describe('a Claude Code subscription token on the Credentials screen', () => {
     expect(screen.getByTestId('credential-prefer-anthropic-1')).toBeTruthy();
   });
 
-  it('with one Anthropic credential there is no choice to show', async () => {
+  it('a subscription token alone is named by its kind, with no choice to show', async () => {
     mount([sub]);
-    await screen.findByTestId('credential-row-sub-1');
+    const row = await screen.findByTestId('credential-row-sub-1');
+    expect(within(row).getByText('Claude Code subscription token')).toBeTruthy();
     expect(screen.queryByTestId('anthropic-choice')).toBeNull();
     expect(screen.queryByTestId('credential-prefer-sub-1')).toBeNull();
   });

@@ -172,10 +172,18 @@ describe('the proxy on a subscription-token route', () => {
 
   it('the token goes only to the Messages API paths: the OAuth endpoints that mint keys are refused', async () => {
     const before = stub.requests.length;
-    for (const p of ['/anthropic/api/oauth/claude_cli/create_api_key', '/anthropic/api/oauth/profile', '/anthropic/v1/../api/oauth/usage', '/anthropic/%2e%2e/api/oauth/usage']) {
+    for (const p of ['/anthropic/api/oauth/claude_cli/create_api_key', '/anthropic/api/oauth/profile']) {
       const reply = await send(cliHeaders(placeholder), p);
       expect(reply.status, p).toBe(403);
+      expect(reply.body).toContain('rule "anthropic-oauth" allows only paths /v1/');
+    }
+    for (const p of ['/anthropic/v1/../api/oauth/usage', '/anthropic/v1/%2e%2e/api/oauth/usage']) {
+      const reply = await send(cliHeaders(placeholder), p);
+      expect(reply.status, p).toBe(403);
+      expect(reply.body).toContain('is not a plain path');
     }
     expect(stub.requests.length).toBe(before);
+    // The same headers on the Messages API do go through.
+    expect((await send(cliHeaders(placeholder))).status).toBe(200);
   });
 });
