@@ -92,9 +92,9 @@ export function anthropicCredentialInUse(refs: readonly CredentialRef[]): Anthro
     ? 'you chose it'
     : unused.length === 0
       ? 'the only Anthropic credential'
-      : ref.kind === 'anthropic'
+      : ref.kind === 'anthropic' && unused.some((r) => r.kind !== 'anthropic')
         ? 'an API key is used before a subscription token unless you choose otherwise'
-        : 'the first one stored';
+        : 'the first in the list';
   return { ref, reason, unused };
 }
 

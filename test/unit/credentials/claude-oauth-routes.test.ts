@@ -68,7 +68,17 @@ describe('which Anthropic credential a sandbox gets', () => {
     expect(choice.unused.map((r) => r.id)).toEqual(['key']);
   });
 
-  it('an OpenAI key and a git token keep their own routes next to a subscription token', () => {
+  it('between two of the same kind the first in the list is used, and the reason says so', () => {
+    expect(anthropicCredentialInUse([ref('a', 'anthropic'), ref('b', 'anthropic'), ref('s', 'claude-code-oauth')])).toMatchObject({
+      ref: { id: 'a' }, reason: expect.stringMatching(/API key is used before a subscription token/),
+    });
+    expect(anthropicCredentialInUse([ref('a', 'anthropic'), ref('b', 'anthropic')])).toMatchObject({ ref: { id: 'a' }, reason: 'the first in the list' });
+    expect(anthropicCredentialInUse([ref('s1', 'claude-code-oauth'), ref('s2', 'claude-code-oauth')])).toMatchObject({ ref: { id: 's1' }, reason: 'the first in the list' });
+    expect(anthropicCredentialInUse([ref('s', 'claude-code-oauth')])).toMatchObject({ ref: { id: 's' }, reason: 'the only Anthropic credential', unused: [] });
+    expect(anthropicCredentialInUse([ref('o', 'openai')])).toBeUndefined();
+  });
+
+  it('an OpenAI key keeps its own route next to a subscription token', () => {
     const refs = [ref('sub', 'claude-code-oauth'), ref('oai', 'openai', { target: { upstream: 'https://api.openai.com' } })];
     const plan = planSandboxRoutes(refs, { taskId: 't1' });
     expect(plan.routes.map((r) => r.name).sort()).toEqual(['anthropic-oauth', 'openai']);
