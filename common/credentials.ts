@@ -4,9 +4,16 @@
 import { z } from 'zod';
 import type { EgressRefusal } from './egress.js';
 
-export const CREDENTIAL_KINDS = ['anthropic', 'openai', 'git', 'custom-header'] as const;
+/**
+ * anthropic: an API key (x-api-key). claude-code-oauth: the token `claude setup-token`
+ * prints for a Claude subscription (Authorization: Bearer). Both serve the same route.
+ */
+export const CREDENTIAL_KINDS = ['anthropic', 'claude-code-oauth', 'openai', 'git', 'custom-header'] as const;
 export const CredentialKind = z.enum(CREDENTIAL_KINDS);
 export type CredentialKind = z.infer<typeof CredentialKind>;
+
+/** The kinds that sign Claude Code in to the Anthropic API; a sandbox gets exactly one of them. */
+export const ANTHROPIC_KINDS: readonly CredentialKind[] = ['anthropic', 'claude-code-oauth'];
 
 export const credentialId = z
   .string()
@@ -54,10 +61,43 @@ export const CredentialRef = z.object({
   kind: CredentialKind,
   label: z.string().min(1).max(200),
   target: CredentialTarget,
+  /** Anthropic kinds only: the user chose this one over the others of ANTHROPIC_KINDS. */
+  preferred: z.boolean().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
 });
 export type CredentialRef = z.infer<typeof CredentialRef>;
+
+export interface AnthropicChoice {
+  /** The credential sandboxes use for the Anthropic API. */
+  ref: CredentialRef;
+  /** Why this one, in words for the UI. */
+  reason: string;
+  /** The other stored Anthropic credentials, unused while this one wins. */
+  unused: CredentialRef[];
+}
+
+/**
+ * Which Anthropic credential sandboxes use when several are stored: the one the
+ * user marked preferred, else the first API key, else the first subscription token.
+ * An API key wins by default because it is what the CLI itself picks when it has both.
+ */
+export function anthropicCredentialInUse(refs: readonly CredentialRef[]): AnthropicChoice | undefined {
+  const all = refs.filter((r) => ANTHROPIC_KINDS.includes(r.kind));
+  const preferred = all.find((r) => r.preferred);
+  const apiKey = all.find((r) => r.kind === 'anthropic');
+  const ref = preferred ?? apiKey ?? all[0];
+  if (!ref) return undefined;
+  const unused = all.filter((r) => r !== ref);
+  const reason = preferred
+    ? 'you chose it'
+    : unused.length === 0
+      ? 'the only Anthropic credential'
+      : ref.kind === 'anthropic' && unused.some((r) => r.kind !== 'anthropic')
+        ? 'an API key is used before a subscription token unless you choose otherwise'
+        : 'the first in the list';
+  return { ref, reason, unused };
+}
 
 export const CredentialSetInput = z.object({
   /** Omit to create a new credential; give an existing id to replace its value or settings. */
@@ -67,6 +107,8 @@ export const CredentialSetInput = z.object({
   /** Write-only. Omit when only label/target change on an existing credential. */
   value: z.string().min(1, 'the value is empty').max(16_384).optional(),
   target: CredentialTarget.partial().optional(),
+  /** Anthropic kinds only: use this one in sandboxes rather than the others (true), or go back to the default (false). */
+  preferred: z.boolean().optional(),
 });
 export type CredentialSetInput = z.infer<typeof CredentialSetInput>;
 

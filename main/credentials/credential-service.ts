@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import https from 'node:https';
 import { FactoryError } from '../../common/contract.js';
 import {
+  ANTHROPIC_KINDS,
   CredentialRef,
   CredentialSetInput,
   CredentialTarget,
@@ -15,7 +16,7 @@ import type { Logger } from '../log/logger.js';
 import type { SecretStore } from './keychain.js';
 import { createNetGuard, type AddressAllowance } from './net-guard.js';
 import type { CredentialRefStore } from './ref-store.js';
-import { DEFAULT_UPSTREAMS } from './routes.js';
+import { defaultUpstream } from './routes.js';
 
 export class CredentialService {
   private queue: Promise<unknown> = Promise.resolve();
@@ -57,6 +58,12 @@ export class CredentialService {
     const target = CredentialTarget.parse({ ...defaultTarget(input.kind), ...existing?.target, ...input.target });
     if (input.kind === 'custom-header' && !target.header) throw new FactoryError('InvalidInput', 'target.header: a custom header rule needs a header name');
     if (input.kind === 'git' && target.format && target.format !== 'basic') throw new FactoryError('InvalidInput', 'target.format: git credentials are sent as basic auth');
+    if (input.value) checkValueFitsKind(input.kind, input.value);
+    const anthropic = ANTHROPIC_KINDS.includes(input.kind);
+    if (input.preferred !== undefined && !anthropic) {
+      throw new FactoryError('InvalidInput', `preferred: only an Anthropic API key or a Claude Code subscription token can be preferred, not a ${input.kind} credential`);
+    }
+    const preferred = input.preferred ?? existing?.preferred ?? false;
     const moved = existing ? destinationChanges(existing.kind, existing.target, target) : [];
     if (moved.length && !input.value) {
       // A stored value must never be redirected: whoever changes where it goes must know it.
@@ -67,12 +74,17 @@ export class CredentialService {
       );
     }
     const now = new Date().toISOString();
-    const ref = CredentialRef.parse({ id, kind: input.kind, label: input.label, target, createdAt: existing?.createdAt ?? now, updatedAt: now });
+    const ref = CredentialRef.parse({
+      id, kind: input.kind, label: input.label, target, ...(preferred ? { preferred: true } : {}), createdAt: existing?.createdAt ?? now, updatedAt: now,
+    });
     // Keychain first: if it is unavailable, no dangling reference is written.
     if (input.value) await this.deps.secrets.put(id, input.value);
     let refs: CredentialRef[];
     try {
-      refs = await this.deps.refs.update((all) => [...all.filter((r) => r.id !== id), ref]);
+      // At most one preferred Anthropic credential: choosing this one un-chooses the others.
+      const others = (all: CredentialRef[]) =>
+        all.filter((r) => r.id !== id).map((r) => (preferred && r.preferred && ANTHROPIC_KINDS.includes(r.kind) ? withoutPreferred(r) : r));
+      refs = await this.deps.refs.update((all) => [...others(all), ref]);
     } catch (err) {
       // The new value is in the keychain but the old destination is still on file:
       // remove the value rather than let it go where it was not meant to.
@@ -126,6 +138,13 @@ export class CredentialService {
         headers['anthropic-version'] = '2023-06-01';
         probePath += '/v1/models';
         break;
+      case 'claude-code-oauth':
+        // As Claude Code sends a subscription token: the API refuses OAuth without this beta.
+        headers.authorization = `Bearer ${value}`;
+        headers['anthropic-version'] = '2023-06-01';
+        headers['anthropic-beta'] = CLAUDE_OAUTH_BETA;
+        probePath += '/v1/models';
+        break;
       case 'openai':
         headers.authorization = `Bearer ${value}`;
         probePath += '/v1/models';
@@ -170,7 +189,7 @@ export class CredentialService {
  */
 function destination(kind: CredentialRef['kind'], t: CredentialTarget): Record<string, string> {
   const set = (xs: readonly string[] | undefined, dflt: string[]) => [...new Set(xs ?? dflt)].sort().join(' ');
-  const modelApi = kind === 'anthropic' || kind === 'openai';
+  const modelApi = kind === 'anthropic' || kind === 'claude-code-oauth' || kind === 'openai';
   const fmt = kind === 'git' ? 'basic' : kind === 'custom-header' ? (t.format ?? 'raw') : '';
   return {
     upstream: new URL(t.upstream).href,
@@ -193,8 +212,34 @@ export function destinationChanges(kind: CredentialRef['kind'], before: Credenti
 }
 
 function defaultTarget(kind: CredentialRef['kind']): Partial<CredentialTarget> {
-  if (kind === 'anthropic') return { upstream: DEFAULT_UPSTREAMS.anthropic };
-  if (kind === 'openai') return { upstream: DEFAULT_UPSTREAMS.openai };
+  const model = defaultUpstream(kind);
+  if (model) return { upstream: model };
   if (kind === 'git') return { upstream: 'https://github.com', username: 'x-access-token' };
   return {};
+}
+
+/** The anthropic-beta value Claude Code sends with a subscription token (seen from the CLI itself). */
+export const CLAUDE_OAUTH_BETA = 'oauth-2025-04-20';
+
+function withoutPreferred(r: CredentialRef): CredentialRef {
+  const { preferred: _dropped, ...rest } = r;
+  return rest;
+}
+
+/**
+ * Catches the two pastes that would fail only later, inside a sandbox: an API key
+ * stored as a subscription token (or the other way round), and a token with spaces
+ * or a line break from the terminal it was copied from. Never quotes the value.
+ */
+function checkValueFitsKind(kind: CredentialRef['kind'], value: string): void {
+  if (kind !== 'anthropic' && kind !== 'claude-code-oauth') return;
+  if (!/^[\x21-\x7e]+$/.test(value)) {
+    throw new FactoryError('InvalidCredential', 'value: contains spaces, line breaks or characters outside printable ASCII; paste the token alone');
+  }
+  if (kind === 'claude-code-oauth' && value.startsWith('sk-ant-api')) {
+    throw new FactoryError('InvalidCredential', 'value: this is an Anthropic API key (sk-ant-api...), not a subscription token; store it as "Anthropic API key"');
+  }
+  if (kind === 'anthropic' && value.startsWith('sk-ant-oat')) {
+    throw new FactoryError('InvalidCredential', 'value: this is a Claude Code subscription token (sk-ant-oat...), not an API key; store it as "Claude Code subscription token"');
+  }
 }

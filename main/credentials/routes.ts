@@ -3,7 +3,7 @@
 // a real value. Also builds the QEMU guestfwd entry that connects the guest's
 // proxy address to the sandbox's unix socket.
 import path from 'node:path';
-import type { CredentialRef } from '../../common/credentials.js';
+import { anthropicCredentialInUse, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT, GUEST_PROXY_URL, newPlaceholder, type ProxyRoute } from './proxy.js';
@@ -13,23 +13,46 @@ export const DEFAULT_UPSTREAMS = {
   openai: 'https://api.openai.com',
 } as const;
 
-/** The model APIs a sandbox may reach: where the key goes, and what the agent CLIs read. */
-const MODEL_APIS: ReadonlyArray<{
-  kind: keyof typeof DEFAULT_UPSTREAMS;
+/** Where each kind of model credential goes by default. */
+export function defaultUpstream(kind: CredentialRef['kind']): string | undefined {
+  if (kind === 'anthropic' || kind === 'claude-code-oauth') return DEFAULT_UPSTREAMS.anthropic;
+  if (kind === 'openai') return DEFAULT_UPSTREAMS.openai;
+  return undefined;
+}
+
+interface ModelApi {
+  /** Route name (audit log, refusals) and mount, e.g. "anthropic" → /anthropic. */
+  mount: string;
+  name: string;
   inject: ProxyRoute['inject'];
   guestEnv: (placeholder: string) => Record<string, string>;
-}> = [
-  {
-    kind: 'anthropic',
+}
+
+/** The model APIs a sandbox may reach, by credential kind: where the key goes, and what the agent CLIs read. */
+const MODEL_APIS: Partial<Record<CredentialRef['kind'], ModelApi>> = {
+  anthropic: {
+    mount: 'anthropic',
+    name: 'anthropic',
     inject: { header: 'x-api-key', format: 'raw' },
     guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_URL}/anthropic`, ANTHROPIC_API_KEY: placeholder }),
   },
-  {
-    kind: 'openai',
+  // A subscription token, as Claude Code sends it: Authorization: Bearer, with its own
+  // anthropic-beta (oauth-...) header, which the proxy passes on. Same mount as the API
+  // key: one sandbox gets one of them, and the guest holds only that one's variable
+  // (with both set, the CLI would take ANTHROPIC_API_KEY).
+  'claude-code-oauth': {
+    mount: 'anthropic',
+    name: 'anthropic-oauth',
+    inject: { header: 'authorization', format: 'bearer' },
+    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_URL}/anthropic`, CLAUDE_CODE_OAUTH_TOKEN: placeholder }),
+  },
+  openai: {
+    mount: 'openai',
+    name: 'openai',
     inject: { header: 'authorization', format: 'bearer' },
     guestEnv: (placeholder) => ({ OPENAI_BASE_URL: `${GUEST_PROXY_URL}/openai/v1`, OPENAI_API_KEY: placeholder }),
   },
-];
+};
 
 export interface GitRouteOptions {
   /** https URL of the task's repository, e.g. https://github.com/owner/repo.git */
@@ -52,17 +75,18 @@ const ENV_SAFE = (id: string) => id.toUpperCase().replace(/[^A-Z0-9]/g, '_');
 export function planSandboxRoutes(refs: CredentialRef[], opts: { taskId: string; git?: GitRouteOptions }): SandboxPlan {
   const routes: ProxyRoute[] = [];
   const guestEnv: Record<string, string> = {};
-  const firstOf = (kind: CredentialRef['kind']) => refs.find((r) => r.kind === kind);
+  // One credential per model API: the Anthropic one the user chose (else an API key), the first OpenAI key.
+  const modelRefs = [anthropicCredentialInUse(refs)?.ref, refs.find((r) => r.kind === 'openai')];
 
-  for (const api of MODEL_APIS) {
-    const ref = firstOf(api.kind);
-    if (!ref) continue;
+  for (const ref of modelRefs) {
+    const api = ref && MODEL_APIS[ref.kind];
+    if (!ref || !api) continue;
     const placeholder = newPlaceholder();
     routes.push({
-      name: api.kind,
-      mount: `/${api.kind}`,
+      name: api.name,
+      mount: `/${api.mount}`,
       credentialId: ref.id,
-      upstream: new URL(ref.target.upstream || DEFAULT_UPSTREAMS[api.kind]),
+      upstream: new URL(ref.target.upstream || defaultUpstream(ref.kind)!),
       pathPrefixes: ref.target.pathPrefixes ?? ['/v1/'],
       methods: ref.target.methods ?? ['GET', 'POST'],
       inject: api.inject,

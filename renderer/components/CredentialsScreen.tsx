@@ -1,7 +1,7 @@
 // Credentials: references only. A value is typed into a password field, sent to
 // the host once (which puts it in the OS keychain) and never shown or read back.
 import { useEffect, useState, type FormEvent } from 'react';
-import { CREDENTIAL_KINDS, type CredentialKind, type CredentialRef, type CredentialSetInput, type CredentialTestResult } from '../../common/credentials.js';
+import { anthropicCredentialInUse, CREDENTIAL_KINDS, type AnthropicChoice, type CredentialKind, type CredentialRef, type CredentialSetInput, type CredentialTestResult } from '../../common/credentials.js';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
 import { toErrorInfo } from '../state/store.js';
@@ -9,10 +9,44 @@ import { ErrorBox } from './ErrorBox.js';
 
 const KIND_LABEL: Record<CredentialKind, string> = {
   anthropic: 'Anthropic API key',
+  'claude-code-oauth': 'Claude Code subscription token',
   openai: 'OpenAI API key',
   git: 'Git host token',
   'custom-header': 'Custom header rule',
 };
+
+/** What to paste for each kind, shown under the form. */
+function KindHelp({ kind }: { kind: CredentialKind }) {
+  if (kind === 'claude-code-oauth') {
+    return (
+      <p className="hint" data-testid="credential-kind-help">
+        For a Claude Pro or Max subscription: run <code>claude setup-token</code> on a computer where you can sign in to
+        Claude in a browser, and paste the token it prints (it starts with <code>sk-ant-oat01-</code>). Sandboxes get a
+        placeholder in <code>CLAUDE_CODE_OAUTH_TOKEN</code>; the app's proxy sends the real token to api.anthropic.com
+        as <code>Authorization: Bearer</code>.
+      </p>
+    );
+  }
+  if (kind === 'anthropic') {
+    return (
+      <p className="hint" data-testid="credential-kind-help">
+        An API key from the Anthropic Console (it starts with <code>sk-ant-api</code>). Signing in with a Claude
+        subscription instead? Choose “{KIND_LABEL['claude-code-oauth']}”.
+      </p>
+    );
+  }
+  return null;
+}
+
+/** With several Anthropic credentials stored: which one sandboxes use, and why. */
+function AnthropicChoiceNote({ choice }: { choice: AnthropicChoice }) {
+  return (
+    <p className="note" data-testid="anthropic-choice">
+      Sandboxes use “{choice.ref.label}” ({KIND_LABEL[choice.ref.kind]}) for Claude: {choice.reason}. Not used:{' '}
+      {choice.unused.map((r) => `“${r.label}”`).join(', ')}. Choose another with “Use for Claude”.
+    </p>
+  );
+}
 
 export function CredentialsScreen() {
   const controller = useController();
@@ -20,6 +54,7 @@ export function CredentialsScreen() {
   const keychain = useFactory((s) => s.status?.keychain);
   const [error, setError] = useState<ErrorInfo>();
   const [checking, setChecking] = useState(false);
+  const choice = credentials ? anthropicCredentialInUse(credentials) : undefined;
 
   useEffect(() => {
     controller.loadCredentials().catch((err) => setError(toErrorInfo(err)));
@@ -51,6 +86,7 @@ export function CredentialsScreen() {
         </div>
       ) : null}
       {error ? <ErrorBox testId="credentials-error" error={error} /> : null}
+      {choice && choice.unused.length > 0 ? <AnthropicChoiceNote choice={choice} /> : null}
       {credentials === undefined ? null : credentials.length === 0 ? (
         <p className="hint" data-testid="credentials-empty">
           No credentials yet.
@@ -68,7 +104,7 @@ export function CredentialsScreen() {
           </thead>
           <tbody>
             {credentials.map((c) => (
-              <CredentialRow key={c.id} credential={c} />
+              <CredentialRow key={c.id} credential={c} choice={choice} />
             ))}
           </tbody>
         </table>
@@ -78,7 +114,7 @@ export function CredentialsScreen() {
   );
 }
 
-function CredentialRow({ credential }: { credential: CredentialRef }) {
+function CredentialRow({ credential, choice }: { credential: CredentialRef; choice: AnthropicChoice | undefined }) {
   const controller = useController();
   const [editing, setEditing] = useState(false);
   const [result, setResult] = useState<CredentialTestResult>();
@@ -105,7 +141,12 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
     <>
       <tr data-testid={`credential-row-${credential.id}`}>
         <td>{credential.label}</td>
-        <td>{KIND_LABEL[credential.kind]}</td>
+        <td>
+          {KIND_LABEL[credential.kind]}
+          {choice && choice.unused.length > 0 && choice.ref.id === credential.id ? (
+            <span className="muted" data-testid={`credential-in-use-${credential.id}`}> · used for Claude</span>
+          ) : null}
+        </td>
         <td>
           <code>{credential.target.upstream}</code>
         </td>
@@ -114,6 +155,17 @@ function CredentialRow({ credential }: { credential: CredentialRef }) {
           <button type="button" className="secondary small" disabled={busy} onClick={() => void run(async () => setResult(await controller.testCredential(credential.id, true)))}>
             Test
           </button>
+          {choice?.unused.some((r) => r.id === credential.id) ? (
+            <button
+              type="button"
+              className="secondary small"
+              data-testid={`credential-prefer-${credential.id}`}
+              disabled={busy}
+              onClick={() => void run(() => controller.saveCredential({ id: credential.id, kind: credential.kind, label: credential.label, preferred: true }))}
+            >
+              Use for Claude
+            </button>
+          ) : null}
           <button type="button" className="secondary small" data-testid={`credential-edit-${credential.id}`} onClick={() => setEditing((r) => !r)}>
             Edit
           </button>
@@ -314,6 +366,7 @@ function CredentialForm() {
           </label>
         ) : null}
       </div>
+      <KindHelp kind={kind} />
       <button type="submit" data-testid="credential-save" disabled={busy || !label.trim() || !value}>
         Save to keychain
       </button>

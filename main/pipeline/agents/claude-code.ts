@@ -2,7 +2,8 @@
 // with the prompt on stdin. Permission prompts are skipped: the sandbox VM is
 // the boundary, and the CLI refuses that flag as root, so the stage runs as the
 // unprivileged guest user. The broker supplies ANTHROPIC_BASE_URL (the proxy)
-// and ANTHROPIC_API_KEY (a per-sandbox placeholder).
+// and a per-sandbox placeholder: ANTHROPIC_API_KEY for an API key, or
+// CLAUDE_CODE_OAUTH_TOKEN for a subscription token (never both).
 import { z } from 'zod';
 import { capText, firstLine, JsonLinesParser } from './json-lines.js';
 import { requireBrokerEnv } from './shell.js';
@@ -98,7 +99,12 @@ export class ClaudeCodeAdapter implements AgentAdapter {
   constructor(private readonly opts: ClaudeCodeAdapterOptions = {}) {}
 
   command(inv: AgentInvocation): AgentCommandSpec {
-    const env = requireBrokerEnv(this.displayName, this.brokerEnv, inv.env);
+    // A subscription sandbox has the OAuth placeholder instead of the API key's.
+    const auth = inv.env.ANTHROPIC_API_KEY ? 'ANTHROPIC_API_KEY' : inv.env.CLAUDE_CODE_OAUTH_TOKEN ? 'CLAUDE_CODE_OAUTH_TOKEN' : undefined;
+    if (!auth) {
+      throw new Error(`${this.displayName} needs ANTHROPIC_API_KEY from the credential broker (or CLAUDE_CODE_OAUTH_TOKEN for a subscription); none was given`);
+    }
+    const env = requireBrokerEnv(this.displayName, ['ANTHROPIC_BASE_URL', auth], inv.env);
     const argv = [
       this.opts.binary ?? CLAUDE_CODE_GUEST_BINARY,
       '-p',
