@@ -27,6 +27,8 @@ export interface RunningVmPort {
   exited: Promise<void>;
   /** The VM's own QMP client, where the driver offers it. */
   qmp?(): Promise<QmpPort>;
+  /** The disk written so far becomes a read-only file (returned); further writes go to a new overlay. Run `sync` in the guest first. */
+  freezeDisk?(): Promise<string>;
 }
 
 export interface ImageStorePort<Image> {
@@ -50,6 +52,8 @@ export interface QemuDriverPort<Image> {
     cpus?: number;
     bootTimeoutMs?: number;
     guestForwards?: GuestForwardSpec[];
+    /** A layer's disk to boot on (cold) instead of the bare base image. */
+    backingDisk?: string;
   }): Promise<RunningVmPort>;
 }
 
