@@ -94,7 +94,8 @@ export class LayerStore {
         createdAt: at,
         lastUsedAt: at,
         sizeBytes: await diskBytes(disk),
-        summary: input.summary,
+        // Lines come from the repository's config: shown, never trusted to be short or printable.
+        summary: input.summary.slice(0, 200).map((line) => line.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').slice(0, 500)),
       });
       // Checked before it can be found: a disk on another base is never a layer.
       const problem = await this.checkDisk(disk, meta);

@@ -72,16 +72,19 @@ describe('environment layers', () => {
         { filename: frozen, backing: image.disk },
         { filename: image.disk },
       ]);
-      const after = await ssh.run('echo task > /opt/env/after-freeze && sync && cat /opt/env/marker', { timeoutMs: 60_000 });
-      expect(after).toMatchObject({ code: 0, stdout: 'installed\n' });
-      ssh.close();
-      await first.stop();
-
+      // As the app does: the layer is committed (and can be found) while the setup's sandbox goes on.
       const layer = await store.commit({ key: 'repo-key-1', repo: '/home/user/project', imageVersion: image.version, summary: ['test setup'], frozenDisk: frozen });
       const layerHash = await sha256(layer.disk);
       console.log(`layer after a ~100 MB setup: ${(layer.sizeBytes / 1e6).toFixed(1)} MB on disk`);
       expect(layer.sizeBytes).toBeGreaterThan(100_000_000);
       expect(layer.sizeBytes).toBeLessThan(200_000_000);
+      expect((await store.find('repo-key-1'))?.id).toBe(layer.id);
+      const after = await ssh.run('echo task > /opt/env/after-freeze && sync && cat /opt/env/marker', { timeoutMs: 60_000 });
+      expect(after).toMatchObject({ code: 0, stdout: 'installed\n' });
+      ssh.close();
+      await first.stop();
+      expect(await sha256(layer.disk)).toBe(layerHash);
+
       // The task restarts its sandbox (app restart): it boots the newest disk of its chain, so it
       // still sees its own writes and writes on there, never into the frozen file the layer shares.
       first = await driver.start({ sandboxDir: path.join(root, 'sb1'), image });

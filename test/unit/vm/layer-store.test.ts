@@ -206,6 +206,16 @@ describe('LayerStore', () => {
     await expect(store.commit({ ...meta('../k'), frozenDisk: await frozenDisk() })).rejects.toThrow(/key/);
   });
 
+  it('keeps summary lines from the repository short and free of control characters', async () => {
+    const { store, frozenDisk } = await setup();
+    const layer = await store.commit({ ...meta('k1'), summary: ['npm ci\u001b[2J\r\nfake line', 'x'.repeat(10_000), ...Array(300).fill('y')], frozenDisk: await frozenDisk() });
+    const found = await store.find('k1');
+    expect(found?.summary[0]).toBe('npm ci [2J  fake line');
+    expect(found?.summary[1]).toBe('x'.repeat(500));
+    expect(found?.summary).toHaveLength(200);
+    expect(found?.id).toBe(layer.id);
+  });
+
   it('refuses a frozen disk that is not a regular file', async () => {
     const { store, dir } = await setup();
     await expect(store.commit({ ...meta('k1'), frozenDisk: path.join(dir, 'missing.qcow2') })).rejects.toThrow(/not a regular file/);
