@@ -98,7 +98,7 @@ export class LayerStore {
         summary: input.summary.slice(0, 200).map((line) => line.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').slice(0, 500)),
       });
       // Checked before it can be found: a disk on another base is never a layer.
-      const problem = await this.checkDisk(disk, meta);
+      const problem = (await this.checkDisk(disk, meta)) ?? (await this.checkConsistent(disk));
       if (problem) throw new Error(`the frozen disk cannot be a layer: ${problem}`);
       await writeJsonDurably(path.join(tmp, META), meta);
       await fsyncDir(tmp);
@@ -212,6 +212,13 @@ export class LayerStore {
     }
   }
 
+  /** qemu-img check: 0 is clean, 3 only leaked clusters (space, no harm); anything else is not a whole disk. */
+  private async checkConsistent(disk: string): Promise<string | undefined> {
+    const r = await runCommand(this.opts.qemuImg ?? 'qemu-img', ['check', '-q', '-f', 'qcow2', disk], { timeoutMs: 300_000 });
+    if (r.code === 0 || r.code === 3) return undefined;
+    return `qemu-img check found it damaged (exit ${r.code}): ${r.tail.filter(Boolean).slice(0, 3).join(' / ')}`;
+  }
+
   /** Why the disk cannot be used as this layer, or undefined when it can. */
   private async checkDisk(disk: string, meta: Pick<LayerMeta, 'imageVersion'>): Promise<string | undefined> {
     const st = await lstat(disk).catch(() => undefined);
@@ -226,6 +233,7 @@ export class LayerStore {
     const i = info.data;
     if (i.format !== 'qcow2') return `${DISK} is ${i.format}, not qcow2`;
     if (i['format-specific']?.data?.['data-file'] !== undefined) return `${DISK} keeps its data in another file`;
+    if (i['format-specific']?.data?.corrupt === true) return `${DISK} is marked corrupt by QEMU`;
     const backing = i['full-backing-filename'] ?? i['backing-filename'];
     if (!backing) return `${DISK} has no backing file (expected the base image ${expected})`;
     if (path.resolve(backing) !== expected) return `${DISK} is backed by ${backing}, not the base image ${expected}`;
@@ -239,7 +247,7 @@ const QemuImgInfo = z.object({
   'backing-filename': z.string().optional(),
   'full-backing-filename': z.string().optional(),
   'backing-filename-format': z.string().optional(),
-  'format-specific': z.object({ data: z.object({ 'data-file': z.unknown().optional() }).loose().optional() }).loose().optional(),
+  'format-specific': z.object({ data: z.object({ 'data-file': z.unknown().optional(), corrupt: z.boolean().optional() }).loose().optional() }).loose().optional(),
 });
 
 function safeJson(text: string): unknown {

@@ -2,7 +2,7 @@
 // what a user sees (find, list, remove, a byte budget) and what a tampered or
 // half-written layer folder must never do (be handed out to a sandbox).
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -183,6 +183,36 @@ describe('LayerStore', () => {
     await chmod(layer.disk, 0o444);
     expect(await store.find('k1')).toBeUndefined();
     expect(refused.at(-1)?.reason).toMatch(/another file/);
+  });
+
+  it('refuses to commit a damaged disk (its L1 table points past the end of the file)', async () => {
+    const { store, frozenDisk } = await setup();
+    const frozen = await frozenDisk(2);
+    const fh = await open(frozen, 'r+');
+    try {
+      const header = Buffer.alloc(8);
+      await fh.read(header, 0, 8, 40); // qcow2 header: l1_table_offset
+      await fh.write(Buffer.from('800000007fff0000', 'hex'), 0, 8, Number(header.readBigUInt64BE()));
+    } finally {
+      await fh.close();
+    }
+    await expect(store.commit({ ...meta('k1'), frozenDisk: frozen })).rejects.toThrow(/qemu-img check found it damaged \(exit 2\)/);
+    expect(await store.find('k1')).toBeUndefined();
+    expect(await store.list()).toEqual({ layers: [], broken: [] });
+  });
+
+  it('refuses a layer whose disk QEMU has since marked corrupt', async () => {
+    const { store, frozenDisk, refused } = await setup();
+    const layer = await store.commit({ ...meta('k1'), frozenDisk: await frozenDisk(1) });
+    // qcow2 header: incompatible_features at byte 72, bit 1 = corrupt.
+    const fh = await open(layer.disk, 'r+');
+    try {
+      await fh.write(Buffer.from('0000000000000002', 'hex'), 0, 8, 72);
+    } finally {
+      await fh.close();
+    }
+    expect(await store.find('k1')).toBeUndefined();
+    expect(refused.at(-1)?.reason).toMatch(/marked corrupt/);
   });
 
   it('refuses a layer whose disk became writable (it may have changed since the commit)', async () => {
