@@ -18,7 +18,7 @@ import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type LaunchContext } from './qemu-vm.js';
-import { activeDisk, qemuGuestName, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { activeDisk, qemuGuestName, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { SnapshotBoot } from './snapshot-boot.js';
@@ -147,6 +147,8 @@ export class QemuDriver {
     await mkdir(sandboxDir, { recursive: true, mode: 0o700 });
     await mkdir(files.keysDir, { recursive: true, mode: 0o700 });
     const overlayExisted = existsSync(files.overlay);
+    // Later disks of a chain whose first disk is gone are of no use (and would be booted).
+    if (!overlayExisted) for (const stale of sandboxDisks(files)) await rm(stale, { force: true });
     const keys = generateSandboxKeys(path.basename(sandboxDir));
     await writeKeys(files, keys);
     const ctx = this.context(accel, opts.image, { memoryMb: opts.memoryMb, cpus: opts.cpus }, files, opts.guestForwards ?? []);

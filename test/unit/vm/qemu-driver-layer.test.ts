@@ -112,6 +112,21 @@ describe('QemuDriver on an environment layer', () => {
     expect(sandboxDisks(files)).toEqual([files.overlay, one, two]);
   });
 
+  it('a sandbox folder holding later disks but not the first starts fresh on the image, without them', async () => {
+    const { dir, image, qemu, runs } = await setup();
+    const sandboxDir = path.join(dir, 'sb');
+    await mkdir(sandboxDir);
+    const files = sandboxFiles(sandboxDir);
+    const stale = path.join(sandboxDir, 'overlay-1.qcow2');
+    await qemuImg('create', '-q', '-f', 'qcow2', '-b', path.join(dir, 'gone.qcow2'), '-F', 'qcow2', '-u', stale, '64M');
+    const driver = new QemuDriver({ qemuBinary: qemu, accel: tcg, snapshotsDir: false });
+    await expect(driver.start({ sandboxDir, image, bootTimeoutMs: 20_000 })).rejects.toThrow(/stand-in stops here/);
+    const all = await runs();
+    expect(driveFile(all[0]!.args)).toBe(files.overlay);
+    expect(all[0]!.backing).toBe(image.disk);
+    expect(existsSync(stale)).toBe(false);
+  });
+
   it('orders a sandbox chain by number and ignores files that only look like part of it', async () => {
     const { dir } = await setup();
     const sandboxDir = path.join(dir, 'sb');
