@@ -28,7 +28,7 @@ export interface RunningVmPort {
   exited: Promise<void>;
   /** The VM's own QMP client, where the driver offers it. */
   qmp?(): Promise<QmpPort>;
-  /** The disk written so far becomes a read-only file (returned); writes go on in a new overlay. */
+  /** The disk written so far becomes a read-only file (returned); further writes go to a new overlay. Run `sync` in the guest first. */
   freezeDisk?(): Promise<string>;
 }
 
@@ -53,7 +53,7 @@ export interface QemuDriverPort<Image> {
     cpus?: number;
     bootTimeoutMs?: number;
     guestForwards?: GuestForwardSpec[];
-    /** A cached environment layer to boot on instead of the bare base image. */
+    /** A layer's disk to boot on (cold) instead of the bare base image. */
     backingDisk?: string;
   }): Promise<RunningVmPort>;
 }

@@ -13,6 +13,12 @@ export interface GuestForward {
   command: string;
 }
 
+/**
+ * QEMU's name for the sandbox disk: the first if=virtio drive without an id is
+ * "virtio0". Left implicit on the command line so saved snapshots stay valid.
+ */
+export const DISK_DRIVE_ID = 'virtio0';
+
 export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;

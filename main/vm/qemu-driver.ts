@@ -6,7 +6,7 @@
 // the driver reads no app paths and no environment.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
@@ -18,7 +18,7 @@ import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type LaunchContext } from './qemu-vm.js';
-import { qemuGuestName, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { activeDisk, qemuGuestName, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { SnapshotBoot } from './snapshot-boot.js';
@@ -51,6 +51,12 @@ export interface StartOptions {
   guestForwards?: GuestForward[];
   /** Restore a booted snapshot of the image instead of booting (default true when the driver has snapshots; falls back to booting). */
   fastBoot?: boolean;
+  /**
+   * A layer's disk (itself backed by image.disk) for the new overlay to be
+   * backed by instead of the base image. The image's memory snapshot would not
+   * match that disk, so the sandbox then boots cold with the image's kernel.
+   */
+  backingDisk?: string;
 }
 
 export interface RunningVm {
@@ -61,6 +67,10 @@ export interface RunningVm {
   sandboxDir: string;
   /** 'snapshot' when restored from the image's booted snapshot, else 'cold'. */
   bootMode: 'cold' | 'snapshot';
+  /** The layer disk the sandbox's overlay was made on (start's backingDisk), when one was given. */
+  backingDisk: string | undefined;
+  /** The disk written so far becomes a read-only file (returned); writes go on in a new overlay. Run `sync` in the guest first. */
+  freezeDisk(): Promise<string>;
   /** New connection, host key pinned, per-sandbox client key. */
   ssh(opts?: { username?: string }): Promise<SandboxSsh>;
   /** QMP quit, SIGKILL on timeout; resolves when the process has ended. */
@@ -130,12 +140,15 @@ export class QemuDriver {
 
   async start(opts: StartOptions): Promise<RunningVm> {
     const installed = await this.ensureInstalled();
+    const backingDisk = opts.backingDisk === undefined ? undefined : await checkBackingDisk(opts.backingDisk);
     const accel = await this.chooseAccel();
     const sandboxDir = path.resolve(opts.sandboxDir);
     const files = sandboxFiles(sandboxDir);
     await mkdir(sandboxDir, { recursive: true, mode: 0o700 });
     await mkdir(files.keysDir, { recursive: true, mode: 0o700 });
     const overlayExisted = existsSync(files.overlay);
+    // Later disks of a chain whose first disk is gone are of no use (and would be booted).
+    if (!overlayExisted) for (const stale of sandboxDisks(files)) await rm(stale, { force: true });
     const keys = generateSandboxKeys(path.basename(sandboxDir));
     await writeKeys(files, keys);
     const ctx = this.context(accel, opts.image, { memoryMb: opts.memoryMb, cpus: opts.cpus }, files, opts.guestForwards ?? []);
@@ -144,7 +157,7 @@ export class QemuDriver {
 
     // A fresh sandbox restores the image's booted snapshot when one can be had;
     // anything going wrong there falls back to a normal boot.
-    if (this.snapshots && opts.fastBoot !== false && !overlayExisted) {
+    if (this.snapshots && opts.fastBoot !== false && !overlayExisted && !backingDisk) {
       try {
         const vm = await this.snapshots.start(ctx, keys, installed.version, Math.min(bootTimeoutMs, 60_000));
         vm.bootMs = Date.now() - started;
@@ -155,10 +168,11 @@ export class QemuDriver {
       }
     }
 
-    if (!existsSync(files.overlay)) await this.createOverlay(opts.image.disk, files.overlay);
+    if (!existsSync(files.overlay)) await this.createOverlay(backingDisk ?? opts.image.disk, files.overlay);
     try {
       const vm = await this.coldBoot(ctx, keys, started + bootTimeoutMs - Date.now(), bootTimeoutMs);
       vm.bootMs = Date.now() - started;
+      vm.backingDisk = backingDisk;
       return vm;
     } catch (err) {
       await rm(files.keysDir, { recursive: true, force: true });
@@ -251,7 +265,8 @@ export class QemuDriver {
       kernel: ctx.image.kernel,
       initrd: ctx.image.initrd,
       cmdline: ctx.cmdline,
-      overlay: files.overlay,
+      // After freezeDisk() the guest writes to a newer file of the chain; a restart boots that one.
+      overlay: activeDisk(files),
       sshPort,
       guestForwards: ctx.guestForwards,
       serialLog: files.serialLog,
@@ -275,6 +290,14 @@ export class QemuDriver {
       child: spawn(this.qemuBinary, args, { stdio: ['ignore', 'ignore', 'pipe'] }),
     });
   }
+}
+
+/** The absolute path of a layer disk given to start(), refused unless it is a regular file. */
+async function checkBackingDisk(disk: string): Promise<string> {
+  const resolved = path.resolve(disk);
+  const st = await lstat(resolved).catch(() => undefined);
+  if (!st?.isFile()) throw new Error(`the layer disk ${resolved} to boot on is ${st ? 'not a regular file' : 'missing'}`);
+  return resolved;
 }
 
 /** A TCP port free on 127.0.0.1 right now, other than those in avoid. */

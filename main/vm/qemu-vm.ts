@@ -3,15 +3,15 @@
 // delete the disk, keys and sockets; logs stay). What happens inside the guest
 // (readiness, re-keying) is the guest agent's (main/guest/guest-agent.ts).
 import type { ChildProcess } from 'node:child_process';
-import { appendFile, rm } from 'node:fs/promises';
+import { appendFile, chmod, rm } from 'node:fs/promises';
 import { FactoryError } from '../../common/contract.js';
 import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { AccelChoice } from './accel-probe.js';
-import { QmpClient } from './qmp-client.js';
-import type { GuestForward } from './qemu-args.js';
-import type { SandboxFiles } from './sandbox-files.js';
+import { QmpClient, QmpError } from './qmp-client.js';
+import { DISK_DRIVE_ID, type GuestForward } from './qemu-args.js';
+import { activeDisk, nextDisk, sandboxDisks, type SandboxFiles } from './sandbox-files.js';
 import { readTail } from './serial-log.js';
 
 /** Everything a QEMU launch of a sandbox needs, fixed before the first attempt. */
@@ -61,6 +61,8 @@ export class QemuVm {
   readonly sandboxDir: string;
   readonly bootMode: 'cold' | 'snapshot';
   bootMs = 0;
+  /** Set by the driver when the overlay was made on a layer. */
+  backingDisk: string | undefined = undefined;
   readonly exited: Promise<void>;
   private readonly files: SandboxFiles;
   private readonly qmpSocket: string;
@@ -69,6 +71,7 @@ export class QemuVm {
   private readonly accelChoice: AccelChoice;
   private readonly serialOffset: number;
   private readonly child: ChildProcess;
+  private freezing: Promise<unknown> = Promise.resolve();
   private stderr = '';
   private ended = false;
   private exitDescription = '';
@@ -182,6 +185,44 @@ export class QemuVm {
     return connectGuest({ port: this.sshPort, keys: this.keys }, opts);
   }
 
+  /**
+   * Makes the disk written so far a read-only file and sends the guest's
+   * further writes to a new overlay on top of it, without stopping the VM
+   * (QMP blockdev-snapshot-sync; QEMU flushes the old file and reopens it
+   * read-only). The caller has run `sync` in the guest first. Returns the
+   * frozen file, whose backing file is unchanged (the base image, or a layer).
+   */
+  freezeDisk(): Promise<string> {
+    const run = this.freezing.then(
+      () => this.doFreeze(),
+      () => this.doFreeze(),
+    );
+    this.freezing = run.catch(() => {});
+    return run;
+  }
+
+  private async doFreeze(): Promise<string> {
+    if (this.ended || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
+    const frozen = activeDisk(this.files);
+    const next = nextDisk(this.files);
+    const qmp = await this.qmp();
+    try {
+      await qmp.execute('blockdev-snapshot-sync', {
+        device: DISK_DRIVE_ID,
+        'snapshot-file': next,
+        format: 'qcow2',
+        // The new overlay names the frozen file by its absolute path, so a restart finds the chain.
+        mode: 'absolute-paths',
+      });
+    } catch (err) {
+      // QEMU refused: it still writes to the old file, so a file it may have left is not the disk.
+      if (err instanceof QmpError) await rm(next, { force: true });
+      throw new Error(`could not freeze the sandbox disk: ${(err as Error).message}`);
+    }
+    await chmod(frozen, 0o444);
+    return frozen;
+  }
+
   serialTail(lines: number): string {
     return readTail(this.files.serialLog, this.serialOffset, lines);
   }
@@ -225,6 +266,8 @@ export class QemuVm {
   async destroy(): Promise<void> {
     await this.stop();
     this.destroyed = true;
+    // Every disk of the chain (frozen ones too: a layer keeps its own link or copy).
+    for (const disk of sandboxDisks(this.files).reverse()) await rm(disk, { force: true });
     await rm(this.files.overlay, { force: true });
     await rm(this.files.keysDir, { recursive: true, force: true });
     await rm(this.qmpSocket, { force: true });

@@ -2,6 +2,7 @@
 // and how a QEMU process started for that folder names itself, so that a crash
 // cleanup can recognise it later without any state but the folder.
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,42 @@ export function sandboxFiles(sandboxDir: string) {
     pidFile: path.join(sandboxDir, 'qemu.pid'),
     qmpSocket: path.join(sandboxDir, 'qmp.sock'),
   };
+}
+
+/**
+ * The disks of a sandbox, oldest first: overlay.qcow2, then one
+ * overlay-<n>.qcow2 per freezeDisk(), each backed by the one before. The last
+ * is the disk the guest writes to (a crash between QEMU creating the next one
+ * and switching to it leaves it empty on top of the others: booting it is
+ * still right).
+ */
+export function sandboxDisks(files: SandboxFiles): string[] {
+  const dir = path.dirname(files.overlay);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const numbered = names
+    .map((n) => /^overlay-([1-9][0-9]{0,5})\.qcow2$/.exec(n))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b)
+    .map((n) => path.join(dir, `overlay-${n}.qcow2`));
+  return [...(names.includes(path.basename(files.overlay)) ? [files.overlay] : []), ...numbered];
+}
+
+/** The disk the guest writes to: the newest of sandboxDisks, overlay.qcow2 when there is none yet. */
+export function activeDisk(files: SandboxFiles): string {
+  return sandboxDisks(files).at(-1) ?? files.overlay;
+}
+
+/** Where the next freezeDisk() sends the guest's writes. */
+export function nextDisk(files: SandboxFiles): string {
+  const last = activeDisk(files);
+  const n = /overlay-(\d+)\.qcow2$/.exec(last);
+  return path.join(path.dirname(files.overlay), `overlay-${n ? Number(n[1]) + 1 : 1}.qcow2`);
 }
 
 /**
