@@ -64,6 +64,11 @@ export const ERRORS = {
   PipelineError: { title: 'The pipeline failed', help: 'The pipeline left the repository in the sandbox in a state the app cannot bring back (wrong branch, failed commit). The message says which.' },
   StageFailed: { title: 'A stage failed', help: 'A pipeline stage ended with an error. Its terminal log shows what happened; fix the cause and retry from that stage.' },
 
+  // Environments
+  SetupFailed: { title: 'Setting up the sandbox failed', help: 'A setup step (Debian packages, Node, the project\'s install) failed; the message names the step and its last lines are below. Fix the repository\'s environment config, or allow a refused destination, and start again.' },
+  RegistryUnavailable: { title: 'The package registry did not answer', help: 'The app asks the npm registry which Node version to install before a task starts. Check the network and try again.' },
+  LayerInUse: { title: 'The cached environment is in use', help: 'A running sandbox was started on this cached environment. Destroy that sandbox first, then delete it.' },
+
   // Pull-back and review
   PullbackFailed: { title: 'The work could not be brought back', help: 'Bundling the task\'s branch inside the sandbox failed; the output is below. Retry the task.' },
   PullbackRejected: { title: 'The returned work was refused', help: 'What came back from the sandbox failed a safety check (size, refs, objects) and was not applied. The message names the check.' },

@@ -133,7 +133,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     log: log.child('sandboxes'),
   });
   // Cached environments: base image ← layer (after a repository's setup) ← task overlay.
-  const layers = new LayerStore({ root: path.join(paths.cache, 'layers'), log: log.child('layers') });
+  const layersLog = log.child('layers');
+  const layers = new LayerStore({
+    root: path.join(paths.cache, 'layers'),
+    // A layer is only used on top of the very base image it was made on.
+    baseDisk: (version) => path.join(paths.images, version, 'disk.qcow2'),
+    onRefused: (id, reason) => layersLog.warn('a cached environment was not used', { id, reason }),
+  });
   const environment = new TaskEnvironment({
     planEnvironment: (input) => planEnvironment(input),
     layers,
@@ -217,8 +223,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.preflight': async (input) => tasks.preflight(input),
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
-    'layers.list': async () => layers.list(),
-    'layers.remove': async ({ id }) => layers.remove(id),
+    'layers.list': async () => environment.layers(),
+    'layers.remove': async ({ id }) => environment.removeLayer(id),
     'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
     'settings.set': async (patch) => {
       if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {

@@ -77,9 +77,9 @@ export class NodeRegistry {
     try {
       res = await fetch(where, { headers: { accept: 'application/vnd.npm.install-v1+json' }, signal: AbortSignal.timeout(METADATA_TIMEOUT_MS) });
     } catch (err) {
-      throw new FactoryError('Error', `the npm registry did not answer for ${name} (${where}): ${err instanceof Error ? err.message : String(err)}`);
+      throw new FactoryError('RegistryUnavailable', `the npm registry did not answer for ${name} (${where}): ${err instanceof Error ? err.message : String(err)}`);
     }
-    if (!res.ok) throw new FactoryError('Error', `the npm registry answered ${res.status} for ${name} (${where})`);
+    if (!res.ok) throw new FactoryError('RegistryUnavailable', `the npm registry answered ${res.status} for ${name} (${where})`);
     const length = Number(res.headers.get('content-length') ?? 0);
     if (length > MAX_METADATA_BYTES) throw new FactoryError('InvalidData', `the npm registry's metadata for ${name} is ${length} bytes, over ${MAX_METADATA_BYTES}`);
     const text = await res.text();

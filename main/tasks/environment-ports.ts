@@ -23,7 +23,7 @@ export type PlanEnvironment = (input: { repoPath: string; commit: string; config
 export interface LayerPort {
   id: string;
   /** The layer's read-only qcow2 disk (backed by the base image). */
-  diskPath: string;
+  disk: string;
   createdAt: string;
 }
 
@@ -33,7 +33,8 @@ export interface LayerStorePort {
   acquire(id: string): () => void;
   commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string }): Promise<LayerPort>;
   evict(budgetBytes: number, keep?: string): Promise<unknown>;
-  list(): Promise<LayerInfo[]>;
+  list(): Promise<{ layers: Array<Omit<LayerInfo, 'inUse'>>; broken: Array<{ id: string; reason: string }> }>;
+  isInUse(id: string): boolean;
   remove(id: string): Promise<void>;
 }
 

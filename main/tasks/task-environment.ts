@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { FactoryError } from '../../common/contract.js';
 import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
 import { EgressRule, type EgressRefusal } from '../../common/egress.js';
-import type { TaskPreflight } from '../../common/environment.js';
+import type { LayerInfo, TaskPreflight } from '../../common/environment.js';
 import type { PipelineConfig } from '../pipeline/config.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic } from '../state/state-store.js';
@@ -142,6 +142,20 @@ export class TaskEnvironment {
     const layer = await this.deps.layers.commit({ key: plan.cacheKey, repo: task.repoPath, imageVersion: this.deps.imageVersion(), summary: plan.summary, frozenDisk });
     await this.deps.layers.evict(this.deps.settings().layerBudgetGb * 1024 ** 3, layer.id);
     return layer;
+  }
+
+  /** The layers as the UI lists them; a folder that is not a usable layer shows as broken (deletable). */
+  async layers(): Promise<LayerInfo[]> {
+    const { layers, broken } = await this.deps.layers.list();
+    return [
+      ...layers.map((l) => ({ id: l.id, repo: l.repo, imageVersion: l.imageVersion, createdAt: l.createdAt, lastUsedAt: l.lastUsedAt, sizeBytes: l.sizeBytes, summary: l.summary, inUse: this.deps.layers.isInUse(l.id) })),
+      ...broken.map((b) => ({ id: b.id, repo: '(not a usable layer)', imageVersion: '', createdAt: '', lastUsedAt: '', sizeBytes: 0, summary: [b.reason], inUse: false })),
+    ];
+  }
+
+  async removeLayer(id: string): Promise<void> {
+    if (this.deps.layers.isInUse(id)) throw new FactoryError('LayerInUse', `layer ${id} is in use by a running sandbox; it can be deleted once that sandbox is destroyed`);
+    await this.deps.layers.remove(id);
   }
 
   private rememberForRepo(repoPath: string, rules: EgressRule[]): void {

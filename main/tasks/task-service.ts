@@ -430,7 +430,7 @@ export class TaskService<Image = unknown> {
 
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
-    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...(cached ? { backingDisk: cached.layer.diskPath } : {}) });
+    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...(cached ? { backingDisk: cached.layer.disk } : {}) });
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
       .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));

@@ -164,6 +164,11 @@ export class LayerStore {
     };
   }
 
+  /** Whether a running sandbox holds the layer. */
+  isInUse(id: string): boolean {
+    return this.inUse.has(id);
+  }
+
   /** Deletes a layer (or a broken folder). Refuses one in use and any id that is not a plain layer name. */
   async remove(id: string): Promise<void> {
     checkId(id);

@@ -173,7 +173,7 @@ describe('refused destinations', () => {
   });
 
   it('offers no Allow for a refusal in a step that does not exist, and escapes what the sandbox sent', async () => {
-    mount(task({ egress: { allowed: [], refusals: [refusal({ step: 'nowhere', host: 'evil\u0007.example', path: '/a\u202eb' })] } }));
+    mount(task({ egress: { allowed: [], refusals: [refusal({ step: 'nowhere' as never, host: 'evil\u0007.example', path: '/a\u202eb' })] } }));
     fireEvent.click(await screen.findByTestId('task-select-t1'));
     expect(screen.queryByTestId('refusal-allow-task-0')).toBeNull();
     expect(screen.getByTestId('refusal-unallowable-0').textContent).toContain('no known step');
