@@ -92,7 +92,15 @@ describe('environment layers', () => {
       const again = await first.ssh();
       const resumed = await again.run('cat /opt/env/after-freeze && echo more > /opt/env/marker && sync', { timeoutMs: 60_000 });
       expect(resumed).toMatchObject({ code: 0, stdout: 'task\n' });
+      // A second freeze stacks one more file on the chain.
+      const frozenAgain = await first.freezeDisk();
+      expect(frozenAgain).toBe(active);
+      const top = path.join(first.sandboxDir, 'overlay-2.qcow2');
+      expect((await backingChain(top)).map((d) => d.filename)).toEqual([top, active, frozen, image.disk]);
+      expect((await again.run('cat /opt/env/marker')).stdout).toBe('more\n');
       again.close();
+      await first.stop();
+      await expect(first.freezeDisk()).rejects.toMatchObject({ name: 'SandboxStopped' });
       // The first sandbox's files go; the layer keeps its own link (or copy).
       await first.destroy();
       expect(await sha256(layer.disk)).toBe(layerHash);
