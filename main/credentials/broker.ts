@@ -8,6 +8,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { z } from 'zod';
 import os from 'node:os';
 import path from 'node:path';
+import { sandboxDisks, sandboxFiles } from '../vm/sandbox-files.js';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
 import type { EgressRule, StepName } from '../../common/egress.js';
@@ -292,6 +293,8 @@ export class CredentialBroker {
       sources: {
         workDir: sandboxDir,
         overlayPath,
+        // After setup froze the first disk into a layer, the stages wrote into the later ones.
+        moreDisks: sandboxDisks(sandboxFiles(sandboxDir)).filter((d) => d !== overlayPath),
         ...(dumpMemory ? { dumpMemory } : {}),
         serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
         stageLogs: stageLogs instanceof Error ? [] : stageLogs,

@@ -56,6 +56,8 @@ export async function dumpGuestMemory(qmpSocket: string, outFile: string, opts: 
 export interface LeakCheckSources {
   /** The sandbox's qcow2 overlay (guest writes land here). */
   overlayPath?: string;
+  /** Later disks of the sandbox's chain (after its disk was frozen into a layer, writes go on in these). */
+  moreDisks?: string[];
   /** Writes a guest memory dump to the given file (e.g. dumpGuestMemory with the VM's QMP socket). */
   dumpMemory?: (file: string) => Promise<void>;
   /** Folder for the temporary memory dump (the sandbox folder); deleted after the scan. */
@@ -105,6 +107,7 @@ export class LeakChecker {
     const limits = this.deps.limits ?? {};
     if (needles.length) {
       if (src.overlayPath) await scan('overlay', 'disk overlay', () => scanFile(src.overlayPath!, needles, limits));
+      for (const disk of src.moreDisks ?? []) await scan('overlay', `disk overlay ${path.basename(disk)}`, () => scanFile(disk, needles, limits));
       if (src.dumpMemory) {
         const dumpFile = path.join(src.workDir, `memory-${Date.now()}.dump`);
         try {

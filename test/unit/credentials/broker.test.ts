@@ -92,6 +92,13 @@ describe('CredentialBroker', () => {
     expect(await broker.api()['leakcheck.get']({ taskId: 'task1' })).toEqual(report);
     expect(events.some((e) => e.type === 'leakcheck.finished' && e.report.verdict === 'leak')).toBe(true);
 
+    // After setup froze the first disk into a layer, the stages write into overlay-1.qcow2: it is scanned too.
+    writeFileSync(path.join(sandboxDir, 'overlay.qcow2'), Buffer.alloc(4096));
+    writeFileSync(path.join(sandboxDir, 'overlay-1.qcow2'), Buffer.concat([Buffer.alloc(512), Buffer.from(`key=${REAL}`)]));
+    const chain = await broker.leakCheck('task1', { dumpMemory: async (f) => writeFileSync(f, Buffer.alloc(8192)) });
+    expect(chain.verdict).toBe('leak');
+    expect(chain.hits).toEqual([{ credentialId: expect.any(String), encoding: 'raw', source: 'overlay', offset: 516 }]);
+
     await broker.release({ taskId: 'task1' });
     expect(existsSync(path.join(sandboxDir, 'proxy.sock'))).toBe(false);
   });
