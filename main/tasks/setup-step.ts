@@ -43,16 +43,20 @@ export interface SetupRunnerDeps {
 
 const STEP_EXIT_BASE = 100;
 const MAX_STEPS = 50;
-const SETUP_SCRIPT = `${GUEST_FACTORY_DIR}/setup/setup.sh`;
-const SETUP_ENV = `${GUEST_FACTORY_DIR}/setup/env.sh`;
+const SETUP_DIR = `${GUEST_FACTORY_DIR}/setup`;
+const SETUP_SCRIPT = `${SETUP_DIR}/setup.sh`;
+const SETUP_ENV = `${SETUP_DIR}/env.sh`;
 
-/** The whole setup as one bash script run as root; exported for its test. */
-export function setupScript(steps: SetupStepSpec[]): string {
+/** The whole setup as one bash script run as root; the folders are parameters for its test. */
+export function setupScript(steps: SetupStepSpec[], where: { setupDir?: string; repoDir?: string } = {}): string {
   if (steps.length > MAX_STEPS) throw new FactoryError('InvalidPipelineConfig', `setup has ${steps.length} steps, more than ${MAX_STEPS}`);
-  const lines = ['set -u', `. ${SETUP_ENV}`, 'export DEBIAN_FRONTEND=noninteractive'];
+  const dir = where.setupDir ?? SETUP_DIR;
+  const repo = where.repoDir ?? GUEST_REPO_DIR;
+  const env = `${dir}/env.sh`;
+  const lines = ['set -u', `. ${shellQuote(env)}`, 'export DEBIAN_FRONTEND=noninteractive'];
   steps.forEach((step, i) => {
-    const file = `${GUEST_FACTORY_DIR}/setup/step-${i}.sh`;
-    const run = step.user === 'root' ? `(cd ${GUEST_REPO_DIR} && bash -e ${file})` : asAgentArgv(['bash', '-c', `. ${SETUP_ENV} && cd ${GUEST_REPO_DIR} && bash -e ${file}`]);
+    const inRepo = `. ${shellQuote(env)} && cd ${shellQuote(repo)} && bash -e ${shellQuote(`${dir}/step-${i}.sh`)}`;
+    const run = step.user === 'root' ? ['bash', '-c', inRepo].map(shellQuote).join(' ') : asAgentArgv(['bash', '-c', inRepo]);
     lines.push(
       `printf '\\n\\033[1m▶ %s\\033[0m\\n' ${shellQuote(`${step.name}${step.user === 'root' ? ' (root)' : ''}: ${step.display}`)}`,
       `timeout --kill-after=10 ${step.timeoutSeconds} ${run}`,
@@ -79,7 +83,7 @@ export class SetupRunner {
     const started = Date.now();
     if (signal.aborted) return { status: 'cancelled', durationMs: 0, exitCode: null, summary: 'cancelled', detail: '' };
     await writeGuestFile(ssh, SETUP_ENV, exportLines(args.env) + '\n');
-    for (const [i, step] of steps.entries()) await writeGuestFile(ssh, `${GUEST_FACTORY_DIR}/setup/step-${i}.sh`, step.script.endsWith('\n') ? step.script : step.script + '\n');
+    for (const [i, step] of steps.entries()) await writeGuestFile(ssh, `${SETUP_DIR}/step-${i}.sh`, step.script.endsWith('\n') ? step.script : step.script + '\n');
     await writeGuestFile(ssh, SETUP_SCRIPT, setupScript(steps));
 
     const pty = this.deps.ptySize ?? { cols: 120, rows: 32 };
