@@ -82,6 +82,12 @@ const pathPrefix = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 
+/** An address range in CIDR form, e.g. 10.20.0.0/16 or fd00:1::/64 (the host's guard parses it exactly). */
+const cidr = z
+  .string()
+  .max(64)
+  .regex(/^(?:\d{1,3}(?:\.\d{1,3}){3}\/\d{1,2}|[0-9a-f:]+\/\d{1,3})$/i, 'must be an address range like 10.20.0.0/16 or fd00:1::/64');
+
 export const EgressRule = z
   .strictObject({
     /** Label shown to the user, e.g. "npm registry". */
@@ -97,6 +103,12 @@ export const EgressRule = z
     pathPrefixes: z.array(pathPrefix).min(1).max(32).optional(),
     /** Steps the rule applies in; absent = every step. */
     steps: z.array(StepName).optional(),
+    /**
+     * Private or reserved address ranges this rule's host may resolve to (a registry
+     * mirror on the LAN, a network that maps registries to a gateway). Loopback,
+     * link-local and metadata addresses are never allowed, whatever this says.
+     */
+    addresses: z.array(cidr).min(1).max(16).optional(),
   })
   .superRefine((r, ctx) => {
     if (r.scheme === 'https' && (r.methods || r.pathPrefixes)) {

@@ -5,6 +5,7 @@
 import { EgressRule, egressHostMatches, egressHostProblem, plainPathProblem, type EgressRefusal, type StepName } from '../../common/egress.js';
 import { Listeners } from '../../common/listeners.js';
 import type { AuditLog } from './audit.js';
+import { rangeAllowance } from './net-guard.js';
 
 export interface EgressRequest {
   scheme: 'http' | 'https';
@@ -51,6 +52,11 @@ export class EgressPolicy {
       if (!result.success) {
         const issue = result.error.issues[0];
         throw new Error(`egress rule ${i} (${JSON.stringify((r as { name?: unknown })?.name ?? '?')}) is invalid: ${issue?.path.join('.') || 'rule'}: ${issue?.message}`);
+      }
+      try {
+        rangeAllowance(result.data.addresses);
+      } catch (err) {
+        throw new Error(`egress rule ${i} (${JSON.stringify(result.data.name)}) is invalid: addresses: ${(err as Error).message}`);
       }
       return result.data;
     });

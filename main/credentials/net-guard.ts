@@ -107,26 +107,61 @@ export class DestinationRefused extends FactoryError {
   }
 }
 
+// Never a destination, whatever a rule's address ranges say: this host, its
+// link-local neighbours and cloud metadata, "this network", multicast.
+const never = new net.BlockList();
+for (const [addr, bits] of [['0.0.0.0', 8], ['127.0.0.0', 8], ['169.254.0.0', 16], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) never.addSubnet(addr, bits, 'ipv4');
+for (const [addr, bits] of [['::', 127], ['fe80::', 10], ['ff00::', 8], ['fd00:ec2::', 64]] as const) never.addSubnet(addr, bits, 'ipv6');
+
+/**
+ * The address ranges a rule lets its host resolve to (e.g. a LAN mirror), as a
+ * test on one address; throws naming a range that is malformed or that reaches
+ * loopback, link-local or metadata addresses.
+ */
+export function rangeAllowance(ranges: readonly string[] | undefined): ((ip: string) => boolean) | undefined {
+  if (!ranges?.length) return undefined;
+  const list = new net.BlockList();
+  for (const range of ranges) {
+    const [addr = '', bitsText = ''] = range.split('/');
+    const family = net.isIP(addr);
+    const bits = Number(bitsText);
+    if (!family || !/^\d+$/.test(bitsText) || bits > (family === 4 ? 32 : 128)) throw new FactoryError('InvalidInput', `address range ${JSON.stringify(range)} is not an IPv4 or IPv6 range`);
+    const type = family === 4 ? 'ipv4' : 'ipv6';
+    if (never.check(addr, type) || (bits < (family === 4 ? 8 : 16))) {
+      throw new FactoryError('InvalidInput', `address range ${range} reaches loopback, link-local or metadata addresses (or is too wide): it cannot be allowed`);
+    }
+    list.addSubnet(addr, bits, type);
+  }
+  return (ip: string) => {
+    const family = net.isIP(ip);
+    if (!family) return false;
+    const type = family === 4 ? 'ipv4' : 'ipv6';
+    return list.check(ip, type) && !never.check(ip, type);
+  };
+}
+
 /** Test-only escape hatch: lets a test reach its own loopback upstreams. Never built from config. */
 export type AddressAllowance = (ip: string, host: string) => boolean;
 
 export interface NetGuard {
-  /** Throws DestinationRefused unless every address the host resolves to is allowed. */
-  resolve(host: string): Promise<{ address: string; family: 4 | 6 }[]>;
+  /** Throws DestinationRefused unless every address the host resolves to is allowed (`alsoAllow`: a rule's ranges). */
+  resolve(host: string, alsoAllow?: (ip: string) => boolean): Promise<{ address: string; family: 4 | 6 }[]>;
   /** A `lookup` for net/tls/https options that only ever yields checked addresses. */
   lookup: net.LookupFunction;
+  /** The same, also allowing a rule's address ranges. */
+  lookupAllowing(alsoAllow?: (ip: string) => boolean): net.LookupFunction;
 }
 
 export function createNetGuard(opts: { allowAddress?: AddressAllowance; resolver?: typeof dns.promises.lookup } = {}): NetGuard {
   const resolver = opts.resolver ?? dns.promises.lookup;
-  const check = (ip: string, host: string): void => {
+  const check = (ip: string, host: string, alsoAllow?: (ip: string) => boolean): void => {
     const why = forbiddenReason(ip);
-    if (why && !opts.allowAddress?.(ip, host)) throw new DestinationRefused(host, why);
+    if (why && !opts.allowAddress?.(ip, host) && !alsoAllow?.(ip)) throw new DestinationRefused(host, why);
   };
-  const resolve = async (host: string) => {
+  const resolve = async (host: string, alsoAllow?: (ip: string) => boolean) => {
     const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
     if (net.isIP(bare)) {
-      check(bare, host);
+      check(bare, host, alsoAllow);
       return [{ address: bare, family: net.isIP(bare) as 4 | 6 }];
     }
     let answers: dns.LookupAddress[];
@@ -137,11 +172,11 @@ export function createNetGuard(opts: { allowAddress?: AddressAllowance; resolver
     }
     if (answers.length === 0) throw new DestinationRefused(host, 'it does not resolve');
     // Every answer must pass: a mixed public/private answer is a rebinding trick.
-    for (const a of answers) check(a.address, host);
+    for (const a of answers) check(a.address, host, alsoAllow);
     return answers.map((a) => ({ address: a.address, family: a.family as 4 | 6 }));
   };
-  const lookup: net.LookupFunction = (hostname, options, callback) => {
-    resolve(hostname).then(
+  const lookupAllowing = (alsoAllow?: (ip: string) => boolean): net.LookupFunction => (hostname, options, callback) => {
+    resolve(hostname, alsoAllow).then(
       (addrs) => {
         if ((options as dns.LookupAllOptions).all) {
           (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, addrs);
@@ -152,5 +187,5 @@ export function createNetGuard(opts: { allowAddress?: AddressAllowance; resolver
       (err: Error) => callback(err as NodeJS.ErrnoException, '', 0),
     );
   };
-  return { resolve, lookup };
+  return { resolve, lookup: lookupAllowing(), lookupAllowing };
 }

@@ -7,7 +7,7 @@
 import http from 'node:http';
 import { egressHostProblem } from '../../common/egress.js';
 import { recordEgress, type EgressGate, type EgressOutcome } from './egress-policy.js';
-import { DestinationRefused, type NetGuard } from './net-guard.js';
+import { DestinationRefused, rangeAllowance, type NetGuard } from './net-guard.js';
 import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
 import { connectTarget } from './proxy-tunnel.js';
 
@@ -152,7 +152,7 @@ export function forwardRequest(req: http.IncomingMessage, res: http.ServerRespon
     headers,
     agent: opts.agent,
     // The address guard runs on what the name resolves to, on every new connection.
-    lookup: opts.guard.lookup,
+    lookup: opts.guard.lookupAllowing(rangeAllowance(decision.rule.addresses)),
     timeout: opts.upstreamTimeoutMs ?? 120_000,
   });
   upstreamReq.on('timeout', () => upstreamReq.destroy(new Error('upstream did not answer in time')));

@@ -6,7 +6,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { recordEgress, type EgressGate, type EgressOutcome } from './egress-policy.js';
-import type { NetGuard } from './net-guard.js';
+import { rangeAllowance, type NetGuard } from './net-guard.js';
 import { requestFraming } from './proxy-framing.js';
 
 export interface TunnelOptions extends EgressGate {
@@ -44,7 +44,8 @@ export function openTunnel(req: http.IncomingMessage, socket: Duplex, head: Buff
   const decision = opts.policy.decide({ scheme: 'https', host: target.host, port: target.port });
   if (!decision.allowed) return refuse('403 Forbidden', decision.reason);
   const rule = decision.rule.name;
-  opts.guard.resolve(target.host).then(
+  // The rule's own address ranges (a LAN mirror) are allowed on top of public addresses.
+  opts.guard.resolve(target.host, rangeAllowance(decision.rule.addresses)).then(
     (addrs) => {
       if (socket.destroyed) return;
       const upstream = net.connect({ host: addrs[0]!.address, port: target.port });

@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { Task } from '../../common/domain.js';
 import { createFactoryApp } from '../../main/app.js';
 import { appPaths } from '../../main/state/paths.js';
+import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { makeNodeProject } from '../support/project-fixtures.js';
 import { tempDir } from '../support/repo.js';
@@ -28,7 +29,11 @@ const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].incl
 async function main() {
   const image = await testImage();
   const dataDir = tempDir('fenv-bench-');
-  const app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }) });
+  const app = await createFactoryApp({
+    host: 'web',
+    paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
+    settings: { egressRules: await egressRulesForThisNetwork() },
+  });
   const output = new Map<string, string>();
   app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
   const repo = await makeNodeProject();

@@ -16,6 +16,7 @@ import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
 import { appPaths } from '../../main/state/paths.js';
 import { SandboxShell } from '../support/agent-app.js';
+import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { requireSecretService } from '../support/keyring.js';
 import { NODE_TESTS, makeCProject, makeFailingCommit, makeNodeProject, writeLockfile } from '../support/project-fixtures.js';
@@ -57,7 +58,7 @@ beforeAll(async () => {
     // TEST ONLY: the loopback server above is reachable by the name "localhost" once a rule allows it.
     allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
   });
-  app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { maxParallelTasks: 1 } });
+  app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() } });
   app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
 }, 10 * 60_000);
 
