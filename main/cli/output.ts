@@ -39,6 +39,5 @@ export function printError(io: Io, err: unknown): void {
 
 /** Text from the app or the guest, made safe for the user's terminal: no escape sequences or control characters. */
 export function plain(s: string): string {
-  // eslint-disable-next-line no-control-regex
   return s.replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '');
 }

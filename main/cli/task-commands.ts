@@ -57,7 +57,7 @@ export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; t
       const key = `${s.status}/${s.attempt ?? 1}`;
       if (seen.get(s.name) === key || s.status === 'pending') continue;
       seen.set(s.name, key);
-      if (!io.json) io.stderr.write(`  ${s.name.padEnd(9)} ${s.status}${s.summary && s.status !== 'running' ? `  ${plain(s.summary).slice(0, 100)}` : ''}\n`);
+      io.stderr.write(`  ${s.name.padEnd(9)} ${s.status}${s.summary && s.status !== 'running' ? `  ${plain(s.summary).slice(0, 100)}` : ''}\n`);
     }
     if (DONE.has(t.phase)) done!(t);
   };
@@ -78,7 +78,7 @@ export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; t
     else io.stdout.write(`${created.id}\n`);
     return 0;
   }
-  if (!io.json) io.stderr.write(`task ${created.id}: ${created.phase}\n`);
+  io.stderr.write(`task ${created.id}: ${created.phase}\n`);
   for (const t of early.filter((t) => t.id === id)) onTask(t);
   // The task may have moved on between create and the first event.
   onTask(await client.call('tasks.get', { taskId: created.id }));
