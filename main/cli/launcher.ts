@@ -1,7 +1,7 @@
 // Reaching the app: its socket in the data dir, or, when no app runs there, the
 // headless host started in the background (the web host's entry with
 // --headless, detached, its output in the data dir's logs), then its socket.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,9 +26,11 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   if (first) return first;
   const holder = readPid(path.join(opts.dataDir, LOCK_FILE));
   const running = holder !== undefined && pidAlive(holder);
+  let exited: string | undefined;
   if (!running) {
     if (opts.noStart) throw new Error(`no Factory in a Box app runs on ${opts.dataDir}`);
-    startHeadless(opts.dataDir);
+    const child = startHeadless(opts.dataDir);
+    child.once('exit', (code, signal) => (exited = signal ?? `exit status ${code}`));
     opts.progress(`factory: no app was running; starting one in the background (log: ${path.join(opts.dataDir, 'logs', HEADLESS_LOG)})`);
   } else {
     opts.progress(`factory: waiting for the app (pid ${holder}) to open its socket…`);
@@ -38,6 +40,8 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   let lastNote = Date.now();
   while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 250));
+    // An app that ended (e.g. it could not open its socket) will not answer: say why now.
+    if (exited) throw new Error(`the app ended before it opened its socket (${exited}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
     const client = await tryConnect(sock);
     if (client) {
       opts.progress('factory: the app is ready');
@@ -69,7 +73,7 @@ export function headlessCommand(): { command: string; args: string[] } {
   return { command: process.execPath, args: ['--import', 'tsx', path.resolve(here, '../host/web/main.ts'), '--headless'] };
 }
 
-function startHeadless(dataDir: string): void {
+function startHeadless(dataDir: string): ChildProcess {
   const logs = path.join(dataDir, 'logs');
   fs.mkdirSync(logs, { recursive: true, mode: 0o700 });
   const out = fs.openSync(path.join(logs, HEADLESS_LOG), 'a', 0o600);
@@ -81,6 +85,7 @@ function startHeadless(dataDir: string): void {
   const child = spawn(command, args, { detached: true, stdio: ['ignore', out, out], env, cwd: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..') });
   child.unref();
   fs.closeSync(out);
+  return child;
 }
 
 export function logTail(dataDir: string, lines: number): string {

@@ -186,6 +186,24 @@ describe('starting the app', () => {
     }
   });
 
+  it('says at once why the app it started ended, with the last lines of its log', async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'fcli-'));
+    // A data folder so deep that its socket path passes the unix socket limit: the app cannot serve the CLI.
+    const dir = path.join(base, 'd'.repeat(110));
+    try {
+      const t0 = Date.now();
+      const r = await runCli(dir, ['ls'], { timeoutMs: 60_000 });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('the app ended before it opened its socket (exit status 1)');
+      expect(r.stderr).toMatch(/the socket path .* is longer than 103 bytes, the limit of a unix socket/);
+      // Not the 120 s start timeout.
+      expect(Date.now() - t0).toBeLessThan(45_000);
+      expect(fs.existsSync(path.join(dir, 'factory.lock'))).toBe(false);
+    } finally {
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('with --no-start, fails when no app runs instead of starting one', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fcli-'));
     try {
