@@ -10,8 +10,8 @@ import { resolveTask } from './task-commands.js';
 export async function cmdLogs(client: FactoryClient, io: Io, a: { task: string; stage?: StageName; follow: boolean }): Promise<number> {
   const t = await resolveTask(client, a.task);
   const stages = t.stages.filter((s) => s.sessionId && (!a.stage || s.name === a.stage));
-  if (a.stage && stages.length === 0) throw new FactoryError('NotFound', `stage ${a.stage} of task ${t.id} has no terminal (it has not run)`);
   if (!a.follow) {
+    if (a.stage && stages.length === 0) throw new FactoryError('NotFound', `stage ${a.stage} of task ${t.id} has no terminal (it has not run)`);
     const out: Array<{ stage: string; text: string }> = [];
     for (const s of stages) {
       const { scrollback } = await client.call('terminal.attach', { sessionId: s.sessionId! });
@@ -21,11 +21,47 @@ export async function cmdLogs(client: FactoryClient, io: Io, a: { task: string; 
     else for (const o of out) io.stdout.write((a.stage ? '' : `==> ${o.stage} <==\n`) + o.text + (a.stage || o.text.endsWith('\n') ? '' : '\n'));
     return 0;
   }
-  // Follow: the named stage, else the one running now, else the last that ran.
-  const target = a.stage ? stages[0]! : (t.stages.find((s) => s.status === 'running' && s.sessionId) ?? stages[stages.length - 1]);
-  if (!target?.sessionId) throw new FactoryError('NotFound', `task ${t.id} has no stage terminal yet`);
-  await followSession(client, io, target.sessionId);
+  await followTask(client, io, t.id, a.stage);
   return 0;
+}
+
+const FINISHED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
+
+/**
+ * Follow: each stage's terminal in turn (or the named stage's), from its scrollback
+ * on and live while it runs, waiting for stages that have not started, until the
+ * task is done (or the named stage has ended).
+ */
+async function followTask(client: FactoryClient, io: Io, taskId: string, stage?: StageName): Promise<void> {
+  let wake: () => void = () => {};
+  client.events.add((e) => {
+    if (e.type === 'task.updated' && e.task.id === taskId) wake();
+  });
+  await client.watch();
+  const printed = new Set<string>();
+  for (;;) {
+    const t = await client.call('tasks.get', { taskId });
+    const next = t.stages.find((s) => s.sessionId && !printed.has(s.sessionId) && (!stage || s.name === stage));
+    if (next?.sessionId) {
+      printed.add(next.sessionId);
+      if (!stage && !io.json) io.stdout.write(`==> ${next.name} <==\n`);
+      await followSession(client, io, next.sessionId);
+      if (stage) return;
+      continue;
+    }
+    if (FINISHED.has(t.phase)) {
+      if (stage && printed.size === 0) throw new FactoryError('NotFound', `stage ${stage} of task ${t.id} did not run`);
+      return;
+    }
+    // Nothing to show yet: wait for the task to move (or look again in a while).
+    await new Promise<void>((r) => {
+      const timer = setTimeout(r, 5000);
+      wake = () => {
+        clearTimeout(timer);
+        r();
+      };
+    });
+  }
 }
 
 /** Prints a session's scrollback, then its live bytes (acknowledged as written) until it ends. */
@@ -33,19 +69,22 @@ async function followSession(client: FactoryClient, io: Io, sessionId: string): 
   let attached = false;
   let ended: () => void = () => {};
   const over = new Promise<void>((r) => (ended = r));
-  client.terminal.add((c) => {
+  const offData = client.terminal.add((c) => {
     if (c.sessionId !== sessionId || !attached) return;
     io.stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));
   });
-  client.events.add((e) => {
+  const offEvents = client.events.add((e) => {
     if ((e.type === 'terminal.status' || e.type === 'terminal.opened') && e.info.id === sessionId && e.info.status !== 'live') ended();
   });
-  await client.watch();
-  const { info, scrollback } = await client.call('terminal.attach', { sessionId });
-  attached = true;
-  io.stdout.write(Buffer.from(scrollback, 'base64'));
-  if (info.status !== 'live') return;
-  await over;
+  try {
+    const { info, scrollback } = await client.call('terminal.attach', { sessionId });
+    attached = true;
+    io.stdout.write(Buffer.from(scrollback, 'base64'));
+    if (info.status === 'live') await over;
+  } finally {
+    offData();
+    offEvents();
+  }
 }
 
 export async function cmdExec(client: FactoryClient, io: Io, a: { task: string; argv: string[]; stdin?: Buffer; timeoutSec?: number }): Promise<number> {

@@ -5,6 +5,7 @@
 // a real pty (node-pty) where `stty size` follows a resize and Ctrl-C stops a
 // guest `sleep`; approve makes the branch without touching HEAD; destroy ends
 // the VM. --json output is checked against the domain's schemas.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -91,6 +92,9 @@ describe('factory CLI on a real sandbox', () => {
     expect(r.code).toBe(7);
     expect(r.stdout).toBe('out\n/work/repo\nchanged in the sandbox\n');
     expect(r.stderr).toBe('err\nagent\n');
+    const piped = await runCli(dataDir, ['exec', taskId, '--stdin', '--', 'sh', '-c', 'tr a-z A-Z; exit 0'], { stdin: 'from the host\n' });
+    expect(piped.code).toBe(0);
+    expect(piped.stdout).toBe('FROM THE HOST\n');
     const j = await cli(['exec', taskId, '--json', '--', 'printf', '%s', 'a b']);
     expect(j.code).toBe(0);
     const parsed = ExecJson.parse(JSON.parse(j.stdout));
@@ -164,5 +168,43 @@ describe('factory CLI on a real sandbox', () => {
     const gone = await cli(['exec', taskId, '--', 'true']);
     expect(gone.code).toBe(125);
     expect(gone.stderr).toContain('No running sandbox');
+  });
+
+  it('logs --follow streams each stage as it runs, from before the first stage until the task is done', async () => {
+    const slow = await makeRepo({
+      files: {
+        'README.md': '# Slow\n',
+        '.factory/pipeline.json': JSON.stringify({
+          stages: {
+            build: { command: 'for i in 1 2 3 4 5; do echo TICK-$i; sleep 1; done; echo more >> README.md' },
+            test: { command: 'echo "tests: 1 passed"' },
+          },
+        }),
+      },
+    });
+    try {
+      const started = await cli(['run', slow.dir, 'count slowly', '--agent', 'command']);
+      expect(started.code, started.stderr).toBe(0);
+      const id = started.stdout.trim();
+      // Following starts while the sandbox still boots: it waits for the first stage.
+      const child = spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, '--data-dir', dataDir, 'logs', id, '--follow'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      const seen = new Map<string, number>();
+      child.stdout.on('data', (c: Buffer) => {
+        out += c.toString('utf8');
+        for (const m of out.matchAll(/(?:^|\n)(TICK-\d)\r?\n/g)) if (!seen.has(m[1]!)) seen.set(m[1]!, Date.now());
+      });
+      const code = await new Promise<number | null>((r) => child.on('exit', r));
+      const ended = Date.now();
+      expect(code).toBe(0);
+      expect(out).toMatch(/==> build <==[\s\S]*TICK-5[\s\S]*==> test <==[\s\S]*tests: 1 passed/);
+      // TICK-1 reached us live, seconds before the end, not all at once from a log.
+      expect(ended - seen.get('TICK-1')!).toBeGreaterThan(3000);
+      const show = Task.parse(JSON.parse((await cli(['show', id, '--json'])).stdout));
+      expect(show.phase).toBe('review');
+      expect((await cli(['destroy', id])).code).toBe(0);
+    } finally {
+      slow.cleanup();
+    }
   });
 });
