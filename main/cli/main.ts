@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The `factory` CLI entry: parse, reach the app (starting it when none runs),
 // run the command, exit with its status.
+import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { appPaths } from '../state/paths.js';
 import { helpText, parseCommandLine } from './args.js';
 import { connectOrStart } from './launcher.js';
@@ -39,8 +41,17 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
   }
 }
 
-const isEntry = process.argv[1] && /[\\/]cli[\\/]main\.(ts|js)$/.test(process.argv[1]);
-if (isEntry) {
+/** Run as a program (also through npm's `bin` symlink), not imported. */
+function isEntry(): boolean {
+  if (!process.argv[1]) return false;
+  try {
+    return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntry()) {
   void runCli(process.argv.slice(2)).then((code) => {
     // Let stdout drain before leaving (a pipe may be slow).
     process.stdout.write('', () => process.exit(code));

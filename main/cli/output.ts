@@ -1,6 +1,6 @@
 // How the CLI speaks: results on stdout (JSON with --json), progress and errors
 // on stderr. Errors carry the same title and help the UI shows (common/errors.ts).
-import { errorHelp } from '../../common/errors.js';
+import { errorHelp, type ErrorHelp } from '../../common/errors.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -12,6 +12,19 @@ export class UsageError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'Usage';
+  }
+}
+
+/** Errors only the CLI raises (reaching the app), named and explained like the app's own. */
+export const CLI_ERRORS: Record<string, ErrorHelp> = {
+  AppNotRunning: { title: 'The app is not running', help: 'Start it (the desktop app or npm start), or leave out --no-start so the CLI starts it in the background.' },
+  AppStartFailed: { title: 'The app did not start', help: 'Its log (last lines above, the file named in the first line) says why. Fix the cause and run the command again.' },
+};
+
+export class CliError extends Error {
+  constructor(name: keyof typeof CLI_ERRORS, message: string) {
+    super(message);
+    this.name = name;
   }
 }
 
@@ -29,7 +42,7 @@ export function printError(io: Io, err: unknown): void {
     else io.stderr.write(`factory: ${e.message}\n(see factory --help)\n`);
     return;
   }
-  const { title, help } = errorHelp(e.name);
+  const { title, help } = CLI_ERRORS[e.name] ?? errorHelp(e.name);
   if (io.json) {
     printJson(io, { error: { name: e.name, title, message: e.message, help, ...(detail ? { detail } : {}) } });
     return;

@@ -99,6 +99,10 @@ describe('factory CLI on a real sandbox', () => {
     expect(j.code).toBe(0);
     const parsed = ExecJson.parse(JSON.parse(j.stdout));
     expect(Buffer.from(parsed.stdout, 'base64').toString()).toBe('a b');
+    // Words reach the command as they are: nothing is run by a shell on the way.
+    const literal = await cli(['exec', taskId, '--', 'printf', '%s|', '$(touch /tmp/pwned)', 'a;b', "it's", '`id`']);
+    expect(literal.stdout).toBe("$(touch /tmp/pwned)|a;b|it's|`id`|");
+    expect((await cli(['exec', taskId, '--', 'test', '-e', '/tmp/pwned'])).code).toBe(1);
   });
 
   it('diff shows the patch of the returned work', async () => {

@@ -180,6 +180,10 @@ describe('starting the app', () => {
       expect(r.code, r.stderr).toBe(0);
       expect(appPid(dir)).not.toBe(dead.pid);
       expect(fs.statSync(path.join(dir, 'factory.sock')).isSocket()).toBe(true);
+      // SIGTERM stops it cleanly: the socket and the lock go with it.
+      await stopApp(dir);
+      expect(fs.existsSync(path.join(dir, 'factory.sock'))).toBe(false);
+      expect(fs.existsSync(path.join(dir, 'factory.lock'))).toBe(false);
     } finally {
       await stopApp(dir);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -194,7 +198,7 @@ describe('starting the app', () => {
       const t0 = Date.now();
       const r = await runCli(dir, ['ls'], { timeoutMs: 60_000 });
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain('the app ended before it opened its socket (exit status 1)');
+      expect(r.stderr).toContain('error: The app did not start: the app ended before it opened its socket (exit status 1)');
       expect(r.stderr).toMatch(/the socket path .* is longer than 103 bytes, the limit of a unix socket/);
       // Not the 120 s start timeout.
       expect(Date.now() - t0).toBeLessThan(45_000);
@@ -209,7 +213,7 @@ describe('starting the app', () => {
     try {
       const r = await runCli(dir, ['ls', '--no-start']);
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`no Factory in a Box app runs on ${dir}`);
+      expect(r.stderr).toContain(`error: The app is not running: no Factory in a Box app runs on ${dir}`);
       expect(appPid(dir)).toBeUndefined();
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
