@@ -112,6 +112,8 @@ export const apiInputs = {
     /** The command is killed after this many seconds (default 600). */
     timeoutSec: z.number().int().min(1).max(86_400).optional(),
   }),
+  /** A viewer that will not acknowledge any more (a CLI that printed and left): the session stops waiting for it. */
+  'terminal.detach': z.object({ sessionId: id }),
 
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
@@ -151,6 +153,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'terminal.ack': void;
   'terminal.close': void;
   'tasks.exec': ExecResult;
+  'terminal.detach': void;
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

@@ -247,6 +247,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
     'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),
     'terminal.close': async ({ sessionId }) => terminals.close(sessionId),
+    'terminal.detach': async ({ sessionId }) => terminals.detach(sessionId),
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
   };

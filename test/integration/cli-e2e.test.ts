@@ -174,6 +174,44 @@ describe('factory CLI on a real sandbox', () => {
     expect(gone.stderr).toContain('No running sandbox');
   });
 
+  it('a logs command that printed and left does not hold a running stage back', async () => {
+    // The build prints 700 kB (past the 512 kB a viewer may leave unacknowledged) after a pause; `factory logs` looks at it during the pause and leaves.
+    // A viewer that never acknowledges would pause the stage until the app gives up on it (10 s).
+    const loud = await makeRepo({
+      files: {
+        'README.md': '# Loud\n',
+        '.factory/pipeline.json': JSON.stringify({
+          stages: { build: { command: "echo START; sleep 6; head -c 700000 /dev/zero | tr '\\0' x; echo; echo END" } },
+        }),
+      },
+    });
+    try {
+      const id = (await cli(['run', loud.dir, 'print a lot', '--agent', 'command'])).stdout.trim();
+      const deadline = Date.now() + 120_000;
+      let build;
+      do {
+        await new Promise((r) => setTimeout(r, 300));
+        build = Task.parse(JSON.parse((await cli(['show', id, '--json'])).stdout)).stages.find((s) => s.name === 'build');
+      } while (!(build?.status === 'running' && build.sessionId) && Date.now() < deadline);
+      const peek = await cli(['logs', id, '--stage', 'build']);
+      expect(peek.code).toBe(0);
+      expect(peek.stdout).toContain('START');
+      // Nobody else looks (another viewer's acknowledgements would let the stage go on).
+      let done;
+      do {
+        await new Promise((r) => setTimeout(r, 500));
+        done = Task.parse(JSON.parse((await cli(['show', id, '--json'])).stdout)).stages.find((s) => s.name === 'build')!;
+      } while (done.status === 'running' && Date.now() < deadline);
+      expect(done.status).toBe('passed');
+      // 6 s of sleep and about a second of printing when the stage runs free; 10 s more when it waits for the viewer.
+      expect(done.durationMs!, `the build took ${done.durationMs} ms`).toBeLessThan(13_000);
+      expect((await cli(['logs', id, '--stage', 'build'])).stdout).toMatch(/x{1000}[\s\S]*END/);
+      await cli(['destroy', id]);
+    } finally {
+      loud.cleanup();
+    }
+  });
+
   it('logs --follow streams each stage as it runs, from before the first stage until the task is done', async () => {
     const slow = await makeRepo({
       files: {

@@ -48,6 +48,7 @@ export async function startSocketHost(app: HostedApp, opts: { dataDir: string; m
   function attach(socket: net.Socket): void {
     clients.add(socket);
     const offs: Array<() => void> = [];
+    const attached = new Set<string>();
     const send = (message: unknown) => {
       if (socket.destroyed || !socket.writable) return;
       if (socket.writableLength > MAX_BUFFERED_BYTES) return void socket.destroy();
@@ -72,7 +73,11 @@ export async function startSocketHost(app: HostedApp, opts: { dataDir: string; m
       const id = typeof m.id === 'number' || typeof m.id === 'string' ? m.id : null;
       if (id === null) return send({ id: null, error: { name: 'InvalidInput', message: 'id: must be a number or string' } });
       if (m.watch !== undefined) return watch(id, m.watch);
-      void dispatchCall(app.api, m.method, m.input).then((reply) => send({ id, ...reply }));
+      void dispatchCall(app.api, m.method, m.input).then((reply) => {
+        // Sessions this client viewed: when it goes, the sessions stop waiting for its acknowledgements.
+        if (m.method === 'terminal.attach' && !('error' in reply)) attached.add((m.input as { sessionId: string }).sessionId);
+        send({ id, ...reply });
+      });
     }
     function watch(id: number | string, what: unknown): void {
       const w = (typeof what === 'object' && what !== null ? what : {}) as { events?: unknown; terminal?: unknown };
@@ -89,6 +94,7 @@ export async function startSocketHost(app: HostedApp, opts: { dataDir: string; m
     socket.on('close', () => {
       clients.delete(socket);
       for (const off of offs.splice(0)) off();
+      for (const sessionId of attached) void app.api['terminal.detach']({ sessionId }).catch(() => {});
     });
     send({ hello: { app: 'factory-in-a-box', protocol: SOCKET_PROTOCOL, pid: process.pid } });
   }
