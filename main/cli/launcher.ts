@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { LOCK_FILE, pidAlive, readPid } from '../host/socket/instance-lock.js';
 import { socketPath } from '../host/socket/socket-host.js';
 import { FactoryClient } from './client.js';
-import { CliError } from './output.js';
+import { FactoryError } from '../../common/contract.js';
 
 export interface LaunchOptions {
   dataDir: string;
@@ -29,7 +29,7 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   const running = holder !== undefined && pidAlive(holder);
   let exited: string | undefined;
   if (!running) {
-    if (opts.noStart) throw new CliError('AppNotRunning', `no Factory in a Box app runs on ${opts.dataDir}`);
+    if (opts.noStart) throw new FactoryError('AppNotRunning', `no Factory in a Box app runs on ${opts.dataDir}`);
     const child = startHeadless(opts.dataDir);
     child.once('exit', (code, signal) => (exited = signal ?? `exit status ${code}`));
     opts.progress(`factory: no app was running; starting one in the background (log: ${path.join(opts.dataDir, 'logs', HEADLESS_LOG)})`);
@@ -42,7 +42,7 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 250));
     // An app that ended (e.g. it could not open its socket) will not answer: say why now.
-    if (exited) throw new CliError('AppStartFailed', `the app ended before it opened its socket (${exited}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
+    if (exited) throw new FactoryError('AppStartFailed', `the app ended before it opened its socket (${exited}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
     const client = await tryConnect(sock);
     if (client) {
       opts.progress('factory: the app is ready');
@@ -53,7 +53,7 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
       opts.progress(`factory: still starting (${Math.round((Date.now() - (deadline - timeoutMs)) / 1000)} s)…`);
     }
   }
-  throw new CliError('AppStartFailed', `the app did not open its socket within ${Math.round(timeoutMs / 1000)} s. The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
+  throw new FactoryError('AppStartFailed', `the app did not open its socket within ${Math.round(timeoutMs / 1000)} s. The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
 }
 
 async function tryConnect(sock: string): Promise<FactoryClient | undefined> {

@@ -1,6 +1,6 @@
 // How the CLI speaks: results on stdout (JSON with --json), progress and errors
 // on stderr. Errors carry the same title and help the UI shows (common/errors.ts).
-import { errorHelp, type ErrorHelp } from '../../common/errors.js';
+import { errorHelp } from '../../common/errors.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -15,19 +15,6 @@ export class UsageError extends Error {
   }
 }
 
-/** Errors only the CLI raises (reaching the app), named and explained like the app's own. */
-export const CLI_ERRORS: Record<string, ErrorHelp> = {
-  AppNotRunning: { title: 'The app is not running', help: 'Start it (the desktop app or npm start), or leave out --no-start so the CLI starts it in the background.' },
-  AppStartFailed: { title: 'The app did not start', help: 'Its log (last lines above, the file named in the first line) says why. Fix the cause and run the command again.' },
-};
-
-export class CliError extends Error {
-  constructor(name: keyof typeof CLI_ERRORS, message: string) {
-    super(message);
-    this.name = name;
-  }
-}
-
 export function printJson(io: Io, value: unknown): void {
   io.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }
@@ -37,12 +24,11 @@ export function printError(io: Io, err: unknown): void {
   const e = err instanceof Error ? err : new Error(String(err));
   const raw = (e as { detail?: unknown }).detail;
   const detail = typeof raw === 'string' ? raw : undefined;
-  if (e.name === 'Usage') {
-    if (io.json) printJson(io, { error: { name: 'Usage', title: 'Wrong usage', message: e.message } });
-    else io.stderr.write(`factory: ${e.message}\n(see factory --help)\n`);
+  if (e.name === 'Usage' && !io.json) {
+    io.stderr.write(`factory: ${e.message}\n(see factory --help)\n`);
     return;
   }
-  const { title, help } = CLI_ERRORS[e.name] ?? errorHelp(e.name);
+  const { title, help } = errorHelp(e.name);
   if (io.json) {
     printJson(io, { error: { name: e.name, title, message: e.message, help, ...(detail ? { detail } : {}) } });
     return;
