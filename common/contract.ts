@@ -104,6 +104,19 @@ export const apiInputs = {
   'terminal.ack': z.object({ sessionId: id, bytes: z.number().int().min(0).max(1 << 30) }),
   'terminal.close': z.object({ sessionId: id }),
 
+  // The factory CLI (issue 11): a command in a task's sandbox as the agent user in the
+  // repository, with stdout and stderr apart and the exit status (main/exec/sandbox-exec.ts).
+  'tasks.exec': z.object({
+    taskId: id,
+    argv: z.array(z.string().max(65_536).refine((w) => !w.includes('\0'), 'a word cannot contain a NUL byte')).min(1, 'no command given').max(4096),
+    /** Standard input for the command (base64), closed after it; absent: empty. */
+    stdin: z.string().max(16 * 1024 * 1024).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64').optional(),
+    /** The command is killed after this many seconds (default 600). */
+    timeoutSec: z.number().int().min(1).max(86_400).optional(),
+  }),
+  /** A viewer that will not acknowledge any more (a CLI that printed and left): the session stops waiting for it. */
+  'terminal.detach': z.object({ sessionId: id }),
+
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
   // CredentialBroker.api() (main/credentials/broker.ts). Values are write-only.
@@ -142,6 +155,20 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'terminal.resize': void;
   'terminal.ack': void;
   'terminal.close': void;
+  'tasks.exec': ExecResult;
+  'terminal.detach': void;
+}
+
+/** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */
+export interface ExecResult {
+  exitCode: number | null;
+  /** The signal that ended the command, when one did (e.g. 'KILL' after the time limit). */
+  signal?: string;
+  stdout: string;
+  stderr: string;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  timedOut: boolean;
 }
 
 /** The settings as the UI sees them, with the agent names a task may choose ('command' runs pipeline.json's commands). */

@@ -94,6 +94,12 @@ export const ERRORS = {
   TerminalLive: { title: 'The terminal is still running', help: 'A running terminal cannot be removed. Close it first.' },
   TerminalServiceDisposed: { title: 'Terminals are shutting down', help: 'The app is stopping and opens no new terminals.' },
 
+  // The factory CLI and its socket (issue 11)
+  Usage: { title: 'Wrong usage', help: 'The command line was not understood; the message says what. Run factory --help, or factory <command> --help.' },
+  DataDirInUse: { title: 'The app is already running', help: 'Another Factory in a Box app uses this data folder (its pid is in the message). Use that one, or stop it first.' },
+  AppNotRunning: { title: 'The app is not running', help: 'Start it (the desktop app or npm start), or leave out --no-start so the CLI starts it in the background.' },
+  AppStartFailed: { title: 'The app did not start', help: 'Its log (the last lines are above, the file is in the data folder\'s logs) says why. Fix the cause and run the command again.' },
+
   // Internal protocols
   QmpError: { title: 'VM control failed', help: 'QEMU refused a control command (QMP). The message has QEMU\'s reason.' },
 } as const satisfies Record<string, ErrorHelp>;

@@ -44,6 +44,7 @@ import { planEnvironment } from './environment/environment-plan.js';
 import { SetupRunner } from './tasks/setup-step.js';
 import { TaskEnvironment } from './tasks/task-environment.js';
 import { Listeners } from '../common/listeners.js';
+import { execInSandbox } from './exec/sandbox-exec.js';
 
 export interface FactoryApp {
   api: FactoryApi;
@@ -253,6 +254,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
     'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),
     'terminal.close': async ({ sessionId }) => terminals.close(sessionId),
+    'terminal.detach': async ({ sessionId }) => terminals.detach(sessionId),
+    'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
+      execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
   };
 
   // Inputs are validated again here: the API is also called in-process (tests, CLI).

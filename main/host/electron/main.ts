@@ -5,6 +5,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
 import { connectBridge } from './bridge.js';
+import { appPaths } from '../../state/paths.js';
+import { acquireInstanceLock } from '../socket/instance-lock.js';
+import { startSocketHost } from '../socket/socket-host.js';
 import type { ElectronParts } from './electron-parts.js';
 import { hardenSession } from './security.js';
 
@@ -61,7 +64,13 @@ async function main(): Promise<void> {
   }
   await app.whenReady();
   hardenSession(PAGE_FILE);
-  factory = await createFactoryApp({ host: 'electron' });
+  // One app per data dir (a web host may hold it), then the factory CLI's socket.
+  const paths = appPaths();
+  const lock = acquireInstanceLock(paths.data);
+  process.on('exit', () => lock.release());
+  factory = await createFactoryApp({ host: 'electron', paths });
+  const socket = await startSocketHost(factory, { dataDir: paths.data });
+  cleanups.push(() => void socket.close());
   const win = createWindow();
   cleanups.push(connectBridge(electronParts, factory, win, PAGE_FILE, () => void quit()));
   // Build the base image now rather than on the first task; the UI shows its progress.

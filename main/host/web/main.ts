@@ -1,10 +1,16 @@
 // Web-host entry (`npm start` without Electron): the app on 127.0.0.1, its URL
 // with the access token printed, the base image built in the background on first
 // use (progress in the UI and here). Ctrl-C tears every sandbox down.
-//   node dist/main/host/web/main.js [--port N]     (FACTORY_WEB_PORT, FACTORY_WEB_TOKEN also work)
+//   node dist/main/host/web/main.js [--port N] [--headless]     (FACTORY_WEB_PORT, FACTORY_WEB_TOKEN also work)
+// It also serves the factory CLI on <data dir>/factory.sock, and refuses to start when
+// another app already uses the data dir. --headless: started by the CLI, detached,
+// its output going to the data dir's logs (the address is printed there too).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp } from '../../app.js';
+import { appPaths } from '../../state/paths.js';
+import { acquireInstanceLock } from '../socket/instance-lock.js';
+import { startSocketHost } from '../socket/socket-host.js';
 import { startWebHost } from './web-host.js';
 
 function portFromArgs(argv: string[]): number | undefined {
@@ -20,19 +26,27 @@ async function main(): Promise<void> {
   const here = path.dirname(fileURLToPath(import.meta.url)); // dist/main/host/web
   const staticDir = path.resolve(here, '../../../renderer');
   const port = portFromArgs(process.argv.slice(2));
-  const app = await createFactoryApp({ host: 'web' });
+  const headless = process.argv.includes('--headless');
+  const paths = appPaths();
+  // Before any service starts: a second app would take the first one's sandboxes for leftovers.
+  const lock = acquireInstanceLock(paths.data);
+  process.on('exit', () => lock.release());
+  const app = await createFactoryApp({ host: 'web', paths });
   const token = process.env.FACTORY_WEB_TOKEN || undefined;
   // The token opens the whole API: keep it out of the environment that host shells inherit.
   delete process.env.FACTORY_WEB_TOKEN;
   const host = await startWebHost(app, { staticDir, port, token });
+  const socket = await startSocketHost(app, { dataDir: paths.data });
 
   let stopping = false;
   const stop = async (why: string) => {
     if (stopping) return;
     stopping = true;
     console.log(`\n${why}: stopping; tearing down every sandbox…`);
+    await socket.close();
     await host.close();
     await app.dispose();
+    lock.release();
     console.log('stopped.');
     process.exit(0);
   };
@@ -43,7 +57,8 @@ async function main(): Promise<void> {
   console.log('');
   console.log(`    ${host.url}`);
   console.log('');
-  console.log('  (127.0.0.1 only; the token in the address is required. Ctrl-C stops the app.)');
+  console.log(`  (127.0.0.1 only; the token in the address is required. ${headless ? 'Stop it with SIGTERM.' : 'Ctrl-C stops the app.'})`);
+  console.log(`  The factory CLI talks to it on ${socket.path}`);
   console.log('');
 
   // Build the base image now rather than on the first task; progress is shown in the UI too.

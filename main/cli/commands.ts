@@ -1,0 +1,97 @@
+// The command table: each command's usage, options (node:util parseArgs) and
+// runner. New commands (e.g. `hook session-start`, `hooks install`) are one more
+// entry here.
+import type { ParseArgsConfig } from 'node:util';
+import { StageName } from '../../common/domain.js';
+import type { FactoryClient } from './client.js';
+import { UsageError, type Io } from './output.js';
+import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
+import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+export type Values = Record<string, string | boolean | string[] | undefined>;
+
+export interface Command {
+  usage: string;
+  summary: string;
+  options: Options;
+  /** Positionals this command takes (min, max). */
+  positionals: [number, number];
+  /** Takes the words after `--` as a command line. */
+  rest?: boolean;
+  run(client: FactoryClient, io: Io, values: Values, positionals: string[], rest: string[]): Promise<number>;
+}
+
+const TASK = '<task> is a task id or a unique prefix of one.';
+
+export const COMMANDS: Record<string, Command> = {
+  run: {
+    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait]',
+    summary: 'Start a task on a repository (with --wait: show stage progress; exit 0 when it reaches review)',
+    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' } },
+    positionals: [2, 2],
+    run: (c, io, v, p) =>
+      cmdRun(c, io, { repo: p[0]!, task: p[1]!, wait: v.wait === true, ...(typeof v.agent === 'string' ? { agent: v.agent } : {}), ...(typeof v.base === 'string' ? { base: v.base } : {}) }),
+  },
+  ls: { usage: 'factory ls', summary: 'List the tasks', options: {}, positionals: [0, 0], run: (c, io) => cmdList(c, io) },
+  show: { usage: 'factory show <task>', summary: `Show a task, its stages and its sandbox. ${TASK}`, options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdShow(c, io, p[0]!) },
+  logs: {
+    usage: 'factory logs <task> [--stage S] [--follow]',
+    summary: `Print the stage terminals' logs (--follow: the running stage's, live). ${TASK}`,
+    options: { stage: { type: 'string' }, follow: { type: 'boolean', short: 'f' } },
+    positionals: [1, 1],
+    run: (c, io, v, p) => {
+      let stage: StageName | undefined;
+      if (typeof v.stage === 'string') {
+        const parsed = StageName.safeParse(v.stage);
+        if (!parsed.success) throw new UsageError(`--stage: not a stage: ${JSON.stringify(v.stage)} (one of ${StageName.options.join(', ')})`);
+        stage = parsed.data;
+      }
+      return cmdLogs(c, io, { task: p[0]!, follow: v.follow === true, ...(stage ? { stage } : {}) });
+    },
+  },
+  exec: {
+    usage: 'factory exec <task> [--stdin] [--timeout SEC] -- <command> [args…]',
+    summary: 'Run a command in the sandbox as the agent user in /work/repo; its stdout, stderr and exit status are passed through',
+    options: { stdin: { type: 'boolean' }, timeout: { type: 'string' } },
+    positionals: [1, 1],
+    rest: true,
+    run: async (c, io, v, p, rest) => {
+      if (rest.length === 0) throw new UsageError('exec: no command after --');
+      let timeoutSec: number | undefined;
+      if (typeof v.timeout === 'string') {
+        timeoutSec = Number(v.timeout);
+        if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new UsageError(`--timeout: not a number of seconds: ${v.timeout}`);
+      }
+      const stdin = v.stdin === true ? await readAll(process.stdin) : undefined;
+      return cmdExec(c, io, { task: p[0]!, argv: rest, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) });
+    },
+  },
+  shell: { usage: 'factory shell <task>', summary: 'An interactive shell in the sandbox (a real pty; resizes follow)', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdShell(c, io, { task: p[0]! }) },
+  diff: { usage: 'factory diff <task>', summary: 'Print the patch of the work that came back (the task is in review)', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdDiff(c, io, p[0]!) },
+  approve: {
+    usage: 'factory approve <task> [--confirm unshown|secrets]…',
+    summary: 'Approve: create branch factory/<task> in the repository (HEAD, index and working tree untouched)',
+    options: { confirm: { type: 'string', multiple: true } },
+    positionals: [1, 1],
+    run: (c, io, v, p) => cmdDecide(c, io, 'approve', p[0]!, (v.confirm as string[] | undefined) ?? []),
+  },
+  reject: { usage: 'factory reject <task>', summary: 'Reject the work that came back', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdDecide(c, io, 'reject', p[0]!) },
+  destroy: { usage: 'factory destroy <task>', summary: "Destroy the task's sandbox (its logs stay)", options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdDecide(c, io, 'destroy', p[0]!) },
+  leakcheck: {
+    usage: 'factory leakcheck <task>',
+    summary: "Scan the sandbox's disk and memory for the credentials it could use (exit 1 unless clean)",
+    options: {},
+    positionals: [1, 1],
+    run: (c, io, _v, p) => cmdLeakcheck(c, io, p[0]!),
+  },
+};
+
+function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => resolve(Buffer.concat(chunks)));
+    stream.on('error', reject);
+  });
+}

@@ -1,0 +1,99 @@
+// Reaching the app: its socket in the data dir, or, when no app runs there, the
+// headless host started in the background (the web host's entry with
+// --headless, detached, its output in the data dir's logs), then its socket.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LOCK_FILE, pidAlive, readPid } from '../host/socket/instance-lock.js';
+import { socketPath } from '../host/socket/socket-host.js';
+import { FactoryClient } from './client.js';
+import { FactoryError } from '../../common/contract.js';
+
+export interface LaunchOptions {
+  dataDir: string;
+  /** Progress lines (stderr). */
+  progress: (line: string) => void;
+  startTimeoutMs?: number;
+  /** Do not start an app; fail when none runs. */
+  noStart?: boolean;
+}
+
+export const HEADLESS_LOG = 'headless.log';
+
+export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient> {
+  const sock = socketPath(opts.dataDir);
+  const first = await tryConnect(sock);
+  if (first) return first;
+  const holder = readPid(path.join(opts.dataDir, LOCK_FILE));
+  const running = holder !== undefined && pidAlive(holder);
+  let exited: string | undefined;
+  if (!running) {
+    if (opts.noStart) throw new FactoryError('AppNotRunning', `no Factory in a Box app runs on ${opts.dataDir}`);
+    const child = startHeadless(opts.dataDir);
+    child.once('exit', (code, signal) => (exited = signal ?? `exit status ${code}`));
+    opts.progress(`factory: no app was running; starting one in the background (log: ${path.join(opts.dataDir, 'logs', HEADLESS_LOG)})`);
+  } else {
+    opts.progress(`factory: waiting for the app (pid ${holder}) to open its socket…`);
+  }
+  const timeoutMs = opts.startTimeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
+  let lastNote = Date.now();
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    // An app that ended (e.g. it could not open its socket) will not answer: say why now.
+    if (exited) throw new FactoryError('AppStartFailed', `the app ended before it opened its socket (${exited}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
+    const client = await tryConnect(sock);
+    if (client) {
+      opts.progress('factory: the app is ready');
+      return client;
+    }
+    if (Date.now() - lastNote > 5000) {
+      lastNote = Date.now();
+      opts.progress(`factory: still starting (${Math.round((Date.now() - (deadline - timeoutMs)) / 1000)} s)…`);
+    }
+  }
+  throw new FactoryError('AppStartFailed', `the app did not open its socket within ${Math.round(timeoutMs / 1000)} s. The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
+}
+
+async function tryConnect(sock: string): Promise<FactoryClient | undefined> {
+  try {
+    return await FactoryClient.connect(sock, 5000);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ECONNREFUSED') return undefined;
+    throw err;
+  }
+}
+
+/** The web host's entry next to this file: compiled .js in a build, TypeScript through tsx in the source tree. */
+export function headlessCommand(): { command: string; args: string[] } {
+  const here = path.dirname(fileURLToPath(import.meta.url)); // main/cli or dist/main/cli
+  const js = path.resolve(here, '../host/web/main.js');
+  if (fs.existsSync(js)) return { command: process.execPath, args: [js, '--headless'] };
+  return { command: process.execPath, args: ['--import', 'tsx', path.resolve(here, '../host/web/main.ts'), '--headless'] };
+}
+
+function startHeadless(dataDir: string): ChildProcess {
+  const logs = path.join(dataDir, 'logs');
+  fs.mkdirSync(logs, { recursive: true, mode: 0o700 });
+  const out = fs.openSync(path.join(logs, HEADLESS_LOG), 'a', 0o600);
+  const { command, args } = headlessCommand();
+  const env: NodeJS.ProcessEnv = { ...process.env, FACTORY_DATA_DIR: dataDir };
+  // Its own random token and port: not the caller's.
+  delete env.FACTORY_WEB_TOKEN;
+  delete env.FACTORY_WEB_PORT;
+  const child = spawn(command, args, { detached: true, stdio: ['ignore', out, out], env, cwd: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..') });
+  child.unref();
+  fs.closeSync(out);
+  return child;
+}
+
+export function logTail(dataDir: string, lines: number): string {
+  try {
+    const text = fs.readFileSync(path.join(dataDir, 'logs', HEADLESS_LOG), 'utf8');
+    return text.split('\n').slice(-lines - 1).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}

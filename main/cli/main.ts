@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// The `factory` CLI entry: parse, reach the app (starting it when none runs),
+// run the command, exit with its status.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { appPaths } from '../state/paths.js';
+import { helpText, parseCommandLine } from './args.js';
+import { connectOrStart } from './launcher.js';
+import { printError, type Io } from './output.js';
+
+export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const io: Io = { ...io0, json: argv.includes('--json') };
+  let parsed;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (err) {
+    printError(io, err);
+    return 2;
+  }
+  if (parsed.values.help || !parsed.command) {
+    io.stdout.write(helpText(parsed.command));
+    return parsed.command || parsed.values.help ? 0 : 2;
+  }
+  const dataDir = typeof parsed.values['data-dir'] === 'string' ? path.resolve(parsed.values['data-dir']) : appPaths().data;
+  const failStatus = parsed.name === 'exec' ? 125 : 1;
+  let client;
+  try {
+    client = await connectOrStart({ dataDir, noStart: parsed.values['no-start'] === true, progress: (l) => io.stderr.write(l + '\n') });
+  } catch (err) {
+    printError(io, err);
+    return failStatus;
+  }
+  try {
+    return await parsed.command.run(client, io, parsed.values, parsed.positionals, parsed.rest);
+  } catch (err) {
+    printError(io, err);
+    return err instanceof Error && err.name === 'Usage' ? 2 : failStatus;
+  } finally {
+    client.close();
+  }
+}
+
+/** Run as a program (also through npm's `bin` symlink), not imported. */
+function isEntry(): boolean {
+  if (!process.argv[1]) return false;
+  try {
+    return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntry()) {
+  void runCli(process.argv.slice(2)).then((code) => {
+    // Let stdout drain before leaving (a pipe may be slow).
+    process.stdout.write('', () => process.exit(code));
+  });
+}

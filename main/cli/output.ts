@@ -1,0 +1,42 @@
+// How the CLI speaks: results on stdout (JSON with --json), progress and errors
+// on stderr. Errors carry the same title and help the UI shows (common/errors.ts).
+import { errorHelp } from '../../common/errors.js';
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  json: boolean;
+}
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'Usage';
+  }
+}
+
+export function printJson(io: Io, value: unknown): void {
+  io.stdout.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+/** {error:{name,title,message,help,detail?}} with --json (on stdout, for scripts), else "error: Title: message" and the help. */
+export function printError(io: Io, err: unknown): void {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const raw = (e as { detail?: unknown }).detail;
+  const detail = typeof raw === 'string' ? raw : undefined;
+  if (e.name === 'Usage' && !io.json) {
+    io.stderr.write(`factory: ${e.message}\n(see factory --help)\n`);
+    return;
+  }
+  const { title, help } = errorHelp(e.name);
+  if (io.json) {
+    printJson(io, { error: { name: e.name, title, message: e.message, help, ...(detail ? { detail } : {}) } });
+    return;
+  }
+  io.stderr.write(`error: ${title}: ${plain(e.message)}\n${detail ? plain(detail) + '\n' : ''}  ${help}\n`);
+}
+
+/** Text from the app or the guest, made safe for the user's terminal: no escape sequences or control characters. */
+export function plain(s: string): string {
+  return s.replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '');
+}
