@@ -19,6 +19,8 @@ export const SettingsSchema = z.object({
   egressRules: z.array(EgressRule).max(200).default(() => defaultEgressRules()),
   /** Egress the user allowed for one repository from now on, keyed by the repository's real path. */
   repoEgress: z.record(z.string(), z.array(EgressRule).max(200)).default(() => ({})),
+  /** Sandboxes trust the certificate authorities this computer trusts (needed behind a TLS-inspecting proxy). */
+  guestTrustsHostCertificates: z.boolean().default(true),
   /** Disk budget of cached environment layers; the least recently used go first. */
   layerBudgetGb: z.number().min(1).max(4096).default(20),
 });

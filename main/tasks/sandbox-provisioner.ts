@@ -15,6 +15,8 @@ import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
 import { writeFileAtomic } from '../state/state-store.js';
 import { createSeedBundle } from './host-repo.js';
+import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle } from '../guest/guest-certificates.js';
+import { writeGuestFile } from '../pipeline/stage-runner.js';
 import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
 import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
 
@@ -146,11 +148,21 @@ export class SandboxProvisioner<Image = unknown> {
   async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string, opts: { onLayer?: boolean } = {}): Promise<void> {
     if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${task.id} has no running sandbox to seed`);
     const ssh = (sandbox.ssh = await sandbox.vm.ssh());
+    if (this.deps.settings().guestTrustsHostCertificates) await this.trustHostCertificates(sandbox, ssh);
     await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL, opts.onLayer);
     sandbox.seeded = true;
     // A seed of the base commit alone can be made again; it would only take space.
     const seeded = await this.readSeedOptions(task.id);
     if (seeded.seedCommit === task.baseCommit) await fsp.rm(bundlePath, { force: true });
+  }
+
+  /** The guest trusts what this computer trusts (guest-certificates.ts); a host without a bundle changes nothing. */
+  private async trustHostCertificates(sandbox: LiveSandbox, ssh: SandboxSshPort): Promise<void> {
+    const bundle = await hostCertificateBundle();
+    if (!bundle) return;
+    await writeGuestFile(ssh, GUEST_HOST_CERTS, bundle);
+    await writeGuestFile(ssh, GUEST_BUNDLE, bundle);
+    Object.assign(sandbox.guestEnv, GUEST_CERT_ENV);
   }
 
   /** Ends the VM (extensions' last look first), deletes its disk and keys, releases the extensions. */
