@@ -59,7 +59,9 @@ export function setupScript(steps: SetupStepSpec[], where: { setupDir?: string; 
     const run = step.user === 'root' ? ['bash', '-c', inRepo].map(shellQuote).join(' ') : asAgentArgv(['bash', '-c', inRepo]);
     lines.push(
       `printf '\\n\\033[1m▶ %s\\033[0m\\n' ${shellQuote(`${step.name}${step.user === 'root' ? ' (root)' : ''}: ${step.display}`)}`,
-      `timeout --kill-after=10 ${step.timeoutSeconds} ${run}`,
+      // --foreground: the step stays in the terminal's foreground process group; otherwise a program that
+      // sets the terminal up (apt, dpkg) is stopped by SIGTTOU and setup hangs.
+      `timeout --foreground --kill-after=10 ${step.timeoutSeconds} ${run}`,
       `rc=$?; if [ $rc -ne 0 ]; then printf '\\n%s failed (exit status %d)\\n' ${shellQuote(step.name)} "$rc"; exit ${STEP_EXIT_BASE + i}; fi`,
     );
   });

@@ -6,6 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import * as pty from 'node-pty';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setupScript, type SetupStepSpec } from '../../../main/tasks/setup-step.js';
 
@@ -14,7 +15,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function run(steps: SetupStepSpec[], env = 'export GREETING=hello\n') {
+function prepare(steps: SetupStepSpec[], env: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'setup-step-'));
   dirs.push(dir);
   const setupDir = path.join(dir, 'setup');
@@ -25,6 +26,11 @@ function run(steps: SetupStepSpec[], env = 'export GREETING=hello\n') {
   steps.forEach((s, i) => fs.writeFileSync(path.join(setupDir, `step-${i}.sh`), s.script));
   const script = path.join(setupDir, 'setup.sh');
   fs.writeFileSync(script, setupScript(steps, { setupDir, repoDir }));
+  return { script, repoDir };
+}
+
+function run(steps: SetupStepSpec[], env = 'export GREETING=hello\n') {
+  const { script, repoDir } = prepare(steps, env);
   const r = spawnSync('bash', [script], { encoding: 'utf8' });
   return { code: r.status, out: r.stdout + r.stderr, repoDir };
 }
@@ -58,6 +64,23 @@ describe('the setup script', () => {
     expect(fs.existsSync(path.join(r.repoDir, 'pwned'))).toBe(false);
     expect(fs.existsSync(path.join(r.repoDir, 'pwned2'))).toBe(false);
     expect(r.out).toContain('$(touch pwned2)');
+  });
+
+  it('lets a step set up the terminal, as apt and dpkg do, without being stopped (real pty)', async () => {
+    const { script } = prepare([step('terminal', 'stty -echo; stty echo; echo configured')], '');
+    const term = pty.spawn('bash', [script], { cols: 80, rows: 24 });
+    let out = '';
+    term.onData((d) => (out += d));
+    const code = await new Promise<number | 'stopped'>((resolve) => {
+      const timer = setTimeout(() => resolve('stopped'), 10_000);
+      term.onExit(({ exitCode }) => {
+        clearTimeout(timer);
+        resolve(exitCode);
+      });
+    });
+    if (code === 'stopped') term.kill('SIGKILL');
+    expect(code).toBe(0);
+    expect(out).toContain('configured');
   });
 
   it('writes agent steps that bash parses', () => {
