@@ -153,9 +153,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const setup = new SetupRunner({ terminals, sourceForChannel: sshChannelSource });
   const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, environment, setup, emit, log: log.child('tasks') });
   // A destination a sandbox was refused shows on its task, with an Allow.
-  eventListeners.add((e) => {
-    if (e.type === 'egress.refused') tasks.noteRefusal(e.refusal.sandboxId, e.refusal);
-  });
+  broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
   await tasks.init();
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });

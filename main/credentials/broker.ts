@@ -11,7 +11,8 @@ import path from 'node:path';
 import { sandboxDisks, sandboxFiles } from '../vm/sandbox-files.js';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
-import type { EgressRule, StepName } from '../../common/egress.js';
+import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js';
+import { Listeners } from '../../common/listeners.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import { AuditLog } from './audit.js';
@@ -85,6 +86,7 @@ export class CredentialBroker {
   readonly audit: AuditLog;
   readonly leaks: LeakChecker;
   private readonly sandboxes = new Map<string, SandboxState>();
+  private readonly refusals = new Listeners<EgressRefusal>();
   /** What each sandbox's routes used, kept after release so a later on-demand check still knows. */
   private readonly usedBy = new Map<string, { sandboxDir: string; credentials: SandboxState['credentials'] }>();
   private readonly unsubscribeAudit: () => void;
@@ -138,7 +140,10 @@ export class CredentialBroker {
       ...(this.deps.upstreamCa ? { upstreamCa: this.deps.upstreamCa } : {}),
       ...(this.deps.allowAddress ? { allowAddress: this.deps.allowAddress } : {}),
     });
-    const unsubscribeRefused = proxy.onRefused((refusal) => this.deps.emit?.({ type: 'egress.refused', refusal }));
+    const unsubscribeRefused = proxy.onRefused((refusal) => {
+      this.refusals.emit(refusal);
+      this.deps.emit?.({ type: 'egress.refused', refusal });
+    });
     try {
       await proxy.listen();
     } catch (err) {
@@ -230,6 +235,11 @@ export class CredentialBroker {
   async credentialValues(taskId: string): Promise<Array<{ id: string; value: string }>> {
     const ids = this.usedBy.get(taskId)?.credentials.map((c) => c.id) ?? (await this.service.list()).map((r) => r.id);
     return Promise.all([...new Set(ids)].map(async (id) => ({ id, value: await this.deps.secrets.reveal(id) })));
+  }
+
+  /** Every destination any sandbox's proxy refused (the task service puts it on the task). */
+  onEgressRefused(listener: (refusal: EgressRefusal) => void): () => void {
+    return this.refusals.add(listener);
   }
 
   /** The pipeline step a sandbox is entering (egress rules can be limited to steps). */
