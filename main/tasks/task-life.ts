@@ -125,9 +125,11 @@ export function cancelledStages(stages: StageResult[]): StageResult[] {
  * marked cancelled by the runner's abort) says so, later stages wait for a
  * retry, and the error says what Retry does.
  */
-export function interruption(t: Pick<Task, 'stages'>, wasPhase: TaskPhase): Pick<Task, 'stages' | 'error'> {
+export function interruption(t: Pick<Task, 'stages' | 'setup'>, wasPhase: TaskPhase): Pick<Task, 'stages' | 'error' | 'setup'> {
   const cut = t.stages.findIndex((s) => s.status === 'running' || s.status === 'cancelled');
   return {
+    // Setup cut off by the app stopping runs again in the fresh sandbox a retry gives.
+    ...(t.setup?.status === 'running' ? { setup: { ...t.setup, status: 'interrupted' as const, summary: INTERRUPTED_SUMMARY } } : {}),
     stages: t.stages.map((s, i) => {
       if (i === cut) return { ...s, status: 'interrupted' as const, summary: INTERRUPTED_SUMMARY };
       if (cut >= 0 && i > cut && s.status === 'skipped') return { name: s.name, status: 'pending' as const };

@@ -167,6 +167,13 @@ describe('what a cut or a cancel leaves of the stages', () => {
     expect(interruption({ stages: waiting }, 'provisioning').stages).toEqual(waiting);
   });
 
+  it('an interruption during setup marks setup interrupted, and a finished setup stays as it was', () => {
+    const waiting = stages.map((s) => ({ name: s.name, status: 'pending' as const }));
+    const running = { status: 'running' as const, source: 'detected' as const, lines: ['npm ci'], unsupported: [] };
+    expect(interruption({ stages: waiting, setup: running }, 'seeding').setup).toMatchObject({ status: 'interrupted', summary: 'interrupted: the app stopped' });
+    expect(interruption({ stages, setup: { ...running, status: 'passed' } }, 'running').setup).toBeUndefined();
+  });
+
   it('a cancel marks the running stage cancelled and the rest skipped', () => {
     expect(cancelledStages(stages).map((s) => s.status)).toEqual(['passed', 'cancelled', 'skipped']);
   });
