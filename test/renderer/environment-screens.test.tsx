@@ -145,21 +145,34 @@ describe('the default egress rules in Settings', () => {
     ]);
   });
 
+  it('keeps a rule\'s address ranges through an edit, and sends new ones as typed', async () => {
+    const mirror: EgressRule = { ...npm, name: 'mirror', host: 'npm.mirror.example', addresses: ['10.20.0.0/16'] };
+    const bridge = mount({}, { egressRules: [mirror, debian] });
+    fireEvent.click(screen.getByTestId('nav-settings'));
+    expect(((await screen.findByTestId('egress-rule-0-addresses')) as HTMLInputElement).value).toBe('10.20.0.0/16');
+    fireEvent.change(screen.getByTestId('egress-rule-1-addresses'), { target: { value: '192.168.5.0/24, fd00:1::/64' } });
+    fireEvent.click(screen.getByTestId('egress-rules-save'));
+    await waitFor(() => expect(bridge.inputs('settings.set')).toHaveLength(1));
+    const [sent] = bridge.inputs('settings.set') as Array<{ egressRules: EgressRule[] }>;
+    expect(sent!.egressRules[0]!.addresses).toEqual(['10.20.0.0/16']);
+    expect(sent!.egressRules[1]!.addresses).toEqual(['192.168.5.0/24', 'fd00:1::/64']);
+  });
+
   it('names the rule the host refused and keeps the rows as typed', async () => {
     mount({
       'settings.set': () => {
-        throw new FactoryError('InvalidInput', 'egressRules: rule "intranet": host 10.0.0.1 is an IP literal');
+        throw new FactoryError('InvalidInput', 'egressRules: rule "intranet": host intranet.example is on the block list');
       },
     });
     fireEvent.click(screen.getByTestId('nav-settings'));
     fireEvent.click(await screen.findByTestId('egress-rule-add'));
     fireEvent.change(screen.getByTestId('egress-rule-2-name'), { target: { value: 'intranet' } });
-    fireEvent.change(screen.getByTestId('egress-rule-2-host'), { target: { value: '10.0.0.1' } });
+    fireEvent.change(screen.getByTestId('egress-rule-2-host'), { target: { value: 'intranet.example' } });
     fireEvent.click(screen.getByTestId('egress-rules-save'));
-    expect((await screen.findByTestId('egress-rules-error-message')).textContent).toBe('egressRules: rule "intranet": host 10.0.0.1 is an IP literal');
+    expect((await screen.findByTestId('egress-rules-error-message')).textContent).toBe('egressRules: rule "intranet": host intranet.example is on the block list');
     expect(screen.getByTestId('egress-rule-2').getAttribute('aria-invalid')).toBe('true');
     expect(screen.getByTestId('egress-rule-0').getAttribute('aria-invalid')).toBeNull();
-    expect((screen.getByTestId('egress-rule-2-host') as HTMLInputElement).value).toBe('10.0.0.1');
+    expect((screen.getByTestId('egress-rule-2-host') as HTMLInputElement).value).toBe('intranet.example');
   });
 
   it('refuses a rule with no step or a bad port before asking the host, naming it', async () => {

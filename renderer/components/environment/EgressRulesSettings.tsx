@@ -15,6 +15,8 @@ interface RuleDraft {
   scheme: 'https' | 'http';
   methods: string;
   pathPrefixes: string;
+  /** Private address ranges the host may resolve to (a LAN mirror). */
+  addresses: string;
   steps: StepName[];
 }
 
@@ -24,6 +26,7 @@ function toDraft(r: EgressRule): RuleDraft {
   return {
     name: r.name, host: r.host, port: String(r.port), scheme: r.scheme,
     methods: (r.methods ?? []).join(', '), pathPrefixes: (r.pathPrefixes ?? []).join(', '),
+    addresses: (r.addresses ?? []).join(', '),
     steps: r.steps ? [...r.steps] : [...STEP_NAMES],
   };
 }
@@ -39,6 +42,7 @@ export function fromDraft(d: RuleDraft, index: number): { rule: EgressRule } | {
     scheme: d.scheme,
     ...(d.scheme === 'http' && list(d.methods).length ? { methods: list(d.methods).map((m) => m.toUpperCase()) } : {}),
     ...(d.scheme === 'http' && list(d.pathPrefixes).length ? { pathPrefixes: list(d.pathPrefixes) } : {}),
+    ...(list(d.addresses).length ? { addresses: list(d.addresses) } : {}),
     // Every step ticked is the same as no list: the rule applies in every step.
     ...(d.steps.length === STEP_NAMES.length ? {} : { steps: STEP_NAMES.filter((s) => d.steps.includes(s)) }),
   };
@@ -47,7 +51,7 @@ export function fromDraft(d: RuleDraft, index: number): { rule: EgressRule } | {
   return { rule: parsed.data };
 }
 
-const EMPTY: RuleDraft = { name: '', host: '', port: '443', scheme: 'https', methods: '', pathPrefixes: '', steps: ['setup', 'build'] };
+const EMPTY: RuleDraft = { name: '', host: '', port: '443', scheme: 'https', methods: '', pathPrefixes: '', addresses: '', steps: ['setup', 'build'] };
 
 export function EgressRulesSettings() {
   const controller = useController();
@@ -140,6 +144,10 @@ export function EgressRulesSettings() {
                   </label>
                 </>
               ) : null}
+              <label>
+                Private address ranges (a mirror on your network; optional)
+                <input type="text" data-testid={`${id}-addresses`} placeholder="e.g. 10.20.0.0/16" value={r.addresses} onChange={(e) => change(i, { addresses: e.target.value })} />
+              </label>
             </div>
             <fieldset className="steps" data-testid={`${id}-steps`}>
               <legend>Steps</legend>
