@@ -164,9 +164,17 @@ export function forwardRequest(req: http.IncomingMessage, res: http.ServerRespon
     outcome.note = `upstream failed: ${err.message}`;
     refuseResponse(res, 502, `factory proxy: upstream ${target.host}:${target.port} failed: ${err.message}`);
   });
+  relayResponse(upstreamReq, res);
+  forwardBody(req, upstreamReq, framed.framing, undefined, (n) => (outcome.bytesIn += n));
+}
+
+/**
+ * Streams the upstream's answer to the guest, and ends the upstream request when
+ * the guest goes away first. Node's client parser has already refused a response
+ * with ambiguous framing; a body cut short reaches the guest as a reset, never as an end.
+ */
+export function relayResponse(upstreamReq: http.ClientRequest, res: http.ServerResponse): void {
   upstreamReq.on('response', (upstreamRes) => {
-    // Node's client parser has already refused a response with ambiguous framing;
-    // a body cut short reaches the guest as a reset, never as an end.
     res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, upstreamHeadersForGuest(upstreamRes));
     res.flushHeaders();
     upstreamRes.pipe(res);
@@ -175,7 +183,6 @@ export function forwardRequest(req: http.IncomingMessage, res: http.ServerRespon
   res.on('close', () => {
     if (!res.writableFinished) upstreamReq.destroy();
   });
-  forwardBody(req, upstreamReq, framed.framing, undefined, (n) => (outcome.bytesIn += n));
 }
 
 /**

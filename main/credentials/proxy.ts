@@ -21,7 +21,7 @@ import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef }
 import type { SecretSource } from './keychain.js';
 import { createNetGuard, DestinationRefused, type AddressAllowance, type NetGuard } from './net-guard.js';
 import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-framing.js';
-import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, upstreamHeadersForGuest } from './proxy-forward.js';
+import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, relayResponse } from './proxy-forward.js';
 import { openTunnel } from './proxy-tunnel.js';
 
 /** The fixed guest address of the proxy (QEMU user-mode network). */
@@ -398,17 +398,7 @@ export class CredentialProxy {
       if (err instanceof DestinationRefused) return this.fail(res, 403, `factory proxy: refused: ${err.message}`);
       this.fail(res, 502, `factory proxy: upstream ${host} failed: ${err.message}`);
     });
-    upstreamReq.on('response', (upstreamRes) => {
-      // Node's client parser has already refused an upstream response with
-      // ambiguous framing; a body cut short is passed on as a reset, never as an end.
-      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, upstreamHeadersForGuest(upstreamRes));
-      res.flushHeaders();
-      upstreamRes.pipe(res);
-      upstreamRes.on('error', () => res.destroy());
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) upstreamReq.destroy();
-    });
+    relayResponse(upstreamReq, res);
     forwardBody(req, upstreamReq, framed.framing, prefix, (n) => (bytesIn += n));
   }
 

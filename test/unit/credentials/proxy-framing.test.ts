@@ -1,29 +1,17 @@
 // Ambiguous request framing sent by a program in the sandbox, byte for byte on
 // the proxy's socket: every case is refused with a 400 that names the problem,
 // and nothing reaches the upstream (its own request log says so).
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestFraming, upstreamFramingHeaders } from '../../../main/credentials/proxy-framing.js';
 import { createTestCa, type TestCa } from '../../support/https.js';
 import { startModelStub, type ModelStub } from '../../support/model-stub.js';
 import { guestRequest, REAL_ANTHROPIC, startSandboxProxy, type SandboxProxy } from './proxy-harness.js';
+import { rawExchange } from './egress-harness.js';
 
 /** Writes raw bytes to the proxy and reads until it closes the connection. */
-function raw(socketPath: string, bytes: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(socketPath, () => s.write(bytes));
-    let text = '';
-    const timer = setTimeout(() => {
-      s.destroy();
-      reject(new Error(`the proxy neither answered nor closed; got ${JSON.stringify(text)}`));
-    }, 5000);
-    s.on('data', (c: Buffer) => (text += c.toString('latin1')));
-    s.on('error', () => undefined);
-    s.on('close', () => {
-      clearTimeout(timer);
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text });
-    });
-  });
+async function raw(socketPath: string, bytes: string): Promise<{ status: number; text: string }> {
+  const text = await rawExchange(socketPath, bytes);
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text };
 }
 
 describe('request framing at the credential proxy', () => {
