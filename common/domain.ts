@@ -76,6 +76,8 @@ export const TaskPhase = z.enum([
   'cancelled',
   /** The app stopped while the task was active; its sandbox is gone and a retry gives it a fresh one. */
   'interrupted',
+  /** A quick sandbox that ended (its shell closed, or the user destroyed it): nothing of it runs. */
+  'closed',
 ]);
 export type TaskPhase = z.infer<typeof TaskPhase>;
 
@@ -131,8 +133,20 @@ export const Task = z.object({
   egress: TaskEgress.optional(),
   /** The agents' scratch files (plan, review) copied out of the sandbox: kept with the task, not in its branch. */
   artifacts: z.array(z.object({ name: z.string(), bytes: z.number(), truncated: z.boolean() })).optional(),
+  /**
+   * 'quick': a sandbox in one click (tray, UI, `factory sandbox`): a fresh VM and a shell,
+   * optionally a repository seeded, no pipeline. Absent: a task with a pipeline.
+   */
+  kind: z.enum(['pipeline', 'quick']).optional(),
+  /** A quick sandbox the user keeps after its shell closes (until they destroy it). */
+  keep: z.boolean().optional(),
 });
 export type Task = z.infer<typeof Task>;
+
+/** True for a quick sandbox (no pipeline; destroyed when its shell closes unless kept). */
+export function isQuickSandbox(task: Pick<Task, 'kind'>): boolean {
+  return task.kind === 'quick';
+}
 
 // The review of a result (files, flags, secrets, what Approve must confirm) lives in review.ts.
 export { DiffFile, PullbackReview } from './review.js';
