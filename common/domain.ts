@@ -189,3 +189,27 @@ export const SystemStatus = z.object({
   host: z.enum(['electron', 'web']),
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
+
+/** What a desktop notification says about a task, or undefined when this update is not worth one. */
+export interface TaskNotice {
+  title: string;
+  body: string;
+  /** One notice per task and outcome: a later one with the same tag replaces it. */
+  tag: string;
+}
+
+/**
+ * A task that just reached review or failed (its phase changed to one of them
+ * in this update) deserves a notification; a task first seen in that phase (a
+ * reload, a restart) does not: the user already knew. Texts are cut short.
+ */
+export function taskNotice(before: Pick<Task, 'phase'> | undefined, after: Task): TaskNotice | undefined {
+  if (!before || before.phase === after.phase) return undefined;
+  const name = after.title.replace(/\s+/g, ' ').trim().slice(0, 80);
+  if (after.phase === 'review') return { title: 'Ready for review', body: name, tag: `review-${after.id}` };
+  if (after.phase === 'failed') {
+    const why = after.error?.message.replace(/\s+/g, ' ').trim().slice(0, 160);
+    return { title: 'Task failed', body: why ? `${name}: ${why}` : name, tag: `failed-${after.id}` };
+  }
+  return undefined;
+}
