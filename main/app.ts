@@ -163,6 +163,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     task: (taskId) => tasks.list().find((t) => t.id === taskId),
     destroy: (taskId) => tasks.destroy(taskId),
     terminals: (taskId) => terminals.list(taskId),
+    closeTerminal: (sessionId) => terminals.close(sessionId),
     log: log.child('quick'),
   });
   eventListeners.add((e) => quick.onEvent(e));
@@ -266,7 +267,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
     'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),
     'terminal.close': async ({ sessionId }) => terminals.close(sessionId),
-    'terminal.detach': async ({ sessionId }) => terminals.detach(sessionId),
+    'terminal.detach': async ({ sessionId }) => {
+      terminals.detach(sessionId);
+      // A CLI's quick sandbox shell ends with the CLI (quick-sandbox.ts).
+      const info = terminals.list().find((t) => t.id === sessionId);
+      if (info) quick.viewerLeft(info);
+    },
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
   };

@@ -126,6 +126,8 @@ export interface QuickWatcherDeps {
   task: (taskId: string) => Task | undefined;
   destroy: (taskId: string) => Promise<unknown>;
   terminals: (taskId: string) => TerminalInfo[];
+  /** Ends a terminal session (its source is killed; its status event follows). */
+  closeTerminal: (sessionId: string) => void;
   log: Logger;
   /** A quick sandbox nobody opened a shell in is destroyed after this long (the UI or CLI that asked went away). */
   unopenedMs?: number;
@@ -159,6 +161,22 @@ export class QuickSandboxWatcher {
       } else if (e.task.phase !== 'running') {
         this.clear(id);
       }
+    }
+  }
+
+  /**
+   * The viewer of a session left for good (a CLI that exited or was killed). A
+   * quick sandbox's shell without its user would keep the sandbox alive with
+   * nobody to exit it: the shell ends, and with it the sandbox (unless kept).
+   */
+  viewerLeft(info: TerminalInfo): void {
+    if (info.kind !== 'shell' || !info.taskId || info.status !== 'live') return;
+    const task = this.deps.task(info.taskId);
+    if (!task || !isQuickSandbox(task) || task.keep) return;
+    try {
+      this.deps.closeTerminal(info.id);
+    } catch (err) {
+      this.deps.log.warn('closing the shell of a quick sandbox failed', { taskId: info.taskId, err });
     }
   }
 

@@ -3,7 +3,7 @@
 // the shell opens in this terminal (a real pty through node-pty), `uname -a` and
 // the seeded file print, and when the user exits the shell the sandbox is
 // destroyed: no QEMU process is left and the task is closed. With --keep it stays
-// until `factory destroy`.
+// until `factory destroy`. A CLI killed mid-shell takes its sandbox with it.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -104,6 +104,26 @@ describe('factory sandbox on a real VM', () => {
     const d = await runCli(dataDir, ['destroy', kept!.id, '--json']);
     expect(d.code, d.stderr).toBe(0);
     expect(Task.parse(JSON.parse(d.stdout))).toMatchObject({ phase: 'closed', sandbox: { status: 'destroyed' } });
+    await expect.poll(() => qemuProcessesUnder(dataDir).length, { timeout: 30_000 }).toBe(0);
+  });
+
+  it('a factory sandbox killed while its shell is open leaves no sandbox running', async () => {
+    const s = sandboxInPty([]);
+    let id: string | undefined;
+    try {
+      await s.waitFor(/sandbox running/, 8 * 60_000);
+      s.term.write('echo UP-$((6*7))\r');
+      await s.waitFor(/UP-42/);
+      id = (await tasks()).find((t) => t.kind === 'quick' && t.phase === 'running')?.id;
+      expect(id).toBeDefined();
+      expect(qemuProcessesUnder(dataDir)).toHaveLength(1);
+      // The terminal is closed under it: the CLI gets no chance to exit the shell.
+      process.kill(s.term.pid, 'SIGKILL');
+      await s.exited;
+    } finally {
+      s.term.kill();
+    }
+    await expect.poll(async () => (await tasks()).find((t) => t.id === id)?.phase, { timeout: 60_000, interval: 500 }).toBe('closed');
     await expect.poll(() => qemuProcessesUnder(dataDir).length, { timeout: 30_000 }).toBe(0);
   });
 

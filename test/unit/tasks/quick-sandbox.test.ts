@@ -107,15 +107,17 @@ describe('QuickSandboxWatcher', () => {
 
   function watcher(task: Task | undefined, terminals: TerminalInfo[], unopenedMs = 60_000) {
     const destroyed: string[] = [];
+    const closed: string[] = [];
     const w = new QuickSandboxWatcher({
       task: (id) => (task && task.id === id ? task : undefined),
       destroy: async (id) => void destroyed.push(id),
       terminals: () => terminals,
+      closeTerminal: (id) => void closed.push(id),
       log: stderrLogger('quick-test'),
       unopenedMs,
     });
     cleanups.push(() => w.dispose());
-    return { w, destroyed };
+    return { w, destroyed, closed };
   }
   const statusOf = (info: TerminalInfo): FactoryEvent => ({ type: 'terminal.status', info });
 
@@ -156,5 +158,19 @@ describe('QuickSandboxWatcher', () => {
     opened.w.onEvent({ type: 'task.updated', task: quick() });
     await new Promise((r) => setTimeout(r, 80));
     expect(opened.destroyed).toEqual([]);
+  });
+
+  it('ends the shell of a quick sandbox whose CLI left, but not of a kept one or a task', () => {
+    const live = shell('s1', 'live');
+    const q = watcher(quick(), [live]);
+    q.w.viewerLeft(live);
+    q.w.viewerLeft({ ...live, status: 'exited' });
+    expect(q.closed).toEqual(['s1']);
+    for (const t of [quick({ keep: true }), quick({ kind: 'pipeline' })]) {
+      const other = watcher(t, [live]);
+      other.w.viewerLeft(live);
+      other.w.viewerLeft({ ...live, kind: 'stage' });
+      expect(other.closed, JSON.stringify(t)).toEqual([]);
+    }
   });
 });
