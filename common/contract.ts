@@ -114,6 +114,12 @@ export const apiInputs = {
     /** The command is killed after this many seconds (default 600). */
     timeoutSec: z.number().int().min(1).max(86_400).optional(),
   }),
+  /**
+   * A quick sandbox (issue 11): a fresh VM, optionally with a repository seeded, no
+   * pipeline. The caller opens its shell with terminal.openShell once it runs; closing
+   * the last shell destroys it unless `keep`. Serves the tray, the UI and `factory sandbox`.
+   */
+  'sandboxes.quick': z.object({ repoPath: z.string().min(1).max(4096).optional(), keep: z.boolean().optional() }),
   /** A viewer that will not acknowledge any more (a CLI that printed and left): the session stops waiting for it. */
   'terminal.detach': z.object({ sessionId: id }),
 
@@ -157,6 +163,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'terminal.close': void;
   'tasks.exec': ExecResult;
   'terminal.detach': void;
+  'sandboxes.quick': Task;
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

@@ -76,6 +76,8 @@ export const TaskPhase = z.enum([
   'cancelled',
   /** The app stopped while the task was active; its sandbox is gone and a retry gives it a fresh one. */
   'interrupted',
+  /** A quick sandbox that ended (its shell closed, or the user destroyed it): nothing of it runs. */
+  'closed',
 ]);
 export type TaskPhase = z.infer<typeof TaskPhase>;
 
@@ -131,8 +133,20 @@ export const Task = z.object({
   egress: TaskEgress.optional(),
   /** The agents' scratch files (plan, review) copied out of the sandbox: kept with the task, not in its branch. */
   artifacts: z.array(z.object({ name: z.string(), bytes: z.number(), truncated: z.boolean() })).optional(),
+  /**
+   * 'quick': a sandbox in one click (tray, UI, `factory sandbox`): a fresh VM and a shell,
+   * optionally a repository seeded, no pipeline. Absent: a task with a pipeline.
+   */
+  kind: z.enum(['pipeline', 'quick']).optional(),
+  /** A quick sandbox the user keeps after its shell closes (until they destroy it). */
+  keep: z.boolean().optional(),
 });
 export type Task = z.infer<typeof Task>;
+
+/** True for a quick sandbox (no pipeline; destroyed when its shell closes unless kept). */
+export function isQuickSandbox(task: Pick<Task, 'kind'>): boolean {
+  return task.kind === 'quick';
+}
 
 // The review of a result (files, flags, secrets, what Approve must confirm) lives in review.ts.
 export { DiffFile, PullbackReview } from './review.js';
@@ -175,3 +189,27 @@ export const SystemStatus = z.object({
   host: z.enum(['electron', 'web']),
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
+
+/** What a desktop notification says about a task, or undefined when this update is not worth one. */
+export interface TaskNotice {
+  title: string;
+  body: string;
+  /** One notice per task and outcome: a later one with the same tag replaces it. */
+  tag: string;
+}
+
+/**
+ * A task that just reached review or failed (its phase changed to one of them
+ * in this update) deserves a notification; a task first seen in that phase (a
+ * reload, a restart) does not: the user already knew. Texts are cut short.
+ */
+export function taskNotice(before: Pick<Task, 'phase'> | undefined, after: Task): TaskNotice | undefined {
+  if (!before || before.phase === after.phase) return undefined;
+  const name = after.title.replace(/\s+/g, ' ').trim().slice(0, 80);
+  if (after.phase === 'review') return { title: 'Ready for review', body: name, tag: `review-${after.id}` };
+  if (after.phase === 'failed') {
+    const why = after.error?.message.replace(/\s+/g, ' ').trim().slice(0, 160);
+    return { title: 'Task failed', body: why ? `${name}: ${why}` : name, tag: `failed-${after.id}` };
+  }
+  return undefined;
+}

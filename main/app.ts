@@ -13,7 +13,7 @@ import {
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../common/contract.js';
-import type { KeychainStatus, SystemStatus, Task } from '../common/domain.js';
+import { isQuickSandbox, type KeychainStatus, type SystemStatus, type Task } from '../common/domain.js';
 import { CredentialBroker } from './credentials/broker.js';
 import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
@@ -32,6 +32,7 @@ import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/s
 import { LiveSandboxes } from './tasks/live-sandboxes.js';
 import { SandboxProvisioner } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
+import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
 import { spawnHostShell } from './terminal/host-shell.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
@@ -116,7 +117,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       qmpFor: (taskId) => live.qmpFor(taskId),
       gitRouteFor: async (taskId) => {
         const task = live.task(taskId);
-        return task ? gitRouteForTask(broker, task) : undefined;
+        // A quick sandbox without a repository has no remote (an empty path would mean the app's own folder).
+        return task?.repoPath ? gitRouteForTask(broker, task) : undefined;
       },
     });
   // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
@@ -154,6 +156,15 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, environment, setup, emit, log: log.child('tasks') });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
+  // A quick sandbox ends with its last shell (unless kept).
+  const quick = new QuickSandboxWatcher({
+    task: (taskId) => tasks.list().find((t) => t.id === taskId),
+    destroy: (taskId) => tasks.destroy(taskId),
+    terminals: (taskId) => terminals.list(taskId),
+    closeTerminal: (sessionId) => terminals.close(sessionId),
+    log: log.child('quick'),
+  });
+  eventListeners.add((e) => quick.onEvent(e));
   await tasks.init();
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
@@ -206,7 +217,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.agent !== undefined ? { agent: input.agent } : {}),
         ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
       }),
-    'tasks.cancel': async ({ taskId }) => tasks.cancel(taskId),
+    // A quick sandbox has no stage to stop: cancelling it ends it (nothing left running).
+    'tasks.cancel': async ({ taskId }) => (isQuickSandbox(tasks.get(taskId)) ? tasks.destroy(taskId) : tasks.cancel(taskId)),
+    'sandboxes.quick': async ({ repoPath, keep }) => tasks.quick({ ...(repoPath !== undefined ? { repoPath } : {}), ...(keep ? { keep } : {}) }),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
     'tasks.remove': async ({ taskId }) => {
       await tasks.remove(taskId);
@@ -252,7 +265,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
     'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),
     'terminal.close': async ({ sessionId }) => terminals.close(sessionId),
-    'terminal.detach': async ({ sessionId }) => terminals.detach(sessionId),
+    'terminal.detach': async ({ sessionId }) => {
+      terminals.detach(sessionId);
+      // A CLI's quick sandbox shell ends with the CLI (quick-sandbox.ts).
+      const info = terminals.list().find((t) => t.id === sessionId);
+      if (info) quick.viewerLeft(info);
+    },
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
   };
@@ -274,6 +292,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     async dispose() {
       if (disposed) return;
       disposed = true;
+      quick.dispose();
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));

@@ -7,6 +7,7 @@ import type { FactoryClient } from './client.js';
 import { UsageError, type Io } from './output.js';
 import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
 import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
+import { cmdSandbox } from './sandbox-command.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 export type Values = Record<string, string | boolean | string[] | undefined>;
@@ -68,6 +69,13 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   shell: { usage: 'factory shell <task>', summary: 'An interactive shell in the sandbox (a real pty; resizes follow)', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdShell(c, io, { task: p[0]! }) },
+  sandbox: {
+    usage: 'factory sandbox [repo] [--keep]',
+    summary: 'A quick sandbox: a fresh VM (with the repository seeded, if given) and its shell here; destroyed when the shell ends, unless --keep',
+    options: { keep: { type: 'boolean' } },
+    positionals: [0, 1],
+    run: (c, io, v, p) => cmdSandbox(c, io, { keep: v.keep === true, ...(p[0] !== undefined ? { repo: p[0] } : {}) }),
+  },
   diff: { usage: 'factory diff <task>', summary: 'Print the patch of the work that came back (the task is in review)', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdDiff(c, io, p[0]!) },
   approve: {
     usage: 'factory approve <task> [--confirm unshown|secrets]…',

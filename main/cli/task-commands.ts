@@ -1,4 +1,5 @@
 // The task commands: run, ls, show, diff, approve, reject, destroy, leakcheck.
+import path from 'node:path';
 import type { Task } from '../../common/domain.js';
 import { FactoryError } from '../../common/contract.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
@@ -16,7 +17,7 @@ export async function resolveTask(client: FactoryClient, ref: string): Promise<T
   throw new FactoryError('TaskNotFound', `no task has the id ${JSON.stringify(ref)}`);
 }
 
-const DONE = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
+const DONE = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 const OK = new Set(['review', 'approved', 'rejected']);
 
 export function taskLine(t: Task): string {
@@ -67,7 +68,8 @@ export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; t
     else if (e.task.id === id) onTask(e.task);
   });
   const created = await client.call('tasks.create', {
-    repoPath: a.repo,
+    // A relative path means the user's folder, not the app's.
+    repoPath: path.resolve(a.repo),
     title: a.task,
     ...(a.agent ? { agent: a.agent } : {}),
     ...(a.base ? { baseRef: a.base } : {}),

@@ -25,7 +25,7 @@ export async function cmdLogs(client: FactoryClient, io: Io, a: { task: string; 
   return 0;
 }
 
-const FINISHED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
+const FINISHED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 
 /**
  * Follow: each stage's terminal in turn (or the named stage's), from its scrollback

@@ -16,6 +16,9 @@ export interface RetryPlan {
  * document stage runs.
  */
 export function planRetry(task: Task, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): RetryPlan {
+  if (task.kind === 'quick') {
+    throw new FactoryError('NotRetryable', `${task.id} is a quick sandbox: it has no pipeline to run again; start another quick sandbox`);
+  }
   if (task.phase !== 'failed' && task.phase !== 'cancelled' && task.phase !== 'interrupted') {
     throw new FactoryError('NotRetryable', `task ${task.id} is ${task.phase}; only a failed, cancelled or interrupted task can be retried`);
   }

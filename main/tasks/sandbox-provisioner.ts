@@ -146,14 +146,20 @@ export class SandboxProvisioner<Image = unknown> {
    * becomes the remote `upstream`, so `git fetch upstream` works in the sandbox.
    */
   async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string, opts: { onLayer?: boolean } = {}): Promise<void> {
-    if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${task.id} has no running sandbox to seed`);
-    const ssh = (sandbox.ssh = await sandbox.vm.ssh());
-    if (this.deps.settings().guestTrustsHostCertificates) await this.trustHostCertificates(sandbox, ssh);
+    const ssh = await this.connect(sandbox);
     await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL, opts.onLayer);
     sandbox.seeded = true;
     // A seed of the base commit alone can be made again; it would only take space.
     const seeded = await this.readSeedOptions(task.id);
     if (seeded.seedCommit === task.baseCommit) await fsp.rm(bundlePath, { force: true });
+  }
+
+  /** SSH to the booted guest, which then trusts what this computer trusts (when the setting says so). */
+  async connect(sandbox: LiveSandbox): Promise<SandboxSshPort> {
+    if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${sandbox.taskId} has no running sandbox to connect to`);
+    const ssh = (sandbox.ssh = await sandbox.vm.ssh());
+    if (this.deps.settings().guestTrustsHostCertificates) await this.trustHostCertificates(sandbox, ssh);
+    return ssh;
   }
 
   /** The guest trusts what this computer trusts (guest-certificates.ts); a host without a bundle changes nothing. */

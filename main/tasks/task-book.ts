@@ -35,7 +35,11 @@ export class TaskBook {
         await reap(record);
         await this.sandboxMove(record, 'appStopped', { save: false });
       }
-      if (isActive(t.phase)) this.move(record, 'interrupt', interruption(record.task, t.phase));
+      // A quick sandbox has no pipeline to retry: its life ended with the app.
+      if (isActive(t.phase)) {
+        if (t.kind === 'quick') this.move(record, 'close');
+        else this.move(record, 'interrupt', interruption(record.task, t.phase));
+      }
       delete record.qemuPid;
       await this.deps.store.saveTask(record);
     }

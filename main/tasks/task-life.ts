@@ -56,6 +56,8 @@ export const TASK_LIFE = {
   interrupt: { from: ACTIVE_PHASES, to: 'interrupted' },
   approve: { from: ['review'], to: 'approved' },
   reject: { from: ['review'], to: 'rejected' },
+  /** A quick sandbox ends (its shell closed, the user destroyed it, the app stopped): no pipeline, nothing to retry. */
+  close: { from: ACTIVE_PHASES, to: 'closed' },
   /** Run again in the same sandbox, which must still run. */
   retry: { from: ['failed', 'cancelled'], to: 'running', requires: ['running'] },
   /** Run again in a fresh sandbox, re-seeded from the same seed, when the old one is gone. */

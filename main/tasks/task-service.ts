@@ -7,7 +7,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
-import { PullbackReview, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { PullbackReview, isQuickSandbox, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
@@ -30,6 +30,7 @@ import type { TaskEnvironment } from './task-environment.js';
 import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
+import { startQuickSandbox, type QuickInput } from './quick-sandbox.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -129,6 +130,15 @@ export class TaskService<Image = unknown> {
     return { ...task };
   }
 
+  /** A quick sandbox (quick-sandbox.ts): a fresh VM and a shell, optionally a repository seeded, no pipeline. */
+  async quick(input: QuickInput): Promise<Task> {
+    const d = this.deps;
+    return startQuickSandbox(
+      { book: this.book, runtimes: this.runtimes, provisioner: d.provisioner, environment: d.environment, qemu: d.qemu, log: d.log, disposed: () => this.disposed, teardown: (r, rt) => this.teardown(r, rt) },
+      input,
+    );
+  }
+
   /** What Start would do for a repository: its environment, the egress it asks for, whether setup is cached. */
   async preflight(input: { repoPath: string; baseRef?: string }): Promise<TaskPreflight> {
     const repo = await inspectRepo(input.repoPath, input.baseRef);
@@ -226,6 +236,8 @@ export class TaskService<Image = unknown> {
       await this.book.sandboxMove(record, 'stopped');
     }
     await fsp.rm(this.workDir(taskId), { recursive: true, force: true });
+    // A quick sandbox has nothing after its sandbox: destroying it ends it.
+    if (isQuickSandbox(record.task) && isActive(record.task.phase)) await this.book.transition(record, 'close');
     return { ...this.record(taskId).task };
   }
 

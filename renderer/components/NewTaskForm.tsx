@@ -38,6 +38,7 @@ export function NewTaskForm() {
   const [dropNote, setDropNote] = useState<string>();
   const [dragging, setDragging] = useState(false);
   const [starting, setStarting] = useState(false);
+  const [quickStarting, setQuickStarting] = useState(false);
   // What Start will do for the repository path it was asked for; asked again when the path changes.
   const [preflight, setPreflight] = useState<{ repoPath: string; result: TaskPreflight; choices: EgressChoices; asked: boolean; used?: boolean }>();
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
@@ -55,6 +56,21 @@ export function NewTaskForm() {
       }),
     [controller],
   );
+
+  // A sandbox and its shell, no pipeline: with the repository typed above, if any.
+  const onQuick = async () => {
+    setError(undefined);
+    setQuickStarting(true);
+    try {
+      const repo = repoPath.trim();
+      await controller.quickSandbox(repo || undefined);
+      if (repo) setRecent(rememberRepo(repo));
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      setQuickStarting(false);
+    }
+  };
 
   const onPick = async () => {
     try {
@@ -226,6 +242,16 @@ export function NewTaskForm() {
       <div className="actions">
         <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>
           {starting ? 'Starting…' : shown?.asked ? 'Start with these choices' : 'Start'}
+        </button>
+        <button
+          type="button"
+          className="secondary"
+          data-testid="quick-sandbox-button"
+          title="A fresh sandbox with a shell and no pipeline (seeded with the repository above, if one is given); exiting the shell destroys it"
+          disabled={quickStarting}
+          onClick={() => void onQuick()}
+        >
+          {quickStarting ? 'Starting…' : repoPath.trim() ? `Quick sandbox with ${repoName(repoPath.trim())}` : 'Quick sandbox'}
         </button>
       </div>
       {error ? <ErrorBox testId="new-task-error" error={error} /> : null}

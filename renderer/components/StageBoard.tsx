@@ -70,45 +70,57 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
           ) : null}
         </div>
       </td>
-      <SetupCell task={task} mark={(status) => STATUS_MARK[status] ?? '?'} />
-      {STAGE_NAMES.map((name) => {
-        const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
-        const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');
-        const reason = stageReason(stage);
-        return (
-          <td key={name} className={`stage stage-${stage.status}`}>
-            <button
-              type="button"
-              data-testid={`stage-${task.id}-${name}`}
-              data-status={stage.status}
-              title={reason || `${name}: ${stage.status}`}
-              onClick={() => controller.open(task.id, stage.sessionId)}
-            >
-              <span className="mark">{STATUS_MARK[stage.status] ?? '?'}</span> {stage.status}
-              <span className="duration">{formatDuration(stage.durationMs)}</span>
-              {stage.attempt !== undefined && stage.attempt > 1 ? (
-                <span className="attempt" data-testid={`stage-attempt-${task.id}-${name}`}>
-                  attempt {stage.attempt}
-                </span>
-              ) : null}
-              {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
-                <span className="exit">exit status {stage.exitCode}</span>
-              ) : null}
-              {reason ? (
-                // Agent text and test counts come from the sandbox: React escapes it; CSS keeps it to one line.
-                <span className="summary" data-testid={`stage-summary-${task.id}-${name}`}>
-                  {reason}
-                </span>
-              ) : null}
-              {usage ? (
-                <span className="usage" data-testid={`stage-usage-${task.id}-${name}`}>
-                  {usage}
-                </span>
-              ) : null}
-            </button>
-          </td>
-        );
-      })}
+      {task.kind === 'quick' ? (
+        // No setup and no pipeline: one cell says what it is and opens it.
+        <td className="stage quick" colSpan={STAGE_NAMES.length + 1}>
+          <button type="button" data-testid={`quick-cell-${task.id}`} onClick={() => controller.open(task.id)}>
+            quick sandbox · {task.phase === 'running' && task.sandbox.status === 'running' ? 'shell open until you exit it' : task.phase}
+            {task.keep ? ' · kept' : ''}
+          </button>
+        </td>
+      ) : (
+        <>
+          <SetupCell task={task} mark={(status) => STATUS_MARK[status] ?? '?'} />
+          {STAGE_NAMES.map((name) => {
+            const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
+            const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');
+            const reason = stageReason(stage);
+            return (
+              <td key={name} className={`stage stage-${stage.status}`}>
+                <button
+                  type="button"
+                  data-testid={`stage-${task.id}-${name}`}
+                  data-status={stage.status}
+                  title={reason || `${name}: ${stage.status}`}
+                  onClick={() => controller.open(task.id, stage.sessionId)}
+                >
+                  <span className="mark">{STATUS_MARK[stage.status] ?? '?'}</span> {stage.status}
+                  <span className="duration">{formatDuration(stage.durationMs)}</span>
+                  {stage.attempt !== undefined && stage.attempt > 1 ? (
+                    <span className="attempt" data-testid={`stage-attempt-${task.id}-${name}`}>
+                      attempt {stage.attempt}
+                    </span>
+                  ) : null}
+                  {stage.status === 'failed' && stage.exitCode !== undefined && stage.exitCode !== null ? (
+                    <span className="exit">exit status {stage.exitCode}</span>
+                  ) : null}
+                  {reason ? (
+                    // Agent text and test counts come from the sandbox: React escapes it; CSS keeps it to one line.
+                    <span className="summary" data-testid={`stage-summary-${task.id}-${name}`}>
+                      {reason}
+                    </span>
+                  ) : null}
+                  {usage ? (
+                    <span className="usage" data-testid={`stage-usage-${task.id}-${name}`}>
+                      {usage}
+                    </span>
+                  ) : null}
+                </button>
+              </td>
+            );
+          })}
+        </>
+      )}
     </tr>
   );
 }

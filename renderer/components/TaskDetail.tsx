@@ -10,7 +10,7 @@ import { ReviewPanel } from './ReviewPanel.js';
 import { SecurityPanel } from './SecurityPanel.js';
 import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
 
-const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
+const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 
 function tabsFor(task: Task, terminals: Record<string, TerminalInfo>): Tab[] {
   const tabs: Tab[] = [];
@@ -89,9 +89,11 @@ function TaskView({ task }: { task: Task }) {
   const resultFirst = task.phase === 'review' || !!task.decision;
   const active = !FINISHED_PHASES.has(task.phase) && task.phase !== 'review';
   // Retry runs in the sandbox while it is up, else in a fresh one (the host keeps the seed until Destroy).
+  // A quick sandbox has no pipeline to run again.
   const retryable =
-    task.phase === 'interrupted' ||
-    ((task.phase === 'failed' || task.phase === 'cancelled') && (sandboxUp || task.sandbox.status === 'lost' || task.sandbox.status === 'none'));
+    task.kind !== 'quick' &&
+    (task.phase === 'interrupted' ||
+    ((task.phase === 'failed' || task.phase === 'cancelled') && (sandboxUp || task.sandbox.status === 'lost' || task.sandbox.status === 'none')));
 
   return (
     <section className="detail" data-testid="task-detail" data-task-id={task.id}>
@@ -101,7 +103,13 @@ function TaskView({ task }: { task: Task }) {
             {task.title}
           </h2>
           <p className="muted">
-            <code>{task.repoPath}</code> · base {task.baseRef} ({task.baseCommit.slice(0, 10)}) · branch <code>{task.branch}</code>
+            {task.repoPath ? (
+              <>
+                <code>{task.repoPath}</code> · base {task.baseRef} ({task.baseCommit.slice(0, 10)}) · branch <code>{task.branch}</code>
+              </>
+            ) : (
+              'no repository'
+            )}
           </p>
           <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1}>
             sandbox {task.sandbox.status}

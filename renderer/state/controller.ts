@@ -6,10 +6,13 @@ import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
+import { askNotificationPermission, notifyTaskChange } from './notifications.js';
 import { applyEvent, MAX_AUDIT_ROWS, toErrorInfo, type Connection, type FactoryStore, type FocusTarget, type ReviewFileState, type View } from './store.js';
 
 export class FactoryController {
   private readonly disposers: Array<() => void> = [];
+  /** Quick sandboxes this window asked for: their shell opens here once they run. */
+  private readonly quickShellPending = new Set<string>();
 
   constructor(
     readonly bridge: FactoryBridge,
@@ -18,7 +21,13 @@ export class FactoryController {
 
   /** Subscribes to events and loads the first state; `connectionChanges` comes from the web transport. */
   start(connectionChanges?: (listener: (c: Connection) => void) => () => void): void {
-    this.disposers.push(this.bridge.onEvent((e) => applyEvent(this.store, e)));
+    this.disposers.push(
+      this.bridge.onEvent((e) => {
+        const before = e.type === 'task.updated' ? this.store.getState().tasks[e.task.id] : undefined;
+        applyEvent(this.store, e);
+        this.afterEvent(e, before);
+      }),
+    );
     if (connectionChanges) {
       this.disposers.push(
         connectionChanges((c) => {
@@ -36,6 +45,48 @@ export class FactoryController {
 
   dispose(): void {
     for (const d of this.disposers.splice(0)) d();
+  }
+
+  /** Notifications (web UI), and the shells of quick sandboxes. */
+  private afterEvent(e: Parameters<typeof applyEvent>[1], before: Task | undefined): void {
+    if (e.type === 'task.updated') {
+      // In Electron the main process notifies (the desktop's own notifications).
+      if (this.store.getState().status?.host === 'web') notifyTaskChange(before, e.task);
+      const t = e.task;
+      if (!this.quickShellPending.has(t.id)) return;
+      if (t.phase === 'running' && t.sandbox.status === 'running') {
+        this.quickShellPending.delete(t.id);
+        void this.openShell(t.id);
+      } else if (!['creating', 'provisioning', 'seeding', 'running'].includes(t.phase)) {
+        this.quickShellPending.delete(t.id);
+      }
+    } else if (e.type === 'terminal.opened' && e.info.kind === 'shell' && e.info.taskId) {
+      // A quick sandbox's shell opened elsewhere (the tray, the CLI) is shown, so the user sees where it went.
+      const task = this.store.getState().tasks[e.info.taskId];
+      if (task?.kind === 'quick') {
+        this.select(e.info.taskId);
+        this.selectTab(e.info.taskId, e.info.id);
+      }
+    }
+  }
+
+  /**
+   * A quick sandbox (with the repository at `repoPath`, if given): selected at once,
+   * its shell opened here when it runs. Closing that shell (exit) destroys it.
+   */
+  async quickSandbox(repoPath?: string): Promise<Task> {
+    askNotificationPermission();
+    const task = await this.bridge.call('sandboxes.quick', repoPath ? { repoPath } : {});
+    const s = this.store.getState();
+    // Its updates may have come before the answer: the newest known wins.
+    this.store.setState({ tasks: { ...s.tasks, [task.id]: s.tasks[task.id] ?? task }, selectedTaskId: task.id });
+    this.quickShellPending.add(task.id);
+    const now = this.store.getState().tasks[task.id]!;
+    if (now.phase === 'running' && now.sandbox.status === 'running') {
+      this.quickShellPending.delete(task.id);
+      void this.openShell(task.id);
+    }
+    return task;
   }
 
   async refresh(): Promise<void> {
@@ -110,6 +161,7 @@ export class FactoryController {
     agent?: string,
     opts: { allowPush?: boolean; egressApproval?: { rules: EgressRule[]; remember: boolean } } = {},
   ): Promise<Task> {
+    askNotificationPermission();
     const task = await this.bridge.call('tasks.create', {
       repoPath,
       title,

@@ -12,7 +12,7 @@ import { createTray } from './tray.js';
 export function connectBridge(electron: ElectronParts, app: HostedApp, win: WindowLike, pageFile: string, quit: () => void): () => void {
   const offIpc = registerIpc(electron.ipcMain, app, win, pageFile);
   const offDialogs = registerDialogs(electron, win, pageFile);
-  const tray = createTray(electron, win, quit);
+  const tray = createTray(electron, win, quit, app);
   return () => {
     offIpc();
     offDialogs();

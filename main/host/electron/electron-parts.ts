@@ -27,8 +27,16 @@ export interface InvokeEventLike {
 
 export interface MenuItemLike {
   label?: string;
-  type?: 'normal' | 'separator';
+  type?: 'normal' | 'separator' | 'submenu';
+  enabled?: boolean;
+  submenu?: MenuItemLike[];
   click?(): unknown;
+}
+
+/** A desktop notification (Electron's Notification). */
+export interface NotificationLike {
+  show(): void;
+  on(event: 'click', listener: () => void): unknown;
 }
 
 export interface TrayLike {
@@ -52,4 +60,6 @@ export interface ElectronParts {
   Menu: { buildFromTemplate(template: MenuItemLike[]): unknown };
   Tray: new (image: any) => TrayLike;
   nativeImage: { createFromBuffer(buffer: Buffer): unknown };
+  /** Desktop notifications; absent where the host has none to give. */
+  Notification?: { new (options: { title: string; body: string }): NotificationLike; isSupported(): boolean };
 }

@@ -1,6 +1,6 @@
 // Electron entry: one hardened window over the same app the web host serves.
 // Thin on purpose: everything else lives in the services behind createFactoryApp.
-import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Tray } from 'electron';
+import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Notification, Tray } from 'electron';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
@@ -17,7 +17,7 @@ export const PAGE_FILE = path.join(distRoot, 'renderer/index.html');
 const PRELOAD_FILE = path.join(distRoot, 'preload/preload/preload.js');
 
 // The parts the bridge wiring uses; the compiler checks Electron's fit ElectronParts.
-const electronParts: ElectronParts = { ipcMain, dialog, Menu, Tray, nativeImage };
+const electronParts: ElectronParts = { ipcMain, dialog, Menu, Tray, nativeImage, Notification };
 
 let factory: FactoryApp | undefined;
 const cleanups: Array<() => void> = [];

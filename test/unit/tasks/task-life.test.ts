@@ -35,6 +35,7 @@ const EXPECTED_PHASE_MOVES: Record<TaskEvent, string> = {
   interrupt: 'creating provisioning seeding running pulling-back → interrupted',
   approve: 'review → approved',
   reject: 'review → rejected',
+  close: 'creating provisioning seeding running pulling-back → closed',
   retry: 'failed cancelled → running',
   retryFresh: 'failed cancelled interrupted → creating',
 };
@@ -84,9 +85,9 @@ describe('the phase table', () => {
   }
 
   it('has both allowed and refused moves to check', () => {
-    // 12 events × 11 phases × 6 sandbox statuses
-    expect(allowed.length + refused.length).toBe(792);
-    expect(allowed.length).toBe(135);
+    // 13 events × 12 phases × 6 sandbox statuses
+    expect(allowed.length + refused.length).toBe(936);
+    expect(allowed.length).toBe(165);
   });
 
   it.each(allowed)('%s from %s (sandbox %s) is allowed', (event, phase, sandbox) => {
@@ -110,7 +111,7 @@ describe('the phase table', () => {
         if (!joined.has(`${from}>${to}`)) refusedPairs++;
       }
     }
-    expect(refusedPairs).toBe(121 - joined.size);
+    expect(refusedPairs).toBe(144 - joined.size);
     // What the founders' bug report needed: nothing leaves review but a decision; nothing leaves a decision.
     expect(PHASES.filter((p) => phaseMoveExists('review', p))).toEqual(['approved', 'rejected']);
     expect(PHASES.filter((p) => phaseMoveExists('approved', p) || phaseMoveExists('rejected', p))).toEqual([]);

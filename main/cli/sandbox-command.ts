@@ -1,0 +1,48 @@
+// `factory sandbox [repo] [--keep]`: a quick sandbox (the same API method as the
+// tray and the UI's button), its shell in this terminal once it runs; when the
+// shell ends the app destroys the sandbox, unless --keep.
+import path from 'node:path';
+import type { Task } from '../../common/domain.js';
+import { FactoryError } from '../../common/contract.js';
+import type { FactoryClient } from './client.js';
+import { plain, printJson, type Io } from './output.js';
+import { cmdShell } from './terminal-commands.js';
+
+const BOOTING = new Set(['creating', 'provisioning', 'seeding']);
+
+export async function cmdSandbox(client: FactoryClient, io: Io, a: { repo?: string; keep: boolean }): Promise<number> {
+  await client.watch();
+  let id: string | undefined;
+  const latest = new Map<string, Task>();
+  let wake: () => void = () => {};
+  client.events.add((e) => {
+    if (e.type !== 'task.updated') return;
+    latest.set(e.task.id, e.task);
+    if (e.task.id === id) wake();
+  });
+  // A relative path means this terminal's folder, not the app's.
+  const created = await client.call('sandboxes.quick', { ...(a.repo !== undefined ? { repoPath: path.resolve(a.repo) } : {}), ...(a.keep ? { keep: true } : {}) });
+  id = created.id;
+  io.stderr.write(`quick sandbox ${created.id}: booting${created.repoPath ? ` with ${plain(created.repoPath)}` : ''}…\n`);
+  let t: Task = latest.get(id) ?? created;
+  while (BOOTING.has(t.phase) || (t.phase === 'running' && t.sandbox.status !== 'running')) {
+    await new Promise<void>((r) => {
+      const timer = setTimeout(r, 5000);
+      wake = () => {
+        clearTimeout(timer);
+        r();
+      };
+    });
+    t = latest.get(id) ?? (await client.call('tasks.get', { taskId: id }));
+  }
+  if (t.phase !== 'running') {
+    const msg = `the quick sandbox ${id} ended before its shell opened (${t.phase})${t.error ? `: ${t.error.message}` : ''}`;
+    throw t.error ? FactoryError.carried(t.error.name, msg, t.error.detail) : new FactoryError('SandboxStopped', msg);
+  }
+  if (!io.json) io.stderr.write(`sandbox running${t.sandbox.bootMs !== undefined ? ` (booted in ${(t.sandbox.bootMs / 1000).toFixed(1)} s)` : ''}; exit the shell to ${a.keep ? 'leave it running' : 'destroy it'}\n`);
+  const code = await cmdShell(client, { ...io, json: false }, { task: id });
+  const after = await client.call('tasks.get', { taskId: id });
+  if (io.json) printJson(io, { taskId: id, exitCode: code, kept: a.keep, phase: after.phase, sandbox: after.sandbox.status });
+  else if (a.keep) io.stderr.write(`sandbox ${id} kept; \`factory destroy ${id}\` ends it\n`);
+  return code;
+}
