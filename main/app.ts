@@ -45,6 +45,10 @@ import { SetupRunner } from './tasks/setup-step.js';
 import { TaskEnvironment } from './tasks/task-environment.js';
 import { Listeners } from '../common/listeners.js';
 import { execInSandbox } from './exec/sandbox-exec.js';
+import { SessionHoldExecutor } from './sessions/session-hold.js';
+import { SessionService } from './sessions/session-service.js';
+import { SessionStore } from './sessions/session-store.js';
+import { sessionGraceMs } from './sessions/session-settings.js';
 
 export interface FactoryApp {
   api: FactoryApi;
@@ -68,6 +72,8 @@ export interface FactoryAppOptions {
   /** Settings to apply at start (persisted), e.g. from tests. */
   settings?: Partial<Settings>;
   bootTimeoutMs?: number;
+  /** How long a Claude Code session's process may be gone before its sandbox is reaped (default: FACTORY_SESSION_GRACE_SEC, else 60 s). */
+  sessionGraceMs?: number;
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -103,6 +109,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   for (const adapter of builtInAgents().values()) {
     executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => live.guestEnv(task.id) }));
   }
+  // Claude Code sessions (hooks): their tasks only prepare the sandbox and hold it for the session.
+  const sessionHold = new SessionHoldExecutor();
+  executors.set(sessionHold.name, sessionHold);
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors, log: log.child('pipeline') });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
@@ -173,6 +182,21 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       return { ok: false, error: { name: e.name, message: e.message } };
     }
   };
+
+  const sessions = new SessionService({
+    store: new SessionStore(path.join(paths.data, 'sessions.json'), (m, meta) => log.child('sessions').warn(m, meta)),
+    hold: sessionHold,
+    graceMs: opts.sessionGraceMs ?? sessionGraceMs(process.env),
+    log: log.child('sessions'),
+    ports: {
+      createTask: (input) => tasks.create(input),
+      getTask: (taskId) => tasks.get(taskId),
+      cancelTask: (taskId) => tasks.cancel(taskId),
+      destroyTask: (taskId) => tasks.destroy(taskId),
+      leakCheck: (taskId) => broker.api()['leakcheck.run']({ taskId }),
+    },
+  });
+  sessions.startReaper();
 
   let disposed = false;
   const impl: FactoryApi = {
@@ -257,6 +281,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.detach': async ({ sessionId }) => terminals.detach(sessionId),
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
+    'sessions.start': async (input) => sessions.start(input),
+    'sessions.check': async ({ sessionId }) => sessions.check(sessionId),
+    'sessions.end': async ({ sessionId }) => sessions.end(sessionId),
   };
 
   // Inputs are validated again here: the API is also called in-process (tests, CLI).
@@ -276,6 +303,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     async dispose() {
       if (disposed) return;
       disposed = true;
+      await sessions.dispose();
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));

@@ -1,0 +1,68 @@
+// The Claude Code process behind a hook, and whether it still lives. Claude
+// Code runs a hook command through a shell, maybe behind npx or env; the
+// session's process is the first ancestor that is none of those. On Linux the
+// start time (from /proc) guards against a reused pid; elsewhere the pid alone.
+import fs from 'node:fs';
+
+/** Programs that stand between Claude Code and the hook's own process. */
+const WRAPPERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'env', 'npm', 'npx', 'npm exec', 'tsx', 'timeout', 'runuser', 'sudo']);
+
+interface ProcStat {
+  comm: string;
+  ppid: number;
+  start: string;
+}
+
+export function readStat(pid: number, procRoot = '/proc'): ProcStat | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(`${procRoot}/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // comm is in parentheses and may itself hold spaces or parentheses: split at the last ')'.
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  if (open < 0 || close < open) return undefined;
+  const rest = text.slice(close + 2).split(' ');
+  const ppid = Number(rest[1]);
+  const start = rest[19];
+  if (!Number.isInteger(ppid) || start === undefined) return undefined;
+  return { comm: text.slice(open + 1, close), ppid, start };
+}
+
+/** Whether the command line of a Node process is the factory CLI itself (npm's bin shim runs it under node). */
+function isFactoryCli(pid: number, procRoot: string): boolean {
+  try {
+    const argv = fs.readFileSync(`${procRoot}/${pid}/cmdline`, 'utf8').split('\0');
+    return argv.some((a) => /(^|\/)factory$|cli\/main\.[jt]s$/.test(a));
+  } catch {
+    return false;
+  }
+}
+
+/** The session's process, starting from the hook's parent. */
+export function sessionProcess(fromPid = process.ppid, procRoot = '/proc'): { pid: number; start?: string } {
+  let pid = fromPid;
+  for (let depth = 0; depth < 16; depth++) {
+    const stat = readStat(pid, procRoot);
+    if (!stat) return { pid };
+    const wrapper = WRAPPERS.has(stat.comm) || (stat.comm === 'node' && isFactoryCli(pid, procRoot));
+    if (!wrapper || stat.ppid <= 1) return { pid, start: stat.start };
+    pid = stat.ppid;
+  }
+  return { pid };
+}
+
+/** Alive, and (when its start time was recorded) the same process, not a later one with its pid. */
+export function processAlive(pid: number, start?: string, procRoot = '/proc'): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  if (start === undefined) return true;
+  const stat = readStat(pid, procRoot);
+  if (!stat) return process.platform !== 'linux';
+  return stat.start === start;
+}
