@@ -4,8 +4,11 @@
 // start time (from /proc) guards against a reused pid; elsewhere the pid alone.
 import fs from 'node:fs';
 
-/** Programs that stand between Claude Code and the hook's own process. */
-const WRAPPERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'env', 'npm', 'npx', 'npm exec', 'tsx', 'timeout', 'runuser', 'sudo']);
+/**
+ * Programs that stand between Claude Code and the hook's own process; 'factory'
+ * is the CLI run through its #! line (the kernel names such a process after the script).
+ */
+const WRAPPERS = new Set(['factory', 'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'env', 'npm', 'npx', 'npm exec', 'tsx', 'timeout', 'runuser', 'sudo']);
 
 interface ProcStat {
   comm: string;

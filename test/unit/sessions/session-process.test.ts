@@ -24,6 +24,18 @@ describe.skipIf(!linux)('the session process of a hook', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('skips the factory CLI run through its #! line (the process is named after the script)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'session-proc-'));
+    const out = path.join(dir, 'out.json');
+    const hook = `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(require(${JSON.stringify(path.resolve('main/sessions/session-process.ts'))}).sessionProcess()))`;
+    // A `factory` on PATH that is a script, as npm's bin link or a wrapper is: it keeps running while the hook's node does.
+    fs.writeFileSync(path.join(dir, 'factory'), `#!/bin/bash\n${process.execPath} --import tsx -e ${JSON.stringify(hook).replace(/\$/g, '\\$')}\nexit $?\n`, { mode: 0o755 });
+    const session = spawn(process.execPath, ['-e', `require('child_process').execFileSync(${JSON.stringify(path.join(dir, 'factory'))}, { stdio: 'inherit' })`], { stdio: 'inherit' });
+    await new Promise((r) => session.on('exit', r));
+    expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { pid: number }).pid).toBe(session.pid);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('reads a process whose name holds spaces and parentheses', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-proc-'));
     fs.mkdirSync(path.join(dir, '42'));
