@@ -91,6 +91,26 @@ describe('the reaper of session sandboxes', () => {
     proc.kill('SIGKILL');
   });
 
+  it('a resumed session reconnects to its sandbox instead of making another, with its new process recorded', async () => {
+    const store = new SessionStore(path.join(dir, 'sessions.json'));
+    const hold = new SessionHoldExecutor();
+    let created = 0;
+    const svc = new SessionService({ store, hold, ports: { ...ports, createTask: async () => (created++, task('t1')) }, graceMs: 0, log });
+    // The task's pipeline reaches its held stage (as the real runner does after seeding).
+    const stage = hold.runStage({ stage: 'request', task: task('t1'), signal: new AbortController().signal } as never);
+    const first = await svc.start({ sessionId: 's9', cwd: process.cwd(), source: 'startup', pid: 111 });
+    const again = await svc.start({ sessionId: 's9', cwd: process.cwd(), source: 'resume', pid: 222 });
+    expect([first.resumed, again.resumed, again.task.id, created]).toEqual([false, true, 't1', 1]);
+    expect(new SessionStore(path.join(dir, 'sessions.json')).get('s9')?.pid).toBe(222);
+    hold.release('t1');
+    expect((await stage).status).toBe('passed');
+  });
+
+  it('a session outside any git repository is refused by name', async () => {
+    const svc = new SessionService({ store: new SessionStore(path.join(dir, 'sessions.json')), hold: new SessionHoldExecutor(), ports, graceMs: 0, log });
+    await expect(svc.start({ sessionId: 's', cwd: dir })).rejects.toMatchObject({ name: 'NotAGitRepository' });
+  });
+
   it('a session file that is not ours is moved aside, not trusted', () => {
     const file = path.join(dir, 'sessions.json');
     fs.writeFileSync(file, JSON.stringify({ version: 1, sessions: [{ sessionId: 's', taskId: 't', pid: -1 }] }));
