@@ -178,6 +178,9 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(task?.sandbox.status).toBe('running');
     expect(task?.phase).toBe('running');
     expect(qemuProcessesUnder(dataDir)).toHaveLength(1);
+    // The app watches the Claude Code process itself, not the shell or the factory script between it and the hook.
+    const records = JSON.parse(fs.readFileSync(path.join(dataDir, 'sessions.json'), 'utf8')) as { sessions: Array<{ taskId: string; pid: number }> };
+    expect(records.sessions.find((s) => s.taskId === task!.id)?.pid).toBe(claude.child.pid);
     // The session lives on past the grace period (the model is slow): the reaper must leave its sandbox alone.
     await new Promise((r) => setTimeout(r, (GRACE_SEC + 3) * 1000));
     expect((await client.call('tasks.get', { taskId: task!.id })).sandbox.status).toBe('running');

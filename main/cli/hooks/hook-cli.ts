@@ -1,5 +1,8 @@
 // The command-line side of `factory hooks ...` and `factory hook ...`.
+import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
+import { FactoryError } from '../../../common/contract.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import type { Values } from '../commands.js';
@@ -11,7 +14,7 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   if (action !== 'install' && action !== 'uninstall') throw new UsageError(`hooks: expected install or uninstall, got ${JSON.stringify(action)}`);
   if (v.project === true && v.user === true) throw new UsageError('hooks: --project and --user exclude each other');
   const scope = v.user === true ? 'user' : 'project';
-  const file = settingsPath(scope, process.cwd());
+  const file = settingsPath(scope, scope === 'project' ? await repoTop(process.cwd()) : process.cwd());
   if (action === 'uninstall') {
     const { removed } = await uninstallHooks(file);
     if (io.json) printJson(io, { file, removed });
@@ -26,6 +29,16 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   if (io.json) printJson(io, { file, changed });
   else io.stdout.write(`${changed ? 'installed' : 'already installed:'} SessionStart, Stop and SessionEnd hooks in ${file}\n`);
   return 0;
+}
+
+/** The project is the repository around cwd: Claude Code reads .claude/ at its top, and the sandbox is made of it. */
+async function repoTop(cwd: string): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['-C', cwd, 'rev-parse', '--show-toplevel'], { timeout: 30_000 });
+    return stdout.trim();
+  } catch {
+    throw new FactoryError('NotAGitRepository', `${cwd} is not inside a git repository; run this in the repository Claude Code works in, or use --user`);
+  }
 }
 
 export async function runHook(client: FactoryClient, io: Io, which: string): Promise<number> {
