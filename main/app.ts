@@ -112,6 +112,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   // Claude Code sessions (hooks): their tasks only prepare the sandbox and hold it for the session.
   const sessionHold = new SessionHoldExecutor();
   executors.set(sessionHold.name, sessionHold);
+  // The agents a user may choose: the session agent is only for the hooks' tasks.
+  const choosableAgents = () => [...executors.keys()].filter((name) => name !== sessionHold.name);
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors, log: log.child('pipeline') });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
@@ -250,13 +252,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     'layers.list': async () => environment.layers(),
     'layers.remove': async ({ id }) => environment.removeLayer(id),
-    'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
+    'settings.get': async () => ({ ...settings.get(), agents: choosableAgents() }),
     'settings.set': async (patch) => {
-      if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {
-        throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${[...executors.keys()].join(', ')}`);
+      if (patch.defaultAgent !== undefined && !choosableAgents().includes(patch.defaultAgent)) {
+        throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${choosableAgents().join(', ')}`);
       }
       const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
-      return { ...settings.set(defined), agents: [...executors.keys()] };
+      return { ...settings.set(defined), agents: choosableAgents() };
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {

@@ -36,6 +36,8 @@ let wrapperLog: string;
 /** What the model does in the current session: the shell line it runs in the sandbox. */
 let sandboxLine = '';
 let firstTurnHeld: Promise<void> | undefined;
+/** Claude Code processes started here: a failed test must not leave one running. */
+const started: ChildProcess[] = [];
 
 interface Call {
   args: string;
@@ -91,6 +93,7 @@ function startClaude(): { child: ChildProcess; done: Promise<{ code: number | nu
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
+  started.push(child);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString('utf8')));
@@ -147,6 +150,15 @@ beforeAll(async () => {
 }, 10 * 60_000);
 
 afterAll(async () => {
+  for (const c of started) {
+    if (c.exitCode === null && c.signalCode === null) {
+      try {
+        process.kill(-c.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }
   client?.close();
   if (dataDir) await stopApp(dataDir);
   await stub?.close();
