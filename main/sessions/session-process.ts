@@ -2,7 +2,9 @@
 // Code runs a hook command through a shell, maybe behind npx or env; the
 // session's process is the first ancestor that is none of those. On Linux the
 // start time (from /proc) guards against a reused pid; elsewhere the pid alone.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
 /**
  * Programs that stand between Claude Code and the hook's own process; 'factory'
@@ -10,7 +12,7 @@ import fs from 'node:fs';
  */
 const WRAPPERS = new Set(['factory', 'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'env', 'npm', 'npx', 'npm exec', 'tsx', 'timeout', 'runuser', 'sudo']);
 
-interface ProcStat {
+export interface ProcStat {
   comm: string;
   ppid: number;
   start: string;
@@ -34,23 +36,41 @@ export function readStat(pid: number, procRoot = '/proc'): ProcStat | undefined 
   return { comm: text.slice(open + 1, close), ppid, start };
 }
 
-/** Whether the command line of a Node process is the factory CLI itself (npm's bin shim runs it under node). */
-function isFactoryCli(pid: number, procRoot: string): boolean {
+/** Without /proc (macOS): ps, which both procps and BSD ps answer alike; lstart is the start time. */
+export function psStat(pid: number): ProcStat | undefined {
+  let out: string;
   try {
-    const argv = fs.readFileSync(`${procRoot}/${pid}/cmdline`, 'utf8').split('\0');
-    return argv.some((a) => /(^|\/)factory$|cli\/main\.[jt]s$/.test(a));
+    out = execFileSync('ps', ['-o', 'ppid=', '-o', 'lstart=', '-o', 'comm=', '-p', String(pid)], { encoding: 'utf8', timeout: 5000 }).trim();
+  } catch {
+    return undefined;
+  }
+  const m = /^(\d+)\s+(\S+\s+\S+\s+\d+\s+[\d:]+\s+\d+)\s+(.+)$/.exec(out);
+  if (!m) return undefined;
+  return { ppid: Number(m[1]), start: m[2]!.replace(/\s+/g, ' '), comm: path.basename(m[3]!) };
+}
+
+const defaultReader = (pid: number): ProcStat | undefined => (fs.existsSync('/proc/self/stat') ? readStat(pid) : psStat(pid));
+
+/** Whether the command line of a Node process is the factory CLI itself (npm's bin shim runs it under node). */
+function isFactoryCli(pid: number): boolean {
+  let args: string;
+  try {
+    args = fs.existsSync(`/proc/${pid}/cmdline`)
+      ? fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ')
+      : execFileSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8', timeout: 5000 });
   } catch {
     return false;
   }
+  return /(^|\/)factory(\s|$)|cli\/main\.[jt]s(\s|$)/.test(args);
 }
 
 /** The session's process, starting from the hook's parent. */
-export function sessionProcess(fromPid = process.ppid, procRoot = '/proc'): { pid: number; start?: string } {
+export function sessionProcess(fromPid = process.ppid, read: (pid: number) => ProcStat | undefined = defaultReader): { pid: number; start?: string } {
   let pid = fromPid;
   for (let depth = 0; depth < 16; depth++) {
-    const stat = readStat(pid, procRoot);
+    const stat = read(pid);
     if (!stat) return { pid };
-    const wrapper = WRAPPERS.has(stat.comm) || (stat.comm === 'node' && isFactoryCli(pid, procRoot));
+    const wrapper = WRAPPERS.has(stat.comm) || (stat.comm === 'node' && isFactoryCli(pid));
     if (!wrapper || stat.ppid <= 1) return { pid, start: stat.start };
     pid = stat.ppid;
   }
@@ -58,14 +78,14 @@ export function sessionProcess(fromPid = process.ppid, procRoot = '/proc'): { pi
 }
 
 /** Alive, and (when its start time was recorded) the same process, not a later one with its pid. */
-export function processAlive(pid: number, start?: string, procRoot = '/proc'): boolean {
+export function processAlive(pid: number, start?: string, read: (pid: number) => ProcStat | undefined = defaultReader): boolean {
   try {
     process.kill(pid, 0);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
   if (start === undefined) return true;
-  const stat = readStat(pid, procRoot);
-  if (!stat) return process.platform !== 'linux';
-  return stat.start === start;
+  const stat = read(pid);
+  // Alive but unreadable (ps failed): keep the sandbox rather than reap a live session's.
+  return stat ? stat.start === start : true;
 }

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { processAlive, readStat, sessionProcess } from '../../../main/sessions/session-process.js';
+import { processAlive, psStat, readStat, sessionProcess } from '../../../main/sessions/session-process.js';
 
 const linux = process.platform === 'linux';
 
@@ -53,5 +53,18 @@ describe.skipIf(!linux)('the session process of a hook', () => {
     child.kill('SIGKILL');
     await new Promise((r) => child.on('exit', r));
     expect(processAlive(child.pid!, stat.start)).toBe(false);
+  });
+
+  it('without /proc (macOS), ps gives the same walk and tells a reused pid apart', async () => {
+    // This test process is the "session"; a shell it runs stands between it and the walk's start.
+    const shell = spawn('bash', ['-c', 'sleep 30; true']);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(sessionProcess(shell.pid!, psStat).pid).toBe(process.pid);
+    expect(sessionProcess(shell.pid!, readStat).pid).toBe(process.pid);
+    const me = psStat(process.pid)!;
+    expect(me.start).toMatch(/^\S+ \S+ \d+ [\d:]+ \d+$/);
+    expect(processAlive(process.pid, me.start, psStat)).toBe(true);
+    expect(processAlive(process.pid, 'Mon Jan 1 00:00:00 2001', psStat)).toBe(false);
+    shell.kill('SIGKILL');
   });
 });
