@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
-import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent } from './credentials.js';
+import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
 import type { ErrorName } from './errors.js';
 import { EgressRule } from './egress.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
@@ -123,6 +123,20 @@ export const apiInputs = {
   /** A viewer that will not acknowledge any more (a CLI that printed and left): the session stops waiting for it. */
   'terminal.detach': z.object({ sessionId: id }),
 
+  // Claude Code session hooks (issue 11, main/sessions/): a sandbox per session. start
+  // provisions (or, for a known session, reconnects) and returns once it is seeded and set
+  // up; check runs the leak check (Stop); end runs it, then pulls the work back and
+  // destroys the sandbox (SessionEnd). pid/pidStart: the session's process, for the reaper.
+  'sessions.start': z.object({
+    sessionId: id,
+    cwd: z.string().min(1).max(4096),
+    source: z.string().max(32).optional(),
+    pid: z.number().int().positive().optional(),
+    pidStart: z.string().max(32).regex(/^[0-9]+$/).optional(),
+  }),
+  'sessions.check': z.object({ sessionId: id }),
+  'sessions.end': z.object({ sessionId: id }),
+
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
   // CredentialBroker.api() (main/credentials/broker.ts). Values are write-only.
@@ -164,6 +178,9 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.exec': ExecResult;
   'terminal.detach': void;
   'sandboxes.quick': Task;
+  'sessions.start': { task: Task; resumed: boolean };
+  'sessions.check': { task: Task; report: LeakReport };
+  'sessions.end': { task: Task; report?: LeakReport; destroyed: boolean };
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

@@ -100,6 +100,11 @@ export const ERRORS = {
   AppNotRunning: { title: 'The app is not running', help: 'Start it (the desktop app or npm start), or leave out --no-start so the CLI starts it in the background.' },
   AppStartFailed: { title: 'The app did not start', help: 'Its log (the last lines are above, the file is in the data folder\'s logs) says why. Fix the cause and run the command again.' },
 
+  // Claude Code session hooks (issue 11)
+  HookSettingsInvalid: { title: 'Claude Code settings not understood', help: 'The settings.json named in the message is not valid JSON, or its "hooks" are not in Claude Code\'s shape, so it was not changed. Fix the file, then run the command again.' },
+  HookInputInvalid: { title: 'Unexpected hook input', help: 'The hook did not receive the JSON Claude Code sends on standard input (session_id, cwd). Run it only from Claude Code\'s hooks (factory hooks install).' },
+  SessionNotFound: { title: 'No sandbox for this session', help: 'The app has no sandbox recorded for this Claude Code session (it ended, or was reaped after the session\'s process went away). A new session gets a new one.' },
+
   // Internal protocols
   QmpError: { title: 'VM control failed', help: 'QEMU refused a control command (QMP). The message has QEMU\'s reason.' },
 } as const satisfies Record<string, ErrorHelp>;

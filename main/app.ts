@@ -46,6 +46,10 @@ import { SetupRunner } from './tasks/setup-step.js';
 import { TaskEnvironment } from './tasks/task-environment.js';
 import { Listeners } from '../common/listeners.js';
 import { execInSandbox } from './exec/sandbox-exec.js';
+import { SessionHoldExecutor } from './sessions/session-hold.js';
+import { SessionService } from './sessions/session-service.js';
+import { SessionStore } from './sessions/session-store.js';
+import { sessionGraceMs } from './sessions/session-settings.js';
 
 export interface FactoryApp {
   api: FactoryApi;
@@ -69,6 +73,8 @@ export interface FactoryAppOptions {
   /** Settings to apply at start (persisted), e.g. from tests. */
   settings?: Partial<Settings>;
   bootTimeoutMs?: number;
+  /** How long a Claude Code session's process may be gone before its sandbox is reaped (default: FACTORY_SESSION_GRACE_SEC, else 60 s). */
+  sessionGraceMs?: number;
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -104,6 +110,11 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   for (const adapter of builtInAgents().values()) {
     executors.set(adapter.id, new AgentStageExecutor({ adapter, guestEnv: (task) => live.guestEnv(task.id) }));
   }
+  // Claude Code sessions (hooks): their tasks only prepare the sandbox and hold it for the session.
+  const sessionHold = new SessionHoldExecutor();
+  executors.set(sessionHold.name, sessionHold);
+  // The agents a user may choose: the session agent is only for the hooks' tasks.
+  const choosableAgents = () => [...executors.keys()].filter((name) => name !== sessionHold.name);
   for (const e of opts.executors ?? []) executors.set(e.name, e);
   const runner = new PipelineRunner({ terminals, sourceForChannel: sshChannelSource, executors, log: log.child('pipeline') });
   // Keys stay in the OS keychain; each sandbox gets a proxy and placeholders only.
@@ -183,6 +194,21 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     }
   };
 
+  const sessions = new SessionService({
+    store: new SessionStore(path.join(paths.data, 'sessions.json'), (m, meta) => log.child('sessions').warn(m, meta)),
+    hold: sessionHold,
+    graceMs: opts.sessionGraceMs ?? sessionGraceMs(process.env),
+    log: log.child('sessions'),
+    ports: {
+      createTask: (input) => tasks.create(input),
+      getTask: (taskId) => tasks.get(taskId),
+      cancelTask: (taskId) => tasks.cancel(taskId),
+      destroyTask: (taskId) => tasks.destroy(taskId),
+      leakCheck: (taskId) => broker.api()['leakcheck.run']({ taskId }),
+    },
+  });
+  sessions.startReaper();
+
   let disposed = false;
   const impl: FactoryApi = {
     ...broker.api(),
@@ -237,13 +263,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     'layers.list': async () => environment.layers(),
     'layers.remove': async ({ id }) => environment.removeLayer(id),
-    'settings.get': async () => ({ ...settings.get(), agents: [...executors.keys()] }),
+    'settings.get': async () => ({ ...settings.get(), agents: choosableAgents() }),
     'settings.set': async (patch) => {
-      if (patch.defaultAgent !== undefined && !executors.has(patch.defaultAgent)) {
-        throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${[...executors.keys()].join(', ')}`);
+      if (patch.defaultAgent !== undefined && !choosableAgents().includes(patch.defaultAgent)) {
+        throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${choosableAgents().join(', ')}`);
       }
       const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
-      return { ...settings.set(defined), agents: [...executors.keys()] };
+      return { ...settings.set(defined), agents: choosableAgents() };
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
@@ -273,6 +299,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     },
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
+    'sessions.start': async (input) => sessions.start(input),
+    'sessions.check': async ({ sessionId }) => sessions.check(sessionId),
+    'sessions.end': async ({ sessionId }) => sessions.end(sessionId),
   };
 
   // Inputs are validated again here: the API is also called in-process (tests, CLI).
@@ -293,6 +322,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (disposed) return;
       disposed = true;
       quick.dispose();
+      await sessions.dispose();
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));

@@ -8,6 +8,7 @@ import { UsageError, type Io } from './output.js';
 import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
 import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
 import { cmdSandbox } from './sandbox-command.js';
+import { cmdHooks, runHook } from './hooks/hook-cli.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 export type Values = Record<string, string | boolean | string[] | undefined>;
@@ -21,6 +22,8 @@ export interface Command {
   /** Takes the words after `--` as a command line. */
   rest?: boolean;
   run(client: FactoryClient, io: Io, values: Values, positionals: string[], rest: string[]): Promise<number>;
+  /** Runs without the app (no socket, never starts it): e.g. `hooks install` only edits a file. */
+  runLocal?(io: Io, values: Values, positionals: string[]): Promise<number>;
 }
 
 const TASK = '<task> is a task id or a unique prefix of one.';
@@ -92,6 +95,21 @@ export const COMMANDS: Record<string, Command> = {
     options: {},
     positionals: [1, 1],
     run: (c, io, _v, p) => cmdLeakcheck(c, io, p[0]!),
+  },
+  hooks: {
+    usage: 'factory hooks install|uninstall [--project|--user] [--command CMD]',
+    summary: "Add (or remove) the Claude Code session hooks in .claude/settings.json (--project: the repository here, the default; --user: ~/.claude)",
+    options: { project: { type: 'boolean' }, user: { type: 'boolean' }, command: { type: 'string' } },
+    positionals: [1, 1],
+    run: () => Promise.reject(new Error('hooks runs without the app')),
+    runLocal: (io, v, p) => cmdHooks(io, v, p[0]!),
+  },
+  hook: {
+    usage: 'factory hook session-start|stop|session-end   (Claude Code runs these; hook input JSON on stdin)',
+    summary: 'The Claude Code session hooks: start provisions the session\'s sandbox, stop runs the leak check, session-end checks and destroys',
+    options: {},
+    positionals: [1, 1],
+    run: (c, io, _v, p) => runHook(c, io, p[0]!),
   },
 };
 

@@ -22,6 +22,14 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
     io.stdout.write(helpText(parsed.command));
     return parsed.command || parsed.values.help ? 0 : 2;
   }
+  if (parsed.command.runLocal) {
+    try {
+      return await parsed.command.runLocal(io, parsed.values, parsed.positionals);
+    } catch (err) {
+      printError(io, err);
+      return err instanceof Error && err.name === 'Usage' ? 2 : 1;
+    }
+  }
   const dataDir = typeof parsed.values['data-dir'] === 'string' ? path.resolve(parsed.values['data-dir']) : appPaths().data;
   const failStatus = parsed.name === 'exec' ? 125 : 1;
   let client;

@@ -1,0 +1,134 @@
+// `factory hook session-start|stop|session-end`: what Claude Code runs (see
+// settings-file.ts). Each reads Claude Code's hook input (JSON on stdin) and
+// asks the app. The rule for teardown: Stop fires after every turn, while the
+// session still uses its sandbox, so Stop only runs the leak check; SessionEnd
+// runs it and then destroys the sandbox (the work goes to review first). A
+// leak finding exits 2 with the finding on stderr (Claude Code's "blocking"
+// status: on Stop, Claude is told; on SessionEnd, the user sees it) and the
+// sandbox is kept for inspection.
+import { z } from 'zod';
+import { FactoryError } from '../../../common/contract.js';
+import type { LeakReport } from '../../../common/credentials.js';
+import type { Task } from '../../../common/domain.js';
+import { sessionProcess } from '../../sessions/session-process.js';
+import type { FactoryClient } from '../client.js';
+import { plain, printJson, type Io } from '../output.js';
+
+const MAX_INPUT_BYTES = 1024 * 1024;
+
+/** The fields we use of Claude Code's hook input; others are ignored. */
+export const HookInput = z.object({
+  session_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore'),
+  cwd: z.string().min(1).max(4096),
+  source: z.string().max(32).optional(),
+  hook_event_name: z.string().max(64).optional(),
+  stop_hook_active: z.boolean().optional(),
+});
+export type HookInput = z.infer<typeof HookInput>;
+
+export function parseHookInput(raw: Buffer): HookInput {
+  if (raw.length > MAX_INPUT_BYTES) throw new FactoryError('HookInputInvalid', `the hook input is larger than ${MAX_INPUT_BYTES} bytes`);
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new FactoryError('HookInputInvalid', `the hook input on stdin is not JSON (${(err as Error).message})`);
+  }
+  const parsed = HookInput.safeParse(json);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0]!;
+    throw new FactoryError('HookInputInvalid', `the hook input's ${first.path.join('.') || 'value'}: ${first.message}`);
+  }
+  return parsed.data;
+}
+
+export async function readStdin(stream: NodeJS.ReadableStream = process.stdin): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of stream as AsyncIterable<Buffer>) {
+    chunks.push(c);
+    n += c.length;
+    if (n > MAX_INPUT_BYTES) break;
+  }
+  return Buffer.concat(chunks);
+}
+
+/** What Claude receives at the start of the session (SessionStart's stdout becomes context). */
+export function sessionContext(task: Task, resumed: boolean): string {
+  const t = task.id;
+  return [
+    `${resumed ? 'This session reconnected to its sandbox' : 'This session has its own sandbox'}: a throwaway VM from Factory in a Box (task ${t}),`,
+    `with a copy of this repository at ${task.baseCommit.slice(0, 12)} in /work/repo on branch ${task.branch}.`,
+    'Run commands and tests in the sandbox, not on this computer:',
+    `  factory exec ${t} -- <command> [args...]      e.g. factory exec ${t} -- npm test`,
+    `  factory exec ${t} -- sh -c '<shell line>'     (runs in /work/repo as the agent user; output and exit status come back)`,
+    `Commit the work in the sandbox (factory exec ${t} -- git commit -am "<message>"). When the session ends the`,
+    `commits come back for review: the user sees them with \`factory diff ${t}\` or in the app's review and approves them`,
+    'into a branch of this repository. Files changed on this computer are not part of it.',
+    '',
+  ].join('\n');
+}
+
+function describeLeak(taskId: string, report: LeakReport): string {
+  const lines = [`factory: LEAK: the leak check of session sandbox ${taskId} found a credential; the sandbox is kept for inspection (see the app):`];
+  for (const h of report.hits) lines.push(`  credential ${plain(h.credentialId)} in ${h.source} (${plain(h.encoding)}${h.detail ? `, ${plain(h.detail)}` : ''})`);
+  return lines.join('\n') + '\n';
+}
+
+function describeIncomplete(taskId: string, report: LeakReport): string {
+  const parts = report.scanned.filter((s) => s.error).map((s) => `${plain(s.source)}: ${plain(s.error!)}`);
+  return `factory: the leak check of session sandbox ${taskId} could not scan everything (${parts.join('; ') || 'incomplete'})\n`;
+}
+
+export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+  const proc = sessionProcess();
+  const r = await client.call('sessions.start', {
+    sessionId: input.session_id,
+    cwd: input.cwd,
+    ...(input.source ? { source: input.source } : {}),
+    pid: proc.pid,
+    ...(proc.start ? { pidStart: proc.start } : {}),
+  });
+  if (io.json) printJson(io, { hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: sessionContext(r.task, r.resumed) } });
+  else io.stdout.write(sessionContext(r.task, r.resumed));
+  return 0;
+}
+
+export async function cmdHookStop(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+  let r;
+  try {
+    r = await client.call('sessions.check', { sessionId: input.session_id });
+  } catch (err) {
+    // A session that started before the hooks were installed has no sandbox: nothing to check.
+    if (err instanceof Error && err.name === 'SessionNotFound') return 0;
+    throw err;
+  }
+  if (r.report.verdict === 'leak') {
+    io.stderr.write(describeLeak(r.task.id, r.report));
+    // Claude was told once (stop_hook_active): exit 2 again would keep it from ever stopping.
+    return input.stop_hook_active ? 1 : 2;
+  }
+  if (r.report.verdict === 'incomplete') {
+    io.stderr.write(describeIncomplete(r.task.id, r.report));
+    return 1;
+  }
+  return 0;
+}
+
+export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+  let r;
+  try {
+    r = await client.call('sessions.end', { sessionId: input.session_id });
+  } catch (err) {
+    if (err instanceof Error && err.name === 'SessionNotFound') return 0;
+    throw err;
+  }
+  if (io.json) printJson(io, r);
+  if (r.report?.verdict === 'leak') {
+    io.stderr.write(describeLeak(r.task.id, r.report));
+    return 2;
+  }
+  if (r.report?.verdict === 'incomplete') io.stderr.write(describeIncomplete(r.task.id, r.report));
+  io.stderr.write(`factory: session sandbox ${r.task.id} destroyed; its work: factory diff ${r.task.id} (task ${r.task.phase})\n`);
+  return r.report?.verdict === 'incomplete' ? 1 : 0;
+}

@@ -1,0 +1,146 @@
+// `factory hooks install|uninstall`: our entries in Claude Code's settings.json
+// (project: <repo>/.claude/settings.json; user: ~/.claude/settings.json), in
+// Claude Code's hooks format: {"hooks": {"<Event>": [{"hooks": [{"type":
+// "command", "command": "...", "timeout": s}]}]}}. Each command we add ends with
+// a shell comment (MARK) so uninstall removes exactly what install added and
+// nothing the user wrote. A file that is not valid JSON, or whose hooks are not
+// in that shape, is refused and never rewritten.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FactoryError } from '../../../common/contract.js';
+import { writeFileAtomic } from '../../state/state-store.js';
+
+/** The comment that marks a command as ours (a shell comment: Claude Code runs hook commands through a shell). */
+export const MARK = '# added by factory hooks install';
+
+/** Claude Code event → our subcommand and its time limit (seconds): provisioning may boot a VM under software emulation. */
+export const HOOK_EVENTS = {
+  SessionStart: { sub: 'session-start', timeout: 900 },
+  Stop: { sub: 'stop', timeout: 300 },
+  SessionEnd: { sub: 'session-end', timeout: 600 },
+} as const;
+export type HookEvent = keyof typeof HOOK_EVENTS;
+
+export type Scope = 'project' | 'user';
+
+export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME || os.homedir()): string {
+  return scope === 'user' ? path.join(home, '.claude', 'settings.json') : path.join(cwd, '.claude', 'settings.json');
+}
+
+export function hookCommand(prefix: string, event: HookEvent): string {
+  return `${prefix} hook ${HOOK_EVENTS[event].sub} ${MARK}`;
+}
+
+export function isOurCommand(command: unknown): boolean {
+  return typeof command === 'string' && command.trimEnd().endsWith(MARK);
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Checks the part of the settings we touch; names the first thing out of shape. */
+function checkShape(settings: unknown, file: string): asserts settings is Json {
+  const bad = (what: string) => new FactoryError('HookSettingsInvalid', `${file}: ${what}; it was left as it is`);
+  if (!isObject(settings)) throw bad('the file is not a JSON object');
+  if (settings.hooks === undefined) return;
+  if (!isObject(settings.hooks)) throw bad('"hooks" is not an object');
+  for (const event of Object.keys(HOOK_EVENTS)) {
+    const groups = settings.hooks[event];
+    if (groups === undefined) continue;
+    if (!Array.isArray(groups)) throw bad(`"hooks.${event}" is not an array`);
+    groups.forEach((g, i) => {
+      if (!isObject(g) || !Array.isArray(g.hooks)) throw bad(`"hooks.${event}[${i}]" is not an object with a "hooks" array`);
+    });
+  }
+}
+
+/** Adds (or updates) our three entries; everything else stays as it was. Pure. */
+export function mergeHooks(settings: Json, prefix: string): { settings: Json; changed: boolean } {
+  const out = structuredClone(settings);
+  const hooks = (out.hooks ??= {}) as Record<string, Json[]>;
+  let changed = false;
+  for (const [event, { timeout }] of Object.entries(HOOK_EVENTS) as Array<[HookEvent, (typeof HOOK_EVENTS)[HookEvent]]>) {
+    const want = { type: 'command', command: hookCommand(prefix, event), timeout };
+    const groups = (hooks[event] ??= []);
+    const ours = groups.flatMap((g) => (g.hooks as Json[]).filter((h) => isOurCommand(h.command)));
+    if (ours.length === 1 && JSON.stringify(ours[0]) === JSON.stringify(want)) continue;
+    // Another prefix or a duplicate: ours go, then one fresh entry.
+    removeFrom(hooks, event);
+    (hooks[event] ??= []).push({ hooks: [want] });
+    changed = true;
+  }
+  return { settings: out, changed };
+}
+
+/** Removes our entries only: a group is dropped when it held nothing but ours, an event and "hooks" when we emptied them. Pure. */
+export function removeHooks(settings: Json): { settings: Json; removed: number } {
+  const out = structuredClone(settings);
+  if (!isObject(out.hooks)) return { settings: out, removed: 0 };
+  const hooks = out.hooks as Record<string, Json[]>;
+  let removed = 0;
+  for (const event of Object.keys(HOOK_EVENTS)) removed += removeFrom(hooks, event);
+  if (removed > 0 && Object.keys(hooks).length === 0) delete out.hooks;
+  return { settings: out, removed };
+}
+
+function removeFrom(hooks: Record<string, Json[]>, event: string): number {
+  const groups = hooks[event];
+  if (!Array.isArray(groups)) return 0;
+  let removed = 0;
+  const kept: Json[] = [];
+  for (const g of groups) {
+    const before = g.hooks as Json[];
+    const rest = before.filter((h) => !isOurCommand(h.command));
+    removed += before.length - rest.length;
+    if (rest.length === before.length) kept.push(g);
+    else if (rest.length > 0) kept.push({ ...g, hooks: rest });
+  }
+  if (removed === 0) return 0;
+  if (kept.length > 0) hooks[event] = kept;
+  else delete hooks[event];
+  return removed;
+}
+
+function readSettings(file: string): Json | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new FactoryError('HookSettingsInvalid', `${file} is not valid JSON (${(err as Error).message}); it was left as it is`);
+  }
+  checkShape(parsed, file);
+  return parsed;
+}
+
+async function writeSettings(file: string, settings: Json): Promise<void> {
+  // Through a symlink to the file it points at (dotfile managers link settings.json).
+  let target = file;
+  try {
+    target = fs.realpathSync(file);
+  } catch {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+  }
+  await writeFileAtomic(target, JSON.stringify(settings, null, 2) + '\n');
+}
+
+export async function installHooks(file: string, prefix: string): Promise<{ changed: boolean }> {
+  const { settings, changed } = mergeHooks(readSettings(file) ?? {}, prefix);
+  if (changed) await writeSettings(file, settings);
+  return { changed };
+}
+
+export async function uninstallHooks(file: string): Promise<{ removed: number }> {
+  const current = readSettings(file);
+  if (!current) return { removed: 0 };
+  const { settings, removed } = removeHooks(current);
+  if (removed > 0) await writeSettings(file, settings);
+  return { removed };
+}

@@ -1,0 +1,128 @@
+// `factory hooks install|uninstall` against real settings files on disk: the
+// user's own hooks and settings survive, installing twice changes nothing,
+// uninstall takes back exactly what install added, and a file that is not
+// JSON (or not in Claude Code's shape) is refused by name and left untouched.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MARK, installHooks, settingsPath, uninstallHooks } from '../../../main/cli/hooks/settings-file.js';
+
+let dir: string;
+let file: string;
+const read = () => JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, any>;
+
+const USERS = {
+  model: 'opus',
+  permissions: { allow: ['Bash(npm test)'] },
+  hooks: {
+    SessionStart: [{ matcher: 'startup', hooks: [{ type: 'command', command: 'echo mine' }] }],
+    Stop: [{ hooks: [{ type: 'command', command: 'notify-send done', timeout: 5 }] }],
+    PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: './guard.sh' }] }],
+  },
+};
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-settings-'));
+  file = path.join(dir, '.claude', 'settings.json');
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('factory hooks install', () => {
+  it('creates .claude/settings.json with the three command hooks in Claude Code\'s shape', async () => {
+    expect(await installHooks(file, 'factory')).toEqual({ changed: true });
+    const s = read();
+    expect(s.hooks.SessionStart).toEqual([{ hooks: [{ type: 'command', command: `factory hook session-start ${MARK}`, timeout: 900 }] }]);
+    expect(s.hooks.Stop[0].hooks[0].command).toBe(`factory hook stop ${MARK}`);
+    expect(s.hooks.SessionEnd[0].hooks[0].command).toBe(`factory hook session-end ${MARK}`);
+  });
+
+  it("keeps the user's other hooks and settings, and a second install changes nothing", async () => {
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, JSON.stringify(USERS));
+    await installHooks(file, 'factory');
+    const once = fs.readFileSync(file, 'utf8');
+    const s = read();
+    expect(s.model).toBe('opus');
+    expect(s.permissions).toEqual(USERS.permissions);
+    expect(s.hooks.PreToolUse).toEqual(USERS.hooks.PreToolUse);
+    expect(s.hooks.SessionStart[0]).toEqual(USERS.hooks.SessionStart[0]);
+    expect(s.hooks.SessionStart).toHaveLength(2);
+    expect(s.hooks.Stop[0]).toEqual(USERS.hooks.Stop[0]);
+    const mtime = fs.statSync(file).mtimeMs;
+    expect(await installHooks(file, 'factory')).toEqual({ changed: false });
+    expect(fs.readFileSync(file, 'utf8')).toBe(once);
+    expect(fs.statSync(file).mtimeMs).toBe(mtime);
+  });
+
+  it('an install with another command path replaces its own entries instead of adding a second set', async () => {
+    await installHooks(file, 'factory');
+    await installHooks(file, '/opt/factory/bin/factory');
+    const s = read();
+    for (const e of ['SessionStart', 'Stop', 'SessionEnd']) {
+      expect(s.hooks[e]).toHaveLength(1);
+      expect(s.hooks[e][0].hooks[0].command).toMatch(/^\/opt\/factory\/bin\/factory hook /);
+    }
+  });
+
+  it('uninstall removes exactly what install added, even when the user moved ours next to theirs', async () => {
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, JSON.stringify(USERS));
+    await installHooks(file, 'factory');
+    // The user edits the file: our Stop command now shares a group with one of theirs.
+    const s = read();
+    s.hooks.Stop[0].hooks.push(s.hooks.Stop[1].hooks[0]);
+    s.hooks.Stop.pop();
+    fs.writeFileSync(file, JSON.stringify(s));
+    expect(await uninstallHooks(file)).toEqual({ removed: 3 });
+    expect(read()).toEqual(USERS);
+    expect(await uninstallHooks(file)).toEqual({ removed: 0 });
+  });
+
+  it('uninstall of a file we created leaves no empty hooks object behind', async () => {
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, JSON.stringify({ model: 'sonnet' }));
+    await installHooks(file, 'factory');
+    await uninstallHooks(file);
+    expect(read()).toEqual({ model: 'sonnet' });
+  });
+
+  it('a hook of the user that merely mentions "factory hook" is not ours and stays', async () => {
+    fs.mkdirSync(path.dirname(file));
+    const theirs = { hooks: { SessionEnd: [{ hooks: [{ type: 'command', command: 'factory hook session-end # my own wrapper' }] }] } };
+    fs.writeFileSync(file, JSON.stringify(theirs));
+    await installHooks(file, 'factory');
+    await uninstallHooks(file);
+    expect(read()).toEqual(theirs);
+  });
+
+  it.each([
+    ['a trailing comma', '{"hooks": {},}', /not valid JSON/],
+    ['JSON with comments', '// mine\n{"hooks": {}}', /not valid JSON/],
+    ['an array', '[]', /not a JSON object/],
+    ['hooks as a list', '{"hooks": []}', /"hooks" is not an object/],
+    ['an event that is not a list', '{"hooks": {"Stop": {"hooks": []}}}', /"hooks.Stop" is not an array/],
+    ['a group without hooks', '{"hooks": {"SessionEnd": [{"command": "x"}]}}', /"hooks.SessionEnd\[0\]" is not an object/],
+  ])('refuses a settings file with %s, names the problem and leaves it untouched', async (_what, text, message) => {
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, text);
+    await expect(installHooks(file, 'factory')).rejects.toMatchObject({ name: 'HookSettingsInvalid', message: expect.stringMatching(message) });
+    await expect(uninstallHooks(file)).rejects.toMatchObject({ name: 'HookSettingsInvalid' });
+    expect(fs.readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it('writes through a symlinked settings.json to the file it points at', async () => {
+    const real = path.join(dir, 'dotfiles-settings.json');
+    fs.writeFileSync(real, JSON.stringify({ model: 'opus' }));
+    fs.mkdirSync(path.dirname(file));
+    fs.symlinkSync(real, file);
+    await installHooks(file, 'factory');
+    expect(fs.lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(fs.readFileSync(real, 'utf8')).hooks.SessionStart).toHaveLength(1);
+  });
+
+  it('project scope is the repository at cwd; user scope follows HOME', () => {
+    expect(settingsPath('project', '/r/repo', '/h')).toBe('/r/repo/.claude/settings.json');
+    expect(settingsPath('user', '/r/repo', '/h')).toBe('/h/.claude/settings.json');
+  });
+});
