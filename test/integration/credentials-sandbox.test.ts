@@ -140,10 +140,17 @@ describe('credentials in a real sandbox', () => {
 
   it('the guest cannot reach services on the host loopback', async () => {
     for (const port of [hostOnlyPort, stub.port, gitServer.port]) {
-      const r = await guest(`curl -sS -m 5 -k http://10.0.2.2:${port}/ 2>&1 || echo unreachable; curl -sS -m 5 -k https://10.0.2.2:${port}/ 2>&1 || echo unreachable`, 60_000);
+      // Directly (the guest's proxy variables set aside): no route.
+      const direct = `curl --noproxy '*' -sS -m 5 -k`;
+      const r = await guest(`${direct} http://10.0.2.2:${port}/ 2>&1 || echo unreachable; ${direct} https://10.0.2.2:${port}/ 2>&1 || echo unreachable`, 60_000);
       expect(r.stdout).not.toContain('host-only-service');
       expect(r.stdout).not.toContain('message');
       expect(r.stdout.match(/unreachable/g)).toHaveLength(2);
+      // Through the proxy (as the guest's HTTP_PROXY sends it): refused, an address is never a rule.
+      const viaProxy = await guest(`curl -sS -m 10 -w '\\n%{http_code}' http://10.0.2.2:${port}/ 2>&1; curl -sS -m 10 -k https://10.0.2.2:${port}/ 2>&1 || echo refused`, 60_000);
+      expect(viaProxy.stdout).not.toContain('host-only-service');
+      expect(viaProxy.stdout).toMatch(/IP literal[\s\S]*403/);
+      expect(viaProxy.stdout).toMatch(/CONNECT tunnel failed, response 403|refused/);
     }
     // And the proxy itself refuses anything but its rules.
     const other = await guest(`curl -sS -w '\\n%{http_code}' http://10.0.2.100/elsewhere/`);
