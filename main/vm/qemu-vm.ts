@@ -3,7 +3,7 @@
 // delete the disk, keys and sockets; logs stay). What happens inside the guest
 // (readiness, re-keying) is the guest agent's (main/guest/guest-agent.ts).
 import type { ChildProcess } from 'node:child_process';
-import { appendFile, chmod, copyFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { appendFile, chmod, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
@@ -239,8 +239,8 @@ export class QemuVm {
         await rm(warmDir, { recursive: true, force: true });
       }
     }
-    if (prepared) await qmp.execute('stop');
     try {
+      if (prepared) await qmp.execute('stop');
       try {
         await qmp.execute('blockdev-snapshot-sync', {
           device: DISK_DRIVE_ID,
@@ -281,6 +281,8 @@ export class QemuVm {
     await copyFile(this.fwCfgFiles.authorizedKeys, f.fwCfg.authorizedKeys);
     await copyFile(this.fwCfgFiles.hostKey, f.fwCfg.hostKey);
     await writeKeys(f.guest, this.keys);
+    // Guest memory may hold anything of the guest: owner-only before QEMU writes into it.
+    await writeFile(f.state, '', { mode: 0o600 });
   }
 
   serialTail(lines: number): string {

@@ -42,6 +42,8 @@ describe('warm environment layers', () => {
     frozenAt = Date.now();
     expect(frozen.memoryError).toBeUndefined();
     expect(frozen.memory).toBeDefined();
+    // Guest memory is the guest's secrets too: only the owner may read the saved state.
+    expect((await stat(warmFiles(frozen.memory!.dir).state)).mode & 0o077).toBe(0);
     // The setup's sandbox runs on after the pause: its session still works and writes go to the new overlay.
     const after = await ssh.run('echo task > /opt/env/after-freeze && sync && cat /opt/env/marker', { timeoutMs: 60_000 });
     expect(after).toMatchObject({ code: 0, stdout: 'installed\n' });
