@@ -52,6 +52,8 @@ async function main() {
     const second = await startToTest('second task');
     await app.api['tasks.destroy']({ taskId: second.task.id });
     console.log(`(a) Start → test finished: first ${fmt(first.ms)} (setup ${fmt(first.task.setup?.durationMs ?? 0)}), second ${fmt(second.ms)} (setup ${second.task.setup?.status}); ratio second/first ${(second.ms / first.ms).toFixed(3)} (goal ≤ 0.25)`);
+    // The second sandbox resumes the layer's saved memory when it can (a cold boot on the layer takes ~2-3× as long).
+    console.log(`    boot to SSH: first ${fmt(first.task.sandbox?.bootMs ?? NaN)}, second (on the layer) ${fmt(second.task.sandbox?.bootMs ?? NaN)}`);
 
     const layers = await app.api['layers.list']({});
     const layer = layers.find((l) => l.id === first.task.setup?.layer?.id);
