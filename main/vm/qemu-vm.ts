@@ -134,6 +134,13 @@ export class QemuVm {
     return this.ended;
   }
 
+  /** How QEMU ended and its last stderr lines, once it has; undefined while it runs. */
+  exitSummary(): string | undefined {
+    if (!this.ended) return undefined;
+    const said = this.stderr.trim().split('\n').slice(-3).join(' / ');
+    return `QEMU ${this.exitDescription}${said ? `: ${said}` : ''}`;
+  }
+
   portWasTaken(): boolean {
     return /Could not set up host forwarding rule/i.test(this.stderr);
   }

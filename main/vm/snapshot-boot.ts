@@ -129,7 +129,10 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
     await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
   } catch (err) {
+    // A state QEMU cannot load makes it exit: its own words say more than the closed connection.
+    await Promise.race([vm.exited, sleep(500)]);
+    const ended = vm.exitSummary();
     await vm.kill();
-    throw err;
+    throw ended ? new Error(`${(err as Error).message} (${ended})`) : err;
   }
 }

@@ -121,7 +121,8 @@ describe('warm environment layers', () => {
     const vm = await driver.start({ sandboxDir: path.join(root, 'damaged'), image, backingDisk: layer.disk, warm: { dir: damaged, machineKey: layer.warm!.machineKey } });
     vms.push(vm);
     expect(vm.bootMode).toBe('cold');
-    expect(driver.lastWarmBootError).toBeDefined();
+    // The reason is QEMU's own (it exits when the state cannot be loaded), not just a closed connection.
+    expect(driver.lastWarmBootError?.message).toMatch(/QEMU (exited|killed)[^:]*: .*(load|migrat|incoming)/i);
     timings.push(`damaged state refused: ${driver.lastWarmBootError?.message.split('\n')[0]}`);
     const ssh = await vm.ssh();
     expect((await ssh.run('cat /opt/env/marker')).stdout).toBe('installed\n');
