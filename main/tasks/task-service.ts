@@ -496,7 +496,7 @@ export class TaskService<Image = unknown> {
     let note = '';
     try {
       // What setup wrote must be on the disk before it is frozen into the layer; empty caches make the saved memory small.
-      const sync = await sandbox.ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches', { timeoutMs: 120_000 });
+      const sync = await sandbox.ssh.run('sync && { echo 3 > /proc/sys/vm/drop_caches || true; }', { timeoutMs: 120_000 });
       if (sync.code !== 0) throw new Error(`sync in the sandbox failed: ${sync.stderr.trim().slice(0, 200)}`);
       if (!sandbox.vm.freezeDisk) throw new Error('this sandbox driver cannot freeze its disk');
       const frozen = await sandbox.vm.freezeDisk({ memory: true });
