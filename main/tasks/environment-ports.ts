@@ -25,13 +25,15 @@ export interface LayerPort {
   /** The layer's read-only qcow2 disk (backed by the base image). */
   disk: string;
   createdAt: string;
+  /** The guest's memory saved with the disk, when the layer has it (a new sandbox restores it instead of booting). */
+  warm?: { dir: string; machineKey: string };
 }
 
 export interface LayerStorePort {
   find(key: string): Promise<LayerPort | undefined>;
   /** Marks a layer in use until the returned function is called (eviction and delete keep it). */
   acquire(id: string): () => void;
-  commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string }): Promise<LayerPort>;
+  commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: { dir: string; machineKey: string } }): Promise<LayerPort>;
   evict(budgetBytes: number, keep?: string): Promise<unknown>;
   list(): Promise<{ layers: Array<Omit<LayerInfo, 'inUse'>>; broken: Array<{ id: string; reason: string }> }>;
   isInUse(id: string): boolean;

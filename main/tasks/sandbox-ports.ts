@@ -28,8 +28,17 @@ export interface RunningVmPort {
   exited: Promise<void>;
   /** The VM's own QMP client, where the driver offers it. */
   qmp?(): Promise<QmpPort>;
-  /** The disk written so far becomes a read-only file (returned); further writes go to a new overlay. Run `sync` in the guest first. */
-  freezeDisk?(): Promise<string>;
+  /**
+   * The disk written so far becomes a read-only file; further writes go to a new overlay. Run `sync` in the guest
+   * first. With memory (drop the guest's caches first), its memory of the same instant too, when it can be saved.
+   */
+  freezeDisk?(opts?: { memory?: boolean }): Promise<{ disk: string; memory?: WarmMemoryPort; memoryError?: string }>;
+}
+
+/** A guest memory state saved with a frozen disk: its folder and the machine it belongs to. */
+export interface WarmMemoryPort {
+  dir: string;
+  machineKey: string;
 }
 
 export interface ImageStorePort<Image> {
@@ -53,8 +62,10 @@ export interface QemuDriverPort<Image> {
     cpus?: number;
     bootTimeoutMs?: number;
     guestForwards?: GuestForwardSpec[];
-    /** A layer's disk to boot on (cold) instead of the bare base image. */
+    /** A layer's disk to boot on instead of the bare base image. */
     backingDisk?: string;
+    /** The layer's memory state: restored when it fits this machine, else the boot on the layer is cold. */
+    warm?: WarmMemoryPort;
   }): Promise<RunningVmPort>;
 }
 

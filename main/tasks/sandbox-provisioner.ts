@@ -18,7 +18,7 @@ import { createSeedBundle } from './host-repo.js';
 import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle } from '../guest/guest-certificates.js';
 import { writeGuestFile } from '../pipeline/stage-runner.js';
 import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from './sandbox-ports.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from './sandbox-ports.js';
 
 export interface SandboxProvisionerDeps<Image> {
   paths: AppPaths;
@@ -116,7 +116,7 @@ export class SandboxProvisioner<Image = unknown> {
   }
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
-  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string } = {}): Promise<RunningVmPort> {
+  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort } = {}): Promise<RunningVmPort> {
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
@@ -135,6 +135,7 @@ export class SandboxProvisioner<Image = unknown> {
       cpus: settings.vmCpus,
       ...(guestForwards.length ? { guestForwards } : {}),
       ...(opts.backingDisk ? { backingDisk: opts.backingDisk } : {}),
+      ...(opts.backingDisk && opts.warm ? { warm: opts.warm } : {}),
       ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
     });
     return sandbox.vm;

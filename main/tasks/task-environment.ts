@@ -137,9 +137,16 @@ export class TaskEnvironment {
     return { layer, release: this.deps.layers.acquire(layer.id) };
   }
 
-  /** After a successful setup: the frozen disk becomes the repository's layer; older layers go past the budget. */
-  async commitLayer(task: Task, plan: EnvironmentPlanPort, frozenDisk: string): Promise<LayerPort> {
-    const layer = await this.deps.layers.commit({ key: plan.cacheKey, repo: task.repoPath, imageVersion: this.deps.imageVersion(), summary: plan.summary, frozenDisk });
+  /** After a successful setup: the frozen disk (and the memory of that instant) becomes the repository's layer; older layers go past the budget. */
+  async commitLayer(task: Task, plan: EnvironmentPlanPort, frozen: { disk: string; memory?: { dir: string; machineKey: string } }): Promise<LayerPort> {
+    const layer = await this.deps.layers.commit({
+      key: plan.cacheKey,
+      repo: task.repoPath,
+      imageVersion: this.deps.imageVersion(),
+      summary: plan.summary,
+      frozenDisk: frozen.disk,
+      ...(frozen.memory ? { memory: frozen.memory } : {}),
+    });
     await this.deps.layers.evict(this.deps.settings().layerBudgetGb * 1024 ** 3, layer.id);
     return layer;
   }

@@ -442,7 +442,8 @@ export class TaskService<Image = unknown> {
 
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
-    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...(cached ? { backingDisk: cached.layer.disk } : {}) });
+    const onLayer = cached ? { backingDisk: cached.layer.disk, ...(cached.layer.warm ? { warm: cached.layer.warm } : {}) } : {};
+    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...onLayer });
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
       .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));
@@ -506,11 +507,12 @@ export class TaskService<Image = unknown> {
     let layer: { id: string; reused: boolean } | undefined;
     let note = '';
     try {
-      // What setup wrote must be on the disk before it is frozen into the layer.
-      const sync = await sandbox.ssh.run('sync', { timeoutMs: 120_000 });
+      // What setup wrote must be on the disk before it is frozen into the layer; empty caches make the saved memory small.
+      const sync = await sandbox.ssh.run('sync && { echo 3 > /proc/sys/vm/drop_caches || true; }', { timeoutMs: 120_000 });
       if (sync.code !== 0) throw new Error(`sync in the sandbox failed: ${sync.stderr.trim().slice(0, 200)}`);
       if (!sandbox.vm.freezeDisk) throw new Error('this sandbox driver cannot freeze its disk');
-      const frozen = await sandbox.vm.freezeDisk();
+      const frozen = await sandbox.vm.freezeDisk({ memory: true });
+      if (frozen.memoryError) this.deps.log.warn('the layer is kept without its memory (the next task boots cold)', { taskId: task().id, err: new Error(frozen.memoryError) });
       const made = await this.deps.environment.commitLayer(task(), plan, frozen);
       layer = { id: made.id, reused: false };
     } catch (err) {

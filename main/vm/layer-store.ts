@@ -11,6 +11,7 @@ import { chmod, copyFile, link, lstat, mkdir, open, readdir, readFile, rename, r
 import path from 'node:path';
 import { z } from 'zod';
 import { runCommand } from './process-runner.js';
+import { warmFileList, warmProblem, type WarmMemory } from './warm-state.js';
 
 export const LayerMeta = z.strictObject({
   id: z.string().regex(/^[a-z0-9-]{1,64}$/),
@@ -23,12 +24,19 @@ export const LayerMeta = z.strictObject({
   /** Real bytes on disk (allocated blocks), not the qcow2 virtual size. */
   sizeBytes: z.number().int().nonnegative(),
   summary: z.array(z.string().max(500)).max(200),
+  /** The guest's memory was saved with the disk (files under warm/) on this machine (machineKey). */
+  memory: z.strictObject({ machineKey: z.string().regex(/^[0-9a-f]{16}$/) }).optional(),
 });
 export type LayerMeta = z.infer<typeof LayerMeta>;
 
 export interface Layer extends LayerMeta {
   dir: string;
   disk: string;
+}
+
+/** A layer as find() hands it out: with its memory state only when all of its files are there. */
+export interface FoundLayer extends Layer {
+  warm?: WarmMemory;
 }
 
 /** A folder under the root that is not a usable layer (reported, removable with remove(id)). */
@@ -50,6 +58,7 @@ export interface LayerStoreOptions {
 
 const DISK = 'disk.qcow2';
 const META = 'layer.json';
+const WARM = 'warm';
 const ID_PATTERN = /^[a-z0-9-]{1,64}$/;
 
 export class LayerStore {
@@ -67,7 +76,7 @@ export class LayerStore {
    * same filesystem, else a copy; fsync; 0444; layer.json last; then the
    * folder is renamed into place. Older layers of the same key not in use go.
    */
-  async commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string }): Promise<Layer> {
+  async commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: WarmMemory }): Promise<Layer> {
     await mkdir(this.root, { recursive: true, mode: 0o700 });
     const id = `${this.now().getTime().toString(36)}-${randomBytes(6).toString('hex')}`;
     const tmp = path.join(this.root, `.tmp-${id}`);
@@ -85,6 +94,12 @@ export class LayerStore {
       }
       await fsyncFile(disk);
       await chmod(disk, 0o444);
+      // Memory that cannot be kept leaves a layer that boots cold, as one committed without it.
+      const warm = input.memory ? await takeWarm(input.memory.dir, path.join(tmp, WARM)).then(() => true, (err: Error) => {
+        this.opts.onRefused?.(id, err.message);
+        return false;
+      }) : false;
+      if (!warm) await rm(path.join(tmp, WARM), { recursive: true, force: true });
       const at = this.now().toISOString();
       const meta = LayerMeta.parse({
         id,
@@ -93,9 +108,10 @@ export class LayerStore {
         imageVersion: input.imageVersion,
         createdAt: at,
         lastUsedAt: at,
-        sizeBytes: await diskBytes(disk),
+        sizeBytes: await layerBytes(tmp),
         // Lines come from the repository's config: shown, never trusted to be short or printable.
         summary: input.summary.slice(0, 200).map((line) => line.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').slice(0, 500)),
+        ...(warm && input.memory ? { memory: { machineKey: input.memory.machineKey } } : {}),
       });
       // Checked before it can be found: a disk on another base is never a layer.
       const problem = (await this.checkDisk(disk, meta)) ?? (await this.checkConsistent(disk));
@@ -114,7 +130,7 @@ export class LayerStore {
   }
 
   /** The newest sound layer for key, its last use set to now; undefined (and reported) when none can be used. */
-  async find(key: string): Promise<Layer | undefined> {
+  async find(key: string): Promise<FoundLayer | undefined> {
     const candidates = (await this.list()).layers.filter((l) => l.key === key).sort((a, b) => b.createdAt.localeCompare(a.createdAt));
     for (const layer of candidates) {
       const problem = await this.checkDisk(layer.disk, layer);
@@ -124,7 +140,12 @@ export class LayerStore {
       }
       const touched: LayerMeta = { ...stripPaths(layer), lastUsedAt: this.now().toISOString() };
       await writeJsonDurably(path.join(layer.dir, META), touched);
-      return { ...touched, dir: layer.dir, disk: layer.disk };
+      // A layer whose memory files are gone or damaged still boots (cold) on its disk.
+      const warmDir = path.join(layer.dir, WARM);
+      const memoryProblem = layer.memory ? await warmProblem(warmDir) : 'no memory state';
+      if (layer.memory && memoryProblem) this.opts.onRefused?.(layer.id, `its memory state is not used: ${memoryProblem}`);
+      const warm = layer.memory && !memoryProblem ? { warm: { dir: warmDir, machineKey: layer.memory.machineKey } } : {};
+      return { ...touched, dir: layer.dir, disk: layer.disk, ...warm };
     }
     return undefined;
   }
@@ -196,7 +217,7 @@ export class LayerStore {
       await this.remove(b.id);
       removed.push(b.id);
     }
-    const sized = await Promise.all(layers.map(async (l) => ({ id: l.id, lastUsedAt: l.lastUsedAt, bytes: await diskBytes(l.disk).catch(() => 0) })));
+    const sized = await Promise.all(layers.map(async (l) => ({ id: l.id, lastUsedAt: l.lastUsedAt, bytes: await layerBytes(l.dir).catch(() => 0) })));
     let total = sized.reduce((sum, l) => sum + l.bytes, 0);
     for (const l of sized.sort((a, b) => a.lastUsedAt.localeCompare(b.lastUsedAt))) {
       if (total <= budgetBytes) break;
@@ -286,6 +307,33 @@ async function readLayer(dir: string, name: string): Promise<Layer | { reason: s
   if (!meta.success) return { reason: `${META} is invalid: ${meta.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
   if (meta.data.id !== name) return { reason: `${META} names layer ${meta.data.id}, not its folder ${name}` };
   return { ...meta.data, dir, disk: path.join(dir, DISK) };
+}
+
+/** Links (or copies) every file of a warm state folder to, fsynced and read-only. */
+async function takeWarm(from: string, to: string): Promise<void> {
+  const problem = await warmProblem(from);
+  if (problem) throw new Error(`the memory state cannot be kept: ${problem}`);
+  for (const rel of warmFileList(from)) {
+    const target = path.join(to, rel);
+    await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
+    try {
+      await link(path.join(from, rel), target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+      await copyFile(path.join(from, rel), target, constants.COPYFILE_EXCL);
+    }
+    await fsyncFile(target);
+    // Keys stay owner-only; nothing here is written again.
+    await chmod(target, 0o400);
+  }
+  for (const sub of [...new Set(warmFileList(from).map((rel) => path.dirname(path.join(to, rel))))]) await fsyncDir(sub);
+}
+
+/** Bytes a layer folder takes: its disk and, when there, its memory state. */
+async function layerBytes(dir: string): Promise<number> {
+  let total = await diskBytes(path.join(dir, DISK));
+  for (const rel of warmFileList(path.join(dir, WARM))) total += await diskBytes(path.join(dir, WARM, rel)).catch(() => 0);
+  return total;
 }
 
 /** Bytes the file really takes on disk (allocated blocks). */

@@ -17,14 +17,17 @@ import type { BaseImage } from './image-store.js';
 import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
-import { QemuVm, type LaunchContext } from './qemu-vm.js';
-import { activeDisk, qemuGuestName, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { QemuVm, type FrozenDisk, type LaunchContext } from './qemu-vm.js';
+import { activeDisk, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
-import { SnapshotBoot } from './snapshot-boot.js';
+import { resumeRestored, SnapshotBoot } from './snapshot-boot.js';
+import { machineKey, warmFiles, warmProblem, type WarmMemory } from './warm-state.js';
 import { SnapshotStore } from './snapshot-store.js';
 
 export type { GuestForward } from './qemu-args.js';
+export type { FrozenDisk } from './qemu-vm.js';
+export type { WarmMemory } from './warm-state.js';
 export { sandboxFiles } from './sandbox-files.js';
 
 export interface QemuDriverOptions {
@@ -57,6 +60,12 @@ export interface StartOptions {
    * match that disk, so the sandbox then boots cold with the image's kernel.
    */
   backingDisk?: string;
+  /**
+   * The layer's memory saved with its disk (warm-state.ts): with backingDisk,
+   * restored instead of booting when it belongs to this very machine
+   * (machineKey); any failure falls back to a cold boot on the layer.
+   */
+  warm?: WarmMemory;
 }
 
 export interface RunningVm {
@@ -65,12 +74,15 @@ export interface RunningVm {
   sshPort: number;
   bootMs: number;
   sandboxDir: string;
-  /** 'snapshot' when restored from the image's booted snapshot, else 'cold'. */
+  /** 'snapshot' when restored from a saved memory state (the image's, or a warm layer's), else 'cold'. */
   bootMode: 'cold' | 'snapshot';
   /** The layer disk the sandbox's overlay was made on (start's backingDisk), when one was given. */
   backingDisk: string | undefined;
-  /** The disk written so far becomes a read-only file (returned); writes go on in a new overlay. Run `sync` in the guest first. */
-  freezeDisk(): Promise<string>;
+  /**
+   * The disk written so far becomes a read-only file; writes go on in a new overlay. Run `sync` in the
+   * guest first (and drop its caches when saving memory). With memory: the guest's memory of the same instant too.
+   */
+  freezeDisk(opts?: { memory?: boolean }): Promise<FrozenDisk>;
   /** New connection, host key pinned, per-sandbox client key. */
   ssh(opts?: { username?: string }): Promise<SandboxSsh>;
   /** QMP quit, SIGKILL on timeout; resolves when the process has ended. */
@@ -95,6 +107,8 @@ export class QemuDriver {
 
   /** Why the last start() did not restore a snapshot (for diagnostics). */
   lastFastBootError: Error | undefined;
+  /** Why the last start() given a warm layer did not restore it (for diagnostics). */
+  lastWarmBootError: Error | undefined;
 
   constructor(opts: QemuDriverOptions = {}) {
     this.qemuBinary = opts.qemuBinary ?? 'qemu-system-x86_64';
@@ -154,6 +168,19 @@ export class QemuDriver {
     const ctx = this.context(accel, opts.image, { memoryMb: opts.memoryMb, cpus: opts.cpus }, files, opts.guestForwards ?? []);
     const bootTimeoutMs = opts.bootTimeoutMs ?? (accel.accel === 'tcg' ? 180_000 : 60_000);
     const started = Date.now();
+    this.lastWarmBootError = undefined;
+
+    if (opts.warm && backingDisk && !overlayExisted) {
+      try {
+        const vm = await this.restoreWarm(ctx, keys, backingDisk, opts.warm, installed.version, Math.min(bootTimeoutMs, 60_000));
+        vm.bootMs = Date.now() - started;
+        vm.backingDisk = backingDisk;
+        return vm;
+      } catch (err) {
+        this.lastWarmBootError = err as Error;
+        await rm(files.overlay, { force: true });
+      }
+    }
 
     // A fresh sandbox restores the image's booted snapshot when one can be had;
     // anything going wrong there falls back to a normal boot.
@@ -181,6 +208,24 @@ export class QemuDriver {
       if (!overlayExisted) await rm(files.overlay, { force: true });
       throw err;
     }
+  }
+
+  /**
+   * Restores a layer's saved memory on an overlay of the layer's disk, with
+   * the fw_cfg files and keys it was saved with, then gives the guest keys.
+   * Rejects (the VM killed) when the state is of another machine or fails.
+   */
+  private async restoreWarm(ctx: LaunchContext, keys: SandboxKeys, layerDisk: string, warm: WarmMemory, qemuVersion: string, timeoutMs: number): Promise<QemuVm> {
+    const expected = machineKey(ctx, qemuVersion, this.qemuBinary);
+    if (warm.machineKey !== expected) throw new Error(`the layer's memory is of another machine (${warm.machineKey}, this one is ${expected})`);
+    const problem = await warmProblem(warm.dir);
+    if (problem) throw new Error(problem);
+    const saved = warmFiles(warm.dir);
+    const savedKeys = await readKeys(saved.guest);
+    await this.createOverlay(layerDisk, ctx.files.overlay);
+    const vm = await this.launch(ctx, savedKeys, { fwCfgFiles: saved.fwCfg, incomingState: saved.state, bootMode: 'snapshot' });
+    await resumeRestored(vm, keys, timeoutMs);
+    return vm;
   }
 
   /**
@@ -287,6 +332,8 @@ export class QemuDriver {
       sshPort,
       serialOffset,
       bootMode: how.bootMode,
+      fwCfgFiles: how.fwCfgFiles,
+      machineKey: machineKey(ctx, this.installed?.version ?? '', this.qemuBinary),
       child: spawn(this.qemuBinary, args, { stdio: ['ignore', 'ignore', 'pipe'] }),
     });
   }

@@ -3,7 +3,8 @@
 // delete the disk, keys and sockets; logs stay). What happens inside the guest
 // (readiness, re-keying) is the guest agent's (main/guest/guest-agent.ts).
 import type { ChildProcess } from 'node:child_process';
-import { appendFile, chmod, rm } from 'node:fs/promises';
+import { appendFile, chmod, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
@@ -11,7 +12,9 @@ import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { AccelChoice } from './accel-probe.js';
 import { QmpClient, QmpError } from './qmp-client.js';
 import { DISK_DRIVE_ID, type GuestForward } from './qemu-args.js';
-import { activeDisk, nextDisk, sandboxDisks, type SandboxFiles } from './sandbox-files.js';
+import { activeDisk, nextDisk, sandboxDisks, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { warmFiles, type WarmMemory } from './warm-state.js';
+import { shellQuote } from '../../common/shell-quote.js';
 import { readTail } from './serial-log.js';
 
 /** Everything a QEMU launch of a sandbox needs, fixed before the first attempt. */
@@ -52,6 +55,18 @@ export interface QemuVmInit {
   serialOffset: number;
   bootMode: 'cold' | 'snapshot';
   child: ChildProcess;
+  /** The files QEMU was given through fw_cfg (a restore of this VM's memory must present the same). */
+  fwCfgFiles: SandboxFiles;
+  /** machineKey() of this launch: the machine a memory state of this VM belongs to. */
+  machineKey: string;
+}
+
+/** What freezeDisk() made: the read-only disk, and the memory state of the same instant when asked for and saved. */
+export interface FrozenDisk {
+  disk: string;
+  memory?: WarmMemory;
+  /** Why the memory was not saved, when it was asked for. */
+  memoryError?: string;
 }
 
 export class QemuVm {
@@ -71,6 +86,8 @@ export class QemuVm {
   private readonly accelChoice: AccelChoice;
   private readonly serialOffset: number;
   private readonly child: ChildProcess;
+  private readonly fwCfgFiles: SandboxFiles;
+  private readonly machineKey: string;
   private freezing: Promise<unknown> = Promise.resolve();
   private stderr = '';
   private ended = false;
@@ -91,6 +108,8 @@ export class QemuVm {
     this.keys = init.keys;
     this.serialOffset = init.serialOffset;
     this.bootMode = init.bootMode;
+    this.fwCfgFiles = init.fwCfgFiles;
+    this.machineKey = init.machineKey;
     track(this.child);
     const log = init.files.qemuLog;
     this.child.stderr?.on('data', (c: Buffer) => {
@@ -113,6 +132,13 @@ export class QemuVm {
 
   get hasExited(): boolean {
     return this.ended;
+  }
+
+  /** How QEMU ended and its last stderr lines, once it has; undefined while it runs. */
+  exitSummary(): string | undefined {
+    if (!this.ended) return undefined;
+    const said = this.stderr.trim().split('\n').slice(-3).join(' / ');
+    return `QEMU ${this.exitDescription}${said ? `: ${said}` : ''}`;
   }
 
   portWasTaken(): boolean {
@@ -187,40 +213,83 @@ export class QemuVm {
 
   /**
    * Makes the disk written so far a read-only file and sends the guest's
-   * further writes to a new overlay on top of it, without stopping the VM
-   * (QMP blockdev-snapshot-sync; QEMU flushes the old file and reopens it
-   * read-only). The caller has run `sync` in the guest first. Returns the
-   * frozen file, whose backing file is unchanged (the base image, or a layer).
+   * further writes to a new overlay on top of it (QMP blockdev-snapshot-sync;
+   * QEMU flushes the old file and reopens it read-only). The caller has run
+   * `sync` in the guest first. Returns the frozen file, whose backing file is
+   * unchanged (the base image, or a layer). Without `memory` the VM never
+   * stops; with it the VM is paused while its memory is saved to a file
+   * (warm-state.ts) so that memory and frozen disk are of one instant; a
+   * failed save leaves the disk frozen and says why (memoryError).
    */
-  freezeDisk(): Promise<string> {
+  freezeDisk(opts: { memory?: boolean } = {}): Promise<FrozenDisk> {
     const run = this.freezing.then(
-      () => this.doFreeze(),
-      () => this.doFreeze(),
+      () => this.doFreeze(opts.memory === true),
+      () => this.doFreeze(opts.memory === true),
     );
     this.freezing = run.catch(() => {});
     return run;
   }
 
-  private async doFreeze(): Promise<string> {
+  private async doFreeze(memory: boolean): Promise<FrozenDisk> {
     if (this.ended || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
     const frozen = activeDisk(this.files);
     const next = nextDisk(this.files);
     const qmp = await this.qmp();
-    try {
-      await qmp.execute('blockdev-snapshot-sync', {
-        device: DISK_DRIVE_ID,
-        'snapshot-file': next,
-        format: 'qcow2',
-        // The new overlay names the frozen file by its absolute path, so a restart finds the chain.
-        mode: 'absolute-paths',
-      });
-    } catch (err) {
-      // QEMU refused: it still writes to the old file, so a file it may have left is not the disk.
-      if (err instanceof QmpError) await rm(next, { force: true });
-      throw new Error(`could not freeze the sandbox disk: ${(err as Error).message}`);
+    // The memory goes next to the disk it matches, one folder per freeze.
+    const warmDir = path.join(this.sandboxDir, `warm-${path.basename(frozen, '.qcow2')}`);
+    let prepared = false;
+    if (memory) {
+      try {
+        await this.prepareWarmDir(warmDir);
+        prepared = true;
+      } catch {
+        await rm(warmDir, { recursive: true, force: true });
+      }
     }
-    await chmod(frozen, 0o444);
-    return frozen;
+    try {
+      if (prepared) await qmp.execute('stop');
+      try {
+        await qmp.execute('blockdev-snapshot-sync', {
+          device: DISK_DRIVE_ID,
+          'snapshot-file': next,
+          format: 'qcow2',
+          // The new overlay names the frozen file by its absolute path, so a restart finds the chain.
+          mode: 'absolute-paths',
+        });
+      } catch (err) {
+        // QEMU refused: it still writes to the old file, so a file it may have left is not the disk.
+        if (err instanceof QmpError) await rm(next, { force: true });
+        if (prepared) await rm(warmDir, { recursive: true, force: true });
+        throw new Error(`could not freeze the sandbox disk: ${(err as Error).message}`);
+      }
+      await chmod(frozen, 0o444);
+      if (!memory) return { disk: frozen };
+      if (!prepared) return { disk: frozen, memoryError: 'could not prepare the memory state folder' };
+      try {
+        // Still paused: the guest cannot have written anything since the disk was frozen.
+        await saveMemory(qmp, warmFiles(warmDir).state);
+        return { disk: frozen, memory: { dir: warmDir, machineKey: this.machineKey } };
+      } catch (err) {
+        await rm(warmDir, { recursive: true, force: true });
+        return { disk: frozen, memoryError: (err as Error).message };
+      }
+    } finally {
+      // After a completed migration cont also takes the disks back from the (file) destination.
+      if (prepared) await qmp.execute('cont');
+    }
+  }
+
+  /** The fw_cfg files this VM was started with and the keys its guest answers with now. */
+  private async prepareWarmDir(dir: string): Promise<void> {
+    await rm(dir, { recursive: true, force: true });
+    const f = warmFiles(dir);
+    await mkdir(f.fwCfg.keysDir, { recursive: true, mode: 0o700 });
+    await mkdir(f.guest.keysDir, { recursive: true, mode: 0o700 });
+    await copyFile(this.fwCfgFiles.authorizedKeys, f.fwCfg.authorizedKeys);
+    await copyFile(this.fwCfgFiles.hostKey, f.fwCfg.hostKey);
+    await writeKeys(f.guest, this.keys);
+    // Guest memory may hold anything of the guest: owner-only before QEMU writes into it.
+    await writeFile(f.state, '', { mode: 0o600 });
   }
 
   serialTail(lines: number): string {
@@ -270,8 +339,27 @@ export class QemuVm {
     for (const disk of sandboxDisks(this.files).reverse()) await rm(disk, { force: true });
     await rm(this.files.overlay, { force: true });
     await rm(this.files.keysDir, { recursive: true, force: true });
+    for (const name of await readdir(this.sandboxDir).catch(() => [] as string[])) {
+      if (/^warm-overlay(-[0-9]+)?$/.test(name)) await rm(path.join(this.sandboxDir, name), { recursive: true, force: true });
+    }
     await rm(this.qmpSocket, { force: true });
     await rm(this.files.pidFile, { force: true });
+  }
+}
+
+/** Saves the paused VM's memory and device state to file (QMP migrate to a file, as the booted snapshot is made). */
+async function saveMemory(qmp: QmpClient, file: string): Promise<void> {
+  await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const info = (await qmp.execute('query-migrate')) as { status?: string; 'error-desc'?: string };
+    if (info.status === 'completed') break;
+    if (info.status === 'failed' || info.status === 'cancelled') throw new Error(`saving the memory failed (${info.status}): ${info['error-desc'] ?? ''}`);
+    if (Date.now() > deadline) {
+      await qmp.execute('migrate_cancel').catch(() => {});
+      throw new Error('saving the memory did not complete within 120 s');
+    }
+    await sleep(200);
   }
 }
 

@@ -2,7 +2,6 @@
 // configuration (the template), restored into each new sandbox with QEMU's
 // -incoming; the guest agent then gives the clone its own keys and the time.
 // A template that fails to restore is thrown away; the driver then boots cold.
-import { createHash } from 'node:crypto';
 import { copyFile, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
@@ -11,6 +10,7 @@ import { sleep } from './qemu-vm.js';
 import { qmpSocketFor, readKeys, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import { shellQuote } from '../../common/shell-quote.js';
+import { machineKey } from './warm-state.js';
 
 /** What snapshot boot needs of the driver: starting QEMU processes. */
 export interface QemuLauncher {
@@ -55,24 +55,7 @@ export class SnapshotBoot {
 
   private keyFor(ctx: LaunchContext, qemuVersion: string): string {
     // Anything that changes the machine or the guest's memory invalidates a snapshot.
-    return createHash('sha256')
-      .update(
-        JSON.stringify({
-          v: 1,
-          qemu: qemuVersion,
-          binary: this.launcher.qemuBinary,
-          accel: ctx.accel.accel,
-          cpu: ctx.accel.cpu,
-          memoryMb: ctx.memoryMb,
-          cpus: ctx.cpus,
-          kernel: ctx.image.kernel,
-          initrd: ctx.image.initrd,
-          disk: ctx.image.disk,
-          cmdline: ctx.cmdline,
-        }),
-      )
-      .digest('hex')
-      .slice(0, 16);
+    return machineKey(ctx, qemuVersion, this.launcher.qemuBinary);
   }
 
   /** Boots a template VM in dir, lets it settle, and saves its memory and disk there. */
@@ -119,26 +102,37 @@ export class SnapshotBoot {
       incomingState: path.join(template, 'state'),
       bootMode: 'snapshot',
     });
-    try {
-      const deadline = Date.now() + timeoutMs;
-      const qmp = await vm.qmp(deadline);
-      // A stopped source restores paused: wait for the state to load, then resume.
-      for (;;) {
-        const status = ((await qmp.execute('query-status')) as { status?: string }).status;
-        if (status === 'paused' || status === 'postmigrate' || status === 'prelaunch') break;
-        if (status === 'running') break;
-        if (status !== 'inmigrate') throw new Error(`restored VM is in state ${status}`);
-        if (Date.now() > deadline) throw new Error('snapshot state did not load in time');
-        await sleep(50);
-      }
-      await qmp.execute('cont');
-      await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
-      await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
-      return vm;
-    } catch (err) {
-      await vm.kill();
-      throw err;
-    }
+    await resumeRestored(vm, keys, timeoutMs);
+    return vm;
   }
 }
 
+/**
+ * A VM launched with -incoming: waits for the state to load, resumes it, waits
+ * for SSH with the keys the saved guest had, then gives it keys (and the
+ * clock). Any failure kills the VM and rejects.
+ */
+export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number): Promise<void> {
+  try {
+    const deadline = Date.now() + timeoutMs;
+    const qmp = await vm.qmp(deadline);
+    // A stopped source restores paused: wait for the state to load, then resume.
+    for (;;) {
+      const status = ((await qmp.execute('query-status')) as { status?: string }).status;
+      if (status === 'paused' || status === 'postmigrate' || status === 'prelaunch') break;
+      if (status === 'running') break;
+      if (status !== 'inmigrate') throw new Error(`restored VM is in state ${status}`);
+      if (Date.now() > deadline) throw new Error('snapshot state did not load in time');
+      await sleep(50);
+    }
+    await qmp.execute('cont');
+    await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
+    await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
+  } catch (err) {
+    // A state QEMU cannot load makes it exit: its own words say more than the closed connection.
+    await Promise.race([vm.exited, sleep(500)]);
+    const ended = vm.exitSummary();
+    await vm.kill();
+    throw ended ? new Error(`${(err as Error).message} (${ended})`) : err;
+  }
+}

@@ -52,9 +52,17 @@ async function main() {
     const second = await startToTest('second task');
     await app.api['tasks.destroy']({ taskId: second.task.id });
     console.log(`(a) Start → test finished: first ${fmt(first.ms)} (setup ${fmt(first.task.setup?.durationMs ?? 0)}), second ${fmt(second.ms)} (setup ${second.task.setup?.status}); ratio second/first ${(second.ms / first.ms).toFixed(3)} (goal ≤ 0.25)`);
+    // The second sandbox resumes the layer's saved memory when it can (a cold boot on the layer takes ~2-3× as long).
+    console.log(`    boot to SSH: first ${fmt(first.task.sandbox?.bootMs ?? NaN)}, second (on the layer) ${fmt(second.task.sandbox?.bootMs ?? NaN)}`);
 
     const layers = await app.api['layers.list']({});
     const layer = layers.find((l) => l.id === first.task.setup?.layer?.id);
+    if (!layer || second.task.setup?.status !== 'skipped') {
+      // Why the second task did not get the first one's layer: the setup's note and the app log's word on layers.
+      console.log(`    no layer reused: the first task's setup says ${JSON.stringify(first.task.setup?.summary)}`);
+      const log = path.join(dataDir, 'logs', 'app.log');
+      if (fs.existsSync(log)) for (const line of fs.readFileSync(log, 'utf8').split('\n').filter((l) => /environment|layer|memory/i.test(l))) console.log(`    log: ${line.slice(0, 400)}`);
+    }
     console.log(`(b) layer ${layer?.id}: ${((layer?.sizeBytes ?? 0) / 1024 ** 2).toFixed(1)} MiB on disk`);
 
     // The sandbox's npm ci, timed by the setup script's own step lines.

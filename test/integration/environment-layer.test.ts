@@ -62,7 +62,7 @@ describe('environment layers', () => {
       );
       expect(setup.code, setup.stderr).toBe(0);
 
-      const frozen = await first.freezeDisk();
+      const { disk: frozen } = await first.freezeDisk();
       const files = sandboxFiles(first.sandboxDir);
       expect(frozen).toBe(files.overlay);
       // The guest writes on, now into a new overlay on top of the frozen file, itself on the base.
@@ -93,7 +93,7 @@ describe('environment layers', () => {
       const resumed = await again.run('cat /opt/env/after-freeze && echo more > /opt/env/marker && sync', { timeoutMs: 60_000 });
       expect(resumed).toMatchObject({ code: 0, stdout: 'task\n' });
       // A second freeze stacks one more file on the chain.
-      const frozenAgain = await first.freezeDisk();
+      const { disk: frozenAgain } = await first.freezeDisk();
       expect(frozenAgain).toBe(active);
       const top = path.join(first.sandboxDir, 'overlay-2.qcow2');
       expect((await backingChain(top)).map((d) => d.filename)).toEqual([top, active, frozen, image.disk]);

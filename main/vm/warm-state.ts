@@ -1,0 +1,67 @@
+// A guest's memory saved with its disk at one instant (a warm layer): the
+// migration stream, the fw_cfg files the VM was started with (a restore must
+// present the same ones) and the SSH keys the guest answered with at that
+// instant (to reach it before it is re-keyed). Also the machine key: the
+// fields that make a saved memory state usable only by the same machine.
+import { createHash } from 'node:crypto';
+import { lstat } from 'node:fs/promises';
+import path from 'node:path';
+import { sandboxFiles, type SandboxFiles } from './sandbox-files.js';
+
+/** The machine a memory state belongs to (anything that changes it invalidates the state). */
+export interface MachineFields {
+  accel: { accel: string; cpu: string };
+  memoryMb: number;
+  cpus: number;
+  image: { kernel: string; initrd: string; disk: string };
+  cmdline: string;
+}
+
+/** Short hash of QEMU (version, binary) and the machine; the same for the image's booted snapshot and warm layers. */
+export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: string): string {
+  return createHash('sha256')
+    .update(
+      JSON.stringify({
+        v: 1,
+        qemu: qemuVersion,
+        binary: qemuBinary,
+        accel: m.accel.accel,
+        cpu: m.accel.cpu,
+        memoryMb: m.memoryMb,
+        cpus: m.cpus,
+        kernel: m.image.kernel,
+        initrd: m.image.initrd,
+        disk: m.image.disk,
+        cmdline: m.cmdline,
+      }),
+    )
+    .digest('hex')
+    .slice(0, 16);
+}
+
+/** A saved memory state: its folder (layout below) and the machine it belongs to. */
+export interface WarmMemory {
+  dir: string;
+  machineKey: string;
+}
+
+/** The files of a warm state folder. */
+export function warmFiles(dir: string): { state: string; fwCfg: SandboxFiles; guest: SandboxFiles } {
+  return { state: path.join(dir, 'state'), fwCfg: sandboxFiles(path.join(dir, 'fwcfg')), guest: sandboxFiles(path.join(dir, 'guest')) };
+}
+
+/** Every file of a warm state folder, relative to it. */
+export function warmFileList(dir: string): string[] {
+  const f = warmFiles(dir);
+  return [f.state, f.fwCfg.authorizedKeys, f.fwCfg.hostKey, f.guest.clientKey, f.guest.authorizedKeys, f.guest.hostKey, f.guest.hostPublicKey].map((p) => path.relative(dir, p));
+}
+
+/** Why the folder is not a whole warm state (a file missing, not regular, or an empty state), or undefined. */
+export async function warmProblem(dir: string): Promise<string | undefined> {
+  for (const rel of warmFileList(dir)) {
+    const st = await lstat(path.join(dir, rel)).catch(() => undefined);
+    if (!st?.isFile()) return `${rel} of the memory state is missing or not a regular file`;
+    if (rel === 'state' && st.size === 0) return 'the memory state is empty';
+  }
+  return undefined;
+}
