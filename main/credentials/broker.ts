@@ -9,6 +9,7 @@ import { z } from 'zod';
 import os from 'node:os';
 import path from 'node:path';
 import { sandboxDisks, sandboxFiles } from '../vm/sandbox-files.js';
+import { sandboxWarmStates } from '../vm/warm-state.js';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/contract.js';
 import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js';
@@ -309,7 +310,8 @@ export class CredentialBroker {
         serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
         stageLogs: stageLogs instanceof Error ? [] : stageLogs,
         returnedWork: sources.returnedWork ?? path.join(this.deps.quarantineRoot ?? path.join(this.deps.paths.data, 'quarantine'), taskId),
-        ...(sources.files ? { files: sources.files } : {}),
+        // The guest memory a setup saved with its disk (a warm layer) is guest memory on the host's disk too.
+        files: [...(sources.files ?? []), ...sandboxWarmStates(sandboxDir)],
       },
     });
     if (!known) {

@@ -5,6 +5,7 @@
 // fields that make a saved memory state usable only by the same machine.
 import { createHash } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { sandboxFiles, type SandboxFiles } from './sandbox-files.js';
 
@@ -64,4 +65,16 @@ export async function warmProblem(dir: string): Promise<string | undefined> {
     if (rel === 'state' && st.size === 0) return 'the memory state is empty';
   }
   return undefined;
+}
+
+/** The saved guest memories in a sandbox folder (warm-<disk>/state), for the leak check. */
+export function sandboxWarmStates(sandboxDir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(sandboxDir);
+  } catch {
+    // No folder: no saved memory to scan.
+    return [];
+  }
+  return names.filter((n) => /^warm-[A-Za-z0-9._-]+$/.test(n)).map((n) => warmFiles(path.join(sandboxDir, n)).state).filter((f) => existsSync(f));
 }

@@ -99,6 +99,13 @@ describe('CredentialBroker', () => {
     expect(chain.verdict).toBe('leak');
     expect(chain.hits).toEqual([{ credentialId: expect.any(String), encoding: 'raw', source: 'overlay', offset: 516 }]);
 
+    // The guest memory a setup saved with its disk (a warm layer) is scanned as well.
+    rmSync(path.join(sandboxDir, 'overlay-1.qcow2'));
+    mkdirSync(path.join(sandboxDir, 'warm-overlay'), { recursive: true });
+    writeFileSync(path.join(sandboxDir, 'warm-overlay', 'state'), Buffer.concat([Buffer.alloc(100), Buffer.from(REAL)]));
+    const warm = await broker.leakCheck('task1', { dumpMemory: async (f) => writeFileSync(f, Buffer.alloc(8192)) });
+    expect(warm.hits).toEqual([{ credentialId: expect.any(String), encoding: 'raw', source: 'file', offset: 100 }]);
+
     await broker.release({ taskId: 'task1' });
     expect(existsSync(path.join(sandboxDir, 'proxy.sock'))).toBe(false);
   });
