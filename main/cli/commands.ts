@@ -8,10 +8,11 @@ import { UsageError, type Io } from './output.js';
 import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
 import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
 import { cmdSandbox } from './sandbox-command.js';
+import type { Values } from './output.js';
 import { cmdHooks, runHook } from './hooks/hook-cli.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
-export type Values = Record<string, string | boolean | string[] | undefined>;
+export type { Values };
 
 export interface Command {
   usage: string;

@@ -40,3 +40,6 @@ export function printError(io: Io, err: unknown): void {
 export function plain(s: string): string {
   return s.replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '');
 }
+
+/** A command's parsed options, by name. */
+export type Values = Record<string, string | boolean | string[] | undefined>;

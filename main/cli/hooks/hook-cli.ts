@@ -5,8 +5,7 @@ import { promisify } from 'node:util';
 import { FactoryError } from '../../../common/contract.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
-import type { Values } from '../commands.js';
-import { UsageError, printJson, type Io } from '../output.js';
+import { UsageError, printJson, type Io, type Values } from '../output.js';
 import { cmdHookEnd, cmdHookStart, cmdHookStop, parseHookInput, readStdin } from './hook-commands.js';
 import { installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
