@@ -72,9 +72,23 @@ describe('a key split across two guest pages', () => {
 
   for (const k of [1, 3, 4, 13, 20, KEY.length - 4, KEY.length - 1]) {
     it(`finds it when the first ${k} bytes end one page and the rest starts a page far away`, async () => {
+      // The noise next to each half must not happen to continue the key (1 in 256 for a one-byte half):
+      // that would be a real contiguous copy, and the check rightly reports it as plain 'raw'.
       const f = elfDump([
-        { paddr: 0, data: ram(8, (r) => r.write(KEY.slice(0, k), 2 * PAGE_BYTES - k, 'latin1')) },
-        { paddr: 0x200000, data: ram(4, (r) => r.write(KEY.slice(k), PAGE_BYTES, 'latin1')) },
+        {
+          paddr: 0,
+          data: ram(8, (r) => {
+            r.write(KEY.slice(0, k), 2 * PAGE_BYTES - k, 'latin1');
+            r[2 * PAGE_BYTES] = KEY.charCodeAt(k) ^ 0xff;
+          }),
+        },
+        {
+          paddr: 0x200000,
+          data: ram(4, (r) => {
+            r.write(KEY.slice(k), PAGE_BYTES, 'latin1');
+            r[PAGE_BYTES - 1] = KEY.charCodeAt(k - 1) ^ 0xff;
+          }),
+        },
       ]);
       // Also with small chunks, so that page edges fall on chunk boundaries.
       for (const chunkBytes of [16 * 1024 * 1024, 3000]) {
