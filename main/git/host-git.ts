@@ -132,6 +132,13 @@ export function runGit(args: readonly string[], opts: GitRunOptions = {}): Promi
   });
 }
 
+/** The top of the git work tree around `cwd`, or undefined when `cwd` is not inside one (or does not exist). */
+export async function workTreeTop(cwd: string): Promise<string | undefined> {
+  const r = await runGit(['-C', cwd, 'rev-parse', '--show-toplevel'], { timeoutMs: 30_000 });
+  const top = r.stdout.trim();
+  return r.code === 0 && top ? top : undefined;
+}
+
 /** Like runGit, but a non-zero exit (or timeout) becomes a FactoryError naming the command. */
 export async function git(args: readonly string[], opts: GitRunOptions & { errorName?: ErrorName } = {}): Promise<GitResult> {
   const r = await runGit(args, opts);

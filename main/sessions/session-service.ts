@@ -6,16 +6,13 @@
 // leak check, then pull-back into review and destroy. A leak finding keeps the
 // sandbox (quarantined, never reaped) for inspection. The reaper destroys the
 // sandbox of a session whose process has been gone for the grace period.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { FactoryError } from '../../common/contract.js';
+import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
 import type { Task } from '../../common/domain.js';
 import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
 import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
-
-const execFileP = promisify(execFile);
 
 export interface SessionPorts {
   createTask(input: { repoPath: string; title: string; agent: string }): Promise<Task>;
@@ -206,10 +203,7 @@ function pidOf(input: StartInput): Pick<SessionRecord, 'pid' | 'pidStart'> {
 
 /** The repository the session works in: the top of the git work tree at its cwd. */
 async function repoTop(cwd: string): Promise<string> {
-  try {
-    const { stdout } = await execFileP('git', ['-C', cwd, 'rev-parse', '--show-toplevel'], { timeout: 30_000 });
-    return stdout.trim();
-  } catch {
-    throw new FactoryError('NotAGitRepository', `the session's folder ${JSON.stringify(cwd)} is not inside a git repository`);
-  }
+  const top = await workTreeTop(cwd);
+  if (!top) throw new FactoryError('NotAGitRepository', `the session's folder ${JSON.stringify(cwd)} is not inside a git repository`);
+  return top;
 }

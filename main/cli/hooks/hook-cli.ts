@@ -1,8 +1,7 @@
 // The command-line side of `factory hooks ...` and `factory hook ...`.
-import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { FactoryError } from '../../../common/contract.js';
+import { workTreeTop } from '../../git/host-git.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
@@ -32,12 +31,9 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
 
 /** The project is the repository around cwd: Claude Code reads .claude/ at its top, and the sandbox is made of it. */
 async function repoTop(cwd: string): Promise<string> {
-  try {
-    const { stdout } = await promisify(execFile)('git', ['-C', cwd, 'rev-parse', '--show-toplevel'], { timeout: 30_000 });
-    return stdout.trim();
-  } catch {
-    throw new FactoryError('NotAGitRepository', `${cwd} is not inside a git repository; run this in the repository Claude Code works in, or use --user`);
-  }
+  const top = await workTreeTop(cwd);
+  if (!top) throw new FactoryError('NotAGitRepository', `${cwd} is not inside a git repository; run this in the repository Claude Code works in, or use --user`);
+  return top;
 }
 
 export async function runHook(client: FactoryClient, io: Io, which: string): Promise<number> {
