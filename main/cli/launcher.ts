@@ -94,6 +94,7 @@ export function logTail(dataDir: string, lines: number): string {
     const text = fs.readFileSync(path.join(dataDir, 'logs', HEADLESS_LOG), 'utf8');
     return text.split('\n').slice(-lines - 1).join('\n');
   } catch {
+    // The app ended before it wrote a log: say so in place of its last lines.
     return '(no log)';
   }
 }

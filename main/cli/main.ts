@@ -55,6 +55,7 @@ function isEntry(): boolean {
   try {
     return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(import.meta.url));
   } catch {
+    // A path that does not resolve is not this file: imported, not run.
     return false;
   }
 }

@@ -23,6 +23,7 @@ export function readStat(pid: number, procRoot = '/proc'): ProcStat | undefined 
   try {
     text = fs.readFileSync(`${procRoot}/${pid}/stat`, 'utf8');
   } catch {
+    // The process is gone.
     return undefined;
   }
   // comm is in parentheses and may itself hold spaces or parentheses: split at the last ')'.
@@ -42,6 +43,7 @@ export function psStat(pid: number): ProcStat | undefined {
   try {
     out = execFileSync('ps', ['-o', 'ppid=', '-o', 'lstart=', '-o', 'comm=', '-p', String(pid)], { encoding: 'utf8', timeout: 5000 }).trim();
   } catch {
+    // ps exits non-zero for a pid that is gone.
     return undefined;
   }
   const m = /^(\d+)\s+(\S+\s+\S+\s+\d+\s+[\d:]+\s+\d+)\s+(.+)$/.exec(out);
@@ -59,6 +61,7 @@ function isFactoryCli(pid: number): boolean {
       ? fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ')
       : execFileSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8', timeout: 5000 });
   } catch {
+    // Gone before its command line could be read: not the process we look for.
     return false;
   }
   return /(^|\/)factory(\s|$)|cli\/main\.[jt]s(\s|$)/.test(args);

@@ -172,6 +172,7 @@ export class SessionService {
     try {
       return this.deps.ports.getTask(taskId);
     } catch {
+      // TaskNotFound: the task was removed; the caller treats it as gone.
       return undefined;
     }
   }

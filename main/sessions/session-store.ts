@@ -3,6 +3,7 @@
 // and the reaper can find sandboxes whose session died, also after a restart.
 import fs from 'node:fs';
 import { z } from 'zod';
+import { jsonOrUndefined } from '../../common/json.js';
 import { writeFileAtomic } from '../state/state-store.js';
 
 export const SessionRecord = z.object({
@@ -32,9 +33,10 @@ export class SessionStore {
     try {
       text = fs.readFileSync(file, 'utf8');
     } catch {
+      // No sessions file yet: no sessions.
       return;
     }
-    const parsed = FileShape.safeParse(safeJson(text));
+    const parsed = FileShape.safeParse(jsonOrUndefined(text));
     if (!parsed.success) {
       // Kept aside, not lost: the reaper then only knows the sandboxes of new sessions.
       const aside = `${file}.unreadable-${Date.now()}`;
@@ -73,10 +75,3 @@ export class SessionStore {
   }
 }
 
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}

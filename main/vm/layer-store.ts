@@ -10,6 +10,7 @@ import { constants } from 'node:fs';
 import { chmod, copyFile, link, lstat, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { jsonOrUndefined } from '../../common/json.js';
 import { runCommand } from './process-runner.js';
 import { warmFileList, warmProblem, type WarmMemory } from './warm-state.js';
 
@@ -254,7 +255,7 @@ export class LayerStore {
     // No -U: a process holding the disk open for writing makes this fail, which is a refusal too.
     const r = await runCommand(this.opts.qemuImg ?? 'qemu-img', ['info', '--output=json', disk], { timeoutMs: 30_000 });
     if (r.code !== 0) return `qemu-img info failed: ${r.tail.slice(-3).join(' / ')}`;
-    const info = QemuImgInfo.safeParse(safeJson(r.stdout));
+    const info = QemuImgInfo.safeParse(jsonOrUndefined(r.stdout));
     if (!info.success) return 'qemu-img info gave an unexpected answer';
     const i = info.data;
     if (i.format !== 'qcow2') return `${DISK} is ${i.format}, not qcow2`;
@@ -276,13 +277,6 @@ const QemuImgInfo = z.object({
   'format-specific': z.object({ data: z.object({ 'data-file': z.unknown().optional(), corrupt: z.boolean().optional() }).loose().optional() }).loose().optional(),
 });
 
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
 
 function checkId(id: string): void {
   if (typeof id !== 'string' || !ID_PATTERN.test(id)) throw new Error(`${JSON.stringify(String(id).slice(0, 80))} is not a layer id`);

@@ -238,11 +238,14 @@ export class QemuVm {
     // The memory goes next to the disk it matches, one folder per freeze.
     const warmDir = path.join(this.sandboxDir, `warm-${path.basename(frozen, '.qcow2')}`);
     let prepared = false;
+    let prepareError = '';
     if (memory) {
       try {
         await this.prepareWarmDir(warmDir);
         prepared = true;
-      } catch {
+      } catch (err) {
+        // The disk is still frozen without the memory: the layer boots cold, and memoryError says why.
+        prepareError = (err as Error).message;
         await rm(warmDir, { recursive: true, force: true });
       }
     }
@@ -264,7 +267,7 @@ export class QemuVm {
       }
       await chmod(frozen, 0o444);
       if (!memory) return { disk: frozen };
-      if (!prepared) return { disk: frozen, memoryError: 'could not prepare the memory state folder' };
+      if (!prepared) return { disk: frozen, memoryError: `could not prepare the memory state folder: ${prepareError}` };
       try {
         // Still paused: the guest cannot have written anything since the disk was frozen.
         await saveMemory(qmp, warmFiles(warmDir).state);

@@ -39,6 +39,7 @@ export function sandboxDisks(files: SandboxFiles): string[] {
   try {
     names = readdirSync(dir);
   } catch {
+    // No sandbox folder: no disks.
     return [];
   }
   const numbered = names

@@ -126,6 +126,7 @@ async function writeSettings(file: string, settings: Json): Promise<void> {
   try {
     target = fs.realpathSync(file);
   } catch {
+    // No file yet (or a dangling link): write a new one, in a folder made for it.
     fs.mkdirSync(path.dirname(file), { recursive: true });
   }
   await writeFileAtomic(target, JSON.stringify(settings, null, 2) + '\n');

@@ -55,6 +55,7 @@ export function readPid(file: string): number | undefined {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch {
+    // No lock file (or unreadable): nobody holds the data folder.
     return undefined;
   }
   const pid = Number(text.trim());
