@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 // Tests mirror the environments (DESIGN.md): node for common/ and main/, jsdom
 // for renderer components, real QEMU / keyring / git for integration, Chromium
 // for end to end. Integration and e2e run one file at a time: each boots VMs on
-// a 2-core machine.
+// a 2-core machine. Their polls wait up to 15 s: under that load a browser can
+// take more than the default second to paint what already arrived.
 export default defineConfig({
   test: {
     projects: [
@@ -26,6 +27,7 @@ export default defineConfig({
           testTimeout: 600_000,
           hookTimeout: 600_000,
           fileParallelism: false,
+          expect: { poll: { timeout: 15_000 } },
         },
       },
       {
@@ -36,6 +38,7 @@ export default defineConfig({
           testTimeout: 900_000,
           hookTimeout: 900_000,
           fileParallelism: false,
+          expect: { poll: { timeout: 15_000 } },
         },
       },
     ],
