@@ -2,7 +2,7 @@
 // of field descriptors: a new setting is one entry in SETTING_FIELDS. Values show
 // in human units (MiB or GiB, days, minutes), never raw bytes. The host validates:
 // its refusal is shown next to the field it names, and what the user typed stays.
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import type { ApiInput, SettingsView } from '../../common/contract.js';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useController, useFactory } from '../state/context.js';
@@ -95,6 +95,7 @@ function GeneralSettings() {
   const [local, setLocal] = useState<{ key: string; problem: string }>();
   const [busy, setBusy] = useState(false);
   const [done, setDone] = useState(false);
+  const saveButton = useRef<HTMLButtonElement>(null);
   if (!saved) return <p className="hint">Loading settings…</p>;
   // Only settings this host knows (an older host lacks some).
   const fields = SETTING_FIELDS.filter((f) => saved[f.key] !== undefined);
@@ -107,6 +108,7 @@ function GeneralSettings() {
   const changed = fields.filter((f) => current[f.key] !== base[f.key] || (f.kind === 'memory' && current[`${f.key}:unit`] !== base[`${f.key}:unit`]));
 
   const save = async () => {
+    if (busy || changed.length === 0) return;
     setError(undefined);
     setLocal(undefined);
     setDone(false);
@@ -148,11 +150,19 @@ function GeneralSettings() {
         ))}
       </div>
       <div className="actions">
-        <button type="submit" data-testid="settings-save" disabled={busy || changed.length === 0}>
+        {/* aria-disabled, not disabled: a disabled button drops the keyboard focus to the page body as it saves. */}
+        <button ref={saveButton} type="submit" data-testid="settings-save" aria-disabled={busy || changed.length === 0}>
           {busy ? 'Saving…' : 'Save settings'}
         </button>
         {changed.length ? (
-          <button type="button" className="secondary" data-testid="settings-undo" onClick={() => { setDraft(undefined); setError(undefined); setLocal(undefined); }}>
+          <button type="button" className="secondary" data-testid="settings-undo" onClick={() => {
+              setDraft(undefined);
+              setError(undefined);
+              setLocal(undefined);
+              // This button goes away with the changes: the focus goes to Save, not to the page body.
+              saveButton.current?.focus();
+            }}
+          >
             Undo changes
           </button>
         ) : null}
