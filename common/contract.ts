@@ -228,7 +228,7 @@ export type FactoryEvent =
   | { type: 'terminal.opened'; info: TerminalInfo }
   | { type: 'terminal.status'; info: TerminalInfo }
   /** A new sample of a running sandbox's QEMU process (every 2 s while it runs). */
-  | { type: 'sandbox.stats'; taskId: string; sample: SandboxSample }
+  | { type: 'sandbox.stats'; taskId: string; sample: SandboxSample; guestMemoryBytes?: number }
   | CredentialEvent;
 
 /** Terminal output: raw bytes for one session, batched by the host. */

@@ -180,7 +180,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   // CPU and memory of each running sandbox, from its QEMU process on the host (never asked of the guest).
   const sandboxStats = new SandboxStatsMonitor({
     pidOf: (taskId) => live.get(taskId)?.vm?.pid,
-    onSample: (taskId, sample) => emit({ type: 'sandbox.stats', taskId, sample }),
+    onSample: (taskId, sample, guestMemoryBytes) => emit({ type: 'sandbox.stats', taskId, sample, ...(guestMemoryBytes ? { guestMemoryBytes } : {}) }),
     warn: (message, meta) => log.child('sandbox-stats').warn(message, meta),
   });
   eventListeners.add((e) => {

@@ -8,8 +8,8 @@ import { clockTicks, cpuPercent, readGuestMemory, readProcessCounters, type Proc
 export interface SandboxStatsOptions {
   /** The pid of the task's QEMU while its sandbox runs. */
   pidOf: (taskId: string) => number | undefined;
-  /** Called with each new sample. */
-  onSample: (taskId: string, sample: SandboxSample) => void;
+  /** Called with each new sample, and the guest's RAM size when QEMU's command line says. */
+  onSample: (taskId: string, sample: SandboxSample, guestMemoryBytes?: number) => void;
   intervalMs?: number;
   capacity?: number;
   /** Replaceable for tests of the bookkeeping; the real readers of /proc by default. */
@@ -122,7 +122,7 @@ export class SandboxStatsMonitor {
     const sample: SandboxSample = { at: now.at, cpuPercent: Math.round(cpu * 10) / 10, pssBytes: now.pssBytes, rssBytes: now.rssBytes };
     w.samples.push(sample);
     if (w.samples.length > this.capacity) w.samples.splice(0, w.samples.length - this.capacity);
-    this.opts.onSample(taskId, sample);
+    this.opts.onSample(taskId, sample, w.guestMemoryBytes);
   }
 
   private idle(): void {

@@ -120,7 +120,8 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
     case 'sandbox.stats': {
       const was = s.stats[event.taskId];
       const samples = [...(was?.samples ?? []), event.sample].slice(-SANDBOX_SAMPLES_KEPT);
-      const next: SandboxStats = { intervalMs: SANDBOX_SAMPLE_INTERVAL_MS, ...was, taskId: event.taskId, live: true, samples };
+      const size = event.guestMemoryBytes ?? was?.guestMemoryBytes;
+      const next: SandboxStats = { intervalMs: SANDBOX_SAMPLE_INTERVAL_MS, ...was, taskId: event.taskId, live: true, samples, ...(size ? { guestMemoryBytes: size } : {}) };
       store.setState({ stats: { ...s.stats, [event.taskId]: next } });
       break;
     }

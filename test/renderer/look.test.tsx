@@ -157,8 +157,11 @@ describe('a sandbox\u2019s CPU and memory', () => {
     act(() => controller.open('t1'));
     expect((await screen.findByTestId('resource-spark')).dataset.state).toBe('waiting');
     await waitFor(() => expect(bridge.inputs('tasks.stats')).toHaveLength(1));
-    act(() => bridge.emit({ type: 'sandbox.stats', taskId: 't1', sample: sample(2, 5, 200) }));
-    expect(screen.getByTestId('resource-now').textContent).toBe('CPU 5% · 200 MiB');
+    // The guest's size comes with the live samples too (the history was asked before QEMU was measured).
+    act(() => bridge.emit({ type: 'sandbox.stats', taskId: 't1', sample: sample(2, 5, 200), guestMemoryBytes: 2048 * MiB }));
+    act(() => bridge.emit({ type: 'sandbox.stats', taskId: 't1', sample: sample(4, 7, 210) }));
+    expect(screen.getByTestId('resource-now').textContent).toBe('CPU 7% · 210 MiB');
+    expect(screen.getByTestId('spark-mem').getAttribute('aria-label')).toBe('Memory over the last 2 s: now 210 MiB, peak 210 MiB of a 2.0 GiB guest');
   });
 
   it('keeps live samples that arrived while the history was asked for', async () => {

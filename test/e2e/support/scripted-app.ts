@@ -171,7 +171,7 @@ export class ScriptedApp implements HostedApp {
   sampleSandboxes(intervalMs = 500): void {
     this.monitor = new SandboxStatsMonitor({
       pidOf: (taskId) => this.standIns.get(taskId)?.pid,
-      onSample: (taskId, sample) => this.emit({ type: 'sandbox.stats', taskId, sample }),
+      onSample: (taskId, sample, guestMemoryBytes) => this.emit({ type: 'sandbox.stats', taskId, sample, ...(guestMemoryBytes ? { guestMemoryBytes } : {}) }),
       intervalMs,
     });
   }

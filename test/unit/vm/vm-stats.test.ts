@@ -173,11 +173,15 @@ describe('the sandbox stats monitor', () => {
   it('samples nothing while the sandbox has no QEMU yet, and stops on request', async () => {
     let pid: number | undefined;
     const seen: SandboxSample[] = [];
+    const sizes: Array<number | undefined> = [];
     let ticks = 0;
     let at = 0;
     const monitor = new SandboxStatsMonitor({
       pidOf: () => pid,
-      onSample: (_t, s) => seen.push(s),
+      onSample: (_t, s, size) => {
+        seen.push(s);
+        sizes.push(size);
+      },
       intervalMs: 60_000,
       read: async (p) => ({ pid: p, at: (at += 2000), startTicks: 1, cpuTicks: (ticks += 20), rssBytes: 4 * MiB, pssBytes: 3 * MiB }),
       guestMemory: async () => 1024 * MiB,
@@ -192,6 +196,7 @@ describe('the sandbox stats monitor', () => {
       await monitor.tick();
       expect(seen).toEqual([{ at: 4000, cpuPercent: 10, pssBytes: 3 * MiB, rssBytes: 4 * MiB }]);
       expect(monitor.stats('t').guestMemoryBytes).toBe(1024 * MiB);
+      expect(sizes).toEqual([1024 * MiB]);
       monitor.stop('t');
       await monitor.tick();
       expect(seen).toHaveLength(1);
