@@ -44,7 +44,8 @@ export function ResourceSparkView({ stats, running }: { stats: SandboxStats | un
   const samples = stats?.samples ?? [];
   const now = samples.at(-1);
   if (!now) {
-    return running ? (
+    // Only a host that is measuring this sandbox says so (one without /proc, or an older one, does not).
+    return running && stats?.live ? (
       <p className="resource-spark muted" data-testid="resource-spark" data-state="waiting">
         CPU and memory: measuring…
       </p>

@@ -151,17 +151,26 @@ describe('a sandbox\u2019s CPU and memory', () => {
     expect(screen.queryByTestId('sandbox-memory-in-use')).toBeNull();
   });
 
-  it('says it is measuring until the first sample, and shows nothing on a host without samples', async () => {
-    const { bridge, controller } = mount({ 'tasks.list': () => [task()] });
+  it('says it is measuring until the first sample, then shows it with the guest size', async () => {
+    const { bridge, controller } = mount({ 'tasks.list': () => [task()], 'tasks.stats': () => ({ taskId: 't1', intervalMs: 2000, live: true, samples: [] }) });
     await waitFor(() => expect(controller.store.getState().tasks.t1).toBeTruthy());
     act(() => controller.open('t1'));
     expect((await screen.findByTestId('resource-spark')).dataset.state).toBe('waiting');
-    await waitFor(() => expect(bridge.inputs('tasks.stats')).toHaveLength(1));
+    expect(screen.getByTestId('resource-spark').textContent).toBe('CPU and memory: measuring…');
     // The guest's size comes with the live samples too (the history was asked before QEMU was measured).
     act(() => bridge.emit({ type: 'sandbox.stats', taskId: 't1', sample: sample(2, 5, 200), guestMemoryBytes: 2048 * MiB }));
     act(() => bridge.emit({ type: 'sandbox.stats', taskId: 't1', sample: sample(4, 7, 210) }));
     expect(screen.getByTestId('resource-now').textContent).toBe('CPU 7% · 210 MiB');
     expect(screen.getByTestId('spark-mem').getAttribute('aria-label')).toBe('Memory over the last 2 s: now 210 MiB, peak 210 MiB of a 2.0 GiB guest');
+  });
+
+  it('shows nothing for a running sandbox the host does not measure', async () => {
+    const { bridge, controller } = mount({ 'tasks.list': () => [task()], 'tasks.stats': () => ({ taskId: 't1', intervalMs: 2000, live: false, samples: [] }) });
+    await waitFor(() => expect(controller.store.getState().tasks.t1).toBeTruthy());
+    act(() => controller.open('t1'));
+    await waitFor(() => expect(bridge.inputs('tasks.stats')).toHaveLength(1));
+    await screen.findByTestId('sandbox-status');
+    expect(screen.queryByTestId('resource-spark')).toBeNull();
   });
 
   it('keeps live samples that arrived while the history was asked for', async () => {
