@@ -96,8 +96,10 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
       break;
     case 'task.removed': {
       const { [event.taskId]: _gone, ...rest } = s.tasks;
+      const { [event.taskId]: _samples, ...stats } = s.stats;
       store.setState({
         tasks: rest,
+        stats,
         selectedTaskId: s.selectedTaskId === event.taskId ? undefined : s.selectedTaskId,
       });
       break;

@@ -149,6 +149,9 @@ describe('a sandbox\u2019s CPU and memory', () => {
     expect(screen.getByTestId('resource-spark').dataset.state).toBe('stopped');
     expect(screen.getByTestId('resource-now').textContent).toBe('last: CPU 43% · 612 MiB');
     expect(screen.queryByTestId('sandbox-memory-in-use')).toBeNull();
+    // A removed task's samples go with it.
+    act(() => bridge.emit({ type: 'task.removed', taskId: 't1' }));
+    expect(controller.store.getState().stats.t1).toBeUndefined();
   });
 
   it('says it is measuring until the first sample, then shows it with the guest size', async () => {
