@@ -2,8 +2,8 @@
 // a task's stage timeline grows while a stage runs and marks a failure and its
 // retry; the sandbox's CPU and memory come live from the host's real sampler (a
 // small node process stands in for QEMU, which the scripted app never boots) and
-// stop with the sandbox. axe finds nothing critical or serious on the task view;
-// it is saved as a 1400×900 screenshot.
+// stop with the sandbox. axe finds nothing critical or serious on the task view in
+// either colour scheme; it is saved as 1400×900 screenshots.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -80,8 +80,12 @@ describe.skipIf(!!missing)('the task view at a glance', () => {
     await expect.poll(() => row('test').textContent(), { timeout: 30_000 }).toMatch(/attempt 2$/);
     await page.getByTestId('resource-now').waitFor();
     await page.getByTestId('task-title').scrollIntoViewIfNeeded();
-    expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'task-look');
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      expect(describeViolations(await seriousViolations(page)), scheme).toEqual([]);
+      await screenshot(page, scheme === 'light' ? 'task-look' : 'task-look-dark');
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
     expect(problems).toEqual([]);
   });
 
