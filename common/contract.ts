@@ -9,6 +9,7 @@ import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, t
 import type { ErrorName } from './errors.js';
 import { EgressRule } from './egress.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
+import type { SandboxSample, SandboxStats } from './sandbox-stats.js';
 import type {
   PullbackReview,
   SystemStatus,
@@ -46,6 +47,8 @@ export const apiInputs = {
   /** What Start will do for this repository: its environment and the egress it asks for. Creates nothing. */
   'tasks.preflight': z.object({ repoPath: z.string().min(1).max(4096), baseRef: z.string().min(1).max(256).optional() }),
   'tasks.cancel': z.object({ taskId: id }),
+  /** The sandbox's recent CPU and memory samples (its QEMU process, on the host); live ones follow as sandbox.stats events. */
+  'tasks.stats': z.object({ taskId: id }),
   'tasks.destroy': z.object({ taskId: id }),
   /** Removes a task that is not running: its sandbox, review and quarantine, its record and its terminal logs. */
   'tasks.remove': z.object({ taskId: id }),
@@ -81,15 +84,17 @@ export const apiInputs = {
   /** Changes some settings; an unknown default agent is refused by name. */
   'settings.set': z.object({
     defaultAgent: z.string().min(1).max(64).regex(/^[a-z0-9-]+$/, 'must be lowercase letters, digits or dashes').optional(),
-    maxParallelTasks: z.number().int().min(1).max(32).optional(),
-    vmMemoryMb: z.number().int().min(256).max(65536).optional(),
-    vmCpus: z.number().int().min(1).max(64).optional(),
+    maxParallelTasks: z.number().int('must be a whole number').min(1, 'must be at least 1').max(32, 'must be at most 32').optional(),
+    vmMemoryMb: z.number().int('must be a whole number of MiB').min(256, 'must be at least 256 MiB').max(65536, 'must be at most 64 GiB').optional(),
+    vmCpus: z.number().int('must be a whole number').min(1, 'must be at least 1').max(64, 'must be at most 64').optional(),
     /** Days a finished terminal's log is kept (applied at the next start); 0 keeps logs forever. */
-    terminalLogRetentionDays: z.number().int().min(0).max(3650).optional(),
+    terminalLogRetentionDays: z.number().int('must be a whole number of days').min(0, 'must be 0 (keep forever) or more').max(3650, 'must be at most 3650 days').optional(),
     /** Default egress rules of every sandbox (package registries per step). */
     egressRules: z.array(EgressRule).max(200).optional(),
     /** Disk budget of cached environment layers; the least recently used go first. */
-    layerBudgetGb: z.number().min(1).max(4096).optional(),
+    layerBudgetGb: z.number().min(1, 'must be at least 1 GiB').max(4096, 'must be at most 4096 GiB').optional(),
+    /** Sandboxes trust the certificate authorities this computer trusts (behind a TLS-inspecting proxy). */
+    guestTrustsHostCertificates: z.boolean().optional(),
   }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
@@ -158,6 +163,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'layers.list': LayerInfo[];
   'layers.remove': void;
   'tasks.cancel': Task;
+  'tasks.stats': SandboxStats;
   'tasks.destroy': Task;
   'tasks.remove': void;
   'tasks.review': PullbackReview;
@@ -204,6 +210,8 @@ export interface SettingsView {
   terminalLogRetentionDays: number;
   egressRules: EgressRule[];
   layerBudgetGb: number;
+  /** Absent from hosts that predate it. */
+  guestTrustsHostCertificates?: boolean;
   agents: string[];
 }
 
@@ -219,6 +227,8 @@ export type FactoryEvent =
   | { type: 'image.progress'; status: ImageStatus }
   | { type: 'terminal.opened'; info: TerminalInfo }
   | { type: 'terminal.status'; info: TerminalInfo }
+  /** A new sample of a running sandbox's QEMU process (every 2 s while it runs). */
+  | { type: 'sandbox.stats'; taskId: string; sample: SandboxSample; guestMemoryBytes?: number }
   | CredentialEvent;
 
 /** Terminal output: raw bytes for one session, batched by the host. */

@@ -33,6 +33,7 @@ import { LiveSandboxes } from './tasks/live-sandboxes.js';
 import { SandboxProvisioner } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
+import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
 import { spawnHostShell } from './terminal/host-shell.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
@@ -176,6 +177,18 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     log: log.child('quick'),
   });
   eventListeners.add((e) => quick.onEvent(e));
+  // CPU and memory of each running sandbox, from its QEMU process on the host (never asked of the guest).
+  const sandboxStats = new SandboxStatsMonitor({
+    pidOf: (taskId) => live.get(taskId)?.vm?.pid,
+    onSample: (taskId, sample, guestMemoryBytes) => emit({ type: 'sandbox.stats', taskId, sample, ...(guestMemoryBytes ? { guestMemoryBytes } : {}) }),
+    warn: (message, meta) => log.child('sandbox-stats').warn(message, meta),
+  });
+  eventListeners.add((e) => {
+    if (e.type === 'task.updated') {
+      if (e.task.sandbox.status === 'running') sandboxStats.watch(e.task.id);
+      else sandboxStats.stop(e.task.id);
+    } else if (e.type === 'task.removed') sandboxStats.forget(e.taskId);
+  });
   await tasks.init();
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
@@ -244,6 +257,10 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
       }),
     // A quick sandbox has no stage to stop: cancelling it ends it (nothing left running).
+    'tasks.stats': async ({ taskId }) => {
+      tasks.get(taskId); // an unknown task is refused by name
+      return sandboxStats.stats(taskId);
+    },
     'tasks.cancel': async ({ taskId }) => (isQuickSandbox(tasks.get(taskId)) ? tasks.destroy(taskId) : tasks.cancel(taskId)),
     'sandboxes.quick': async ({ repoPath, keep }) => tasks.quick({ ...(repoPath !== undefined ? { repoPath } : {}), ...(keep ? { keep } : {}) }),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
@@ -322,6 +339,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (disposed) return;
       disposed = true;
       quick.dispose();
+      sandboxStats.dispose();
       await sessions.dispose();
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.

@@ -1,8 +1,8 @@
 import { CredentialsScreen } from './components/CredentialsScreen.js';
-import { SettingsScreen } from './components/environment/EgressRulesSettings.js';
 import { EnvironmentsScreen } from './components/environment/EnvironmentsScreen.js';
 import { Header } from './components/Header.js';
 import { NewTaskForm } from './components/NewTaskForm.js';
+import { SettingsScreen } from './components/SettingsScreen.js';
 import { StageBoard } from './components/StageBoard.js';
 import { TaskDetail } from './components/TaskDetail.js';
 import { useFactory } from './state/context.js';

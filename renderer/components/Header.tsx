@@ -1,7 +1,7 @@
 import { useController, useFactory } from '../state/context.js';
 import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
-import { formatMemory } from './format.js';
+import { formatBytes, formatMemory } from './format.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -16,6 +16,13 @@ export function Header() {
   // A booting sandbox already holds its memory, so it counts as running here.
   const running = useFactory((s) => Object.values(s.tasks).filter((t) => t.sandbox.status === 'running' || t.sandbox.status === 'booting').length);
   const vmMemoryMb = useFactory((s) => s.settings?.vmMemoryMb);
+  // What the running sandboxes' QEMUs hold on the host now (their latest samples), when the host samples them.
+  const inUse = useFactory((s) =>
+    Object.values(s.tasks).reduce((sum, t) => {
+      const last = t.sandbox.status === 'running' && s.stats[t.id]?.live ? s.stats[t.id]?.samples.at(-1) : undefined;
+      return last ? (sum ?? 0) + last.pssBytes : sum;
+    }, undefined as number | undefined),
+  );
   const keychain = status?.keychain;
   return (
     <header className="app-header" data-testid="system-status">
@@ -97,6 +104,12 @@ export function Header() {
             <span className="pill" data-testid="sandbox-usage" data-count={running}>
               {running === 1 ? '1 sandbox' : `${running} sandboxes`}
               {running > 0 && vmMemoryMb ? `, ${formatMemory(running * vmMemoryMb)}` : ''}
+              {running > 0 && inUse !== undefined ? (
+                <span data-testid="sandbox-memory-in-use" title="Memory their QEMU processes hold on this computer now (PSS)">
+                  {' '}
+                  · {formatBytes(inUse)} in use
+                </span>
+              ) : null}
             </span>
             <span className="pill muted" title={status.dataDir}>
               {status.host} host

@@ -6,8 +6,10 @@ import { EgressRefusals, SetupDetails } from './environment/TaskEnvironment.js';
 import { TaskArtifacts } from './environment/TaskArtifacts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
+import { ResourceSpark } from './ResourceSpark.js';
 import { ReviewPanel } from './ReviewPanel.js';
 import { SecurityPanel } from './SecurityPanel.js';
+import { StageTimeline } from './StageTimeline.js';
 import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
@@ -116,6 +118,7 @@ function TaskView({ task }: { task: Task }) {
             {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
             {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
           </p>
+          <ResourceSpark taskId={task.id} running={sandboxUp} />
         </div>
         <div className="actions">
           {retryable ? (
@@ -174,6 +177,7 @@ function TaskView({ task }: { task: Task }) {
       <SetupDetails task={task} />
       <EgressRefusals task={task} />
       <TaskArtifacts task={task} />
+      <StageTimeline task={task} />
       <TerminalTabs task={task} tabs={tabs} current={current} />
       {!resultFirst ? <ReviewPanel task={task} /> : null}
       <SecurityPanel task={task} />

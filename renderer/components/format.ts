@@ -33,3 +33,19 @@ export function formatMemory(mb: number): string {
   const gb = mb / 1024;
   return `${Number.isInteger(gb) ? gb : gb.toFixed(1)} GB`;
 }
+
+/** Bytes for people, in binary units: "612 MiB", "1.5 GiB" (never a raw byte count). */
+export function formatBytes(bytes: number): string {
+  if (!Number.isFinite(bytes) || bytes < 0) return '?';
+  const mib = bytes / 2 ** 20;
+  if (mib < 1) return `${Math.max(0, Math.round(bytes / 1024))} KiB`;
+  if (mib < 1024) return `${Math.round(mib)} MiB`;
+  const gib = mib / 1024;
+  return `${gib < 10 ? gib.toFixed(1) : Math.round(gib)} GiB`;
+}
+
+/** A CPU share as `top` counts it (100 = one core busy). */
+export function formatPercent(p: number): string {
+  if (!Number.isFinite(p) || p < 0) return '?';
+  return `${Math.round(p)}%`;
+}

@@ -1,6 +1,6 @@
 // What the UI does, in one place: calls through the bridge and folds the
 // answers and pushed events into the store. Components stay declarative.
-import type { FactoryBridge } from '../../common/contract.js';
+import type { ApiInput, FactoryBridge } from '../../common/contract.js';
 import type { CredentialSetInput, CredentialTestResult } from '../../common/credentials.js';
 import type { StageName, Task, TerminalInfo } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
@@ -323,6 +323,22 @@ export class FactoryController {
     return this.bridge.call('tasks.artifact', { taskId, name });
   }
 
+  /**
+   * A sandbox's samples so far (the view opened after it started); live ones arrive as
+   * events. Samples that came in while this was asked are kept.
+   */
+  async loadStats(taskId: string): Promise<void> {
+    try {
+      const stats = await this.bridge.call('tasks.stats', { taskId });
+      const s = this.store.getState();
+      const seen = s.stats[taskId]?.samples ?? [];
+      const after = seen.filter((x) => x.at > (stats.samples.at(-1)?.at ?? 0));
+      this.store.setState({ stats: { ...s.stats, [taskId]: { ...stats, samples: [...stats.samples, ...after] } } });
+    } catch {
+      // A host without samples (an older one, or not Linux): the view shows none.
+    }
+  }
+
   /** Throws so the Environments screen can show the error. */
   async loadLayers(): Promise<void> {
     this.store.setState({ layers: await this.bridge.call('layers.list', {}) });
@@ -334,7 +350,7 @@ export class FactoryController {
   }
 
   /** Saves some settings; throws (the host's refusal names the setting) so the screen that changed them shows it. */
-  async saveSettings(change: { egressRules?: EgressRule[]; layerBudgetGb?: number }): Promise<void> {
+  async saveSettings(change: ApiInput<'settings.set'>): Promise<void> {
     this.store.setState({ settings: await this.bridge.call('settings.set', change) });
   }
 

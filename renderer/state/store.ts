@@ -6,6 +6,7 @@ import type { AuditEntry, CredentialRef, LeakReport } from '../../common/credent
 import type { ErrorInfo, PullbackReview, SystemStatus, Task, TerminalInfo } from '../../common/domain.js';
 import type { LayerInfo } from '../../common/environment.js';
 import type { ReviewFileDetail } from '../../common/review.js';
+import { SANDBOX_SAMPLE_INTERVAL_MS, SANDBOX_SAMPLES_KEPT, type SandboxStats } from '../../common/sandbox-stats.js';
 
 export type Connection = 'connecting' | 'open' | 'closed';
 
@@ -38,6 +39,8 @@ export interface FactoryState {
   layers?: LayerInfo[];
   /** User settings and the agents a task may choose; absent until loaded (or when the host lacks them). */
   settings?: SettingsView;
+  /** CPU and memory samples of each task's sandbox (its QEMU on the host), newest last. */
+  stats: Record<string, SandboxStats | undefined>;
   /** A settings change the host refused. */
   settingsError?: ErrorInfo;
   /**
@@ -75,6 +78,7 @@ export function createFactoryStore(): FactoryStore {
     busy: {},
     audit: {},
     leakReports: {},
+    stats: {},
     view: 'tasks',
   }));
 }
@@ -92,8 +96,10 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
       break;
     case 'task.removed': {
       const { [event.taskId]: _gone, ...rest } = s.tasks;
+      const { [event.taskId]: _samples, ...stats } = s.stats;
       store.setState({
         tasks: rest,
+        stats,
         selectedTaskId: s.selectedTaskId === event.taskId ? undefined : s.selectedTaskId,
       });
       break;
@@ -111,6 +117,14 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
     case 'audit.appended': {
       const rows = [...(s.audit[event.entry.sandboxId] ?? []), event.entry].slice(-MAX_AUDIT_ROWS);
       store.setState({ audit: { ...s.audit, [event.entry.sandboxId]: rows } });
+      break;
+    }
+    case 'sandbox.stats': {
+      const was = s.stats[event.taskId];
+      const samples = [...(was?.samples ?? []), event.sample].slice(-SANDBOX_SAMPLES_KEPT);
+      const size = event.guestMemoryBytes ?? was?.guestMemoryBytes;
+      const next: SandboxStats = { intervalMs: SANDBOX_SAMPLE_INTERVAL_MS, ...was, taskId: event.taskId, live: true, samples, ...(size ? { guestMemoryBytes: size } : {}) };
+      store.setState({ stats: { ...s.stats, [event.taskId]: next } });
       break;
     }
     case 'leakcheck.finished':

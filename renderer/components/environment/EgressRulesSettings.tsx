@@ -186,12 +186,3 @@ export function EgressRulesSettings() {
     </form>
   );
 }
-
-export function SettingsScreen() {
-  return (
-    <section className="settings panel-screen" data-testid="settings-screen">
-      <h2>Settings</h2>
-      <EgressRulesSettings />
-    </section>
-  );
-}

@@ -1,6 +1,7 @@
 // A FactoryApp-shaped app that plays a pipeline on timers, for fast UI checks in
 // Chromium (CSP, token handling, escaping, the flow of the screens). The real
 // app is driven by web-ui.test.ts; this one never boots a VM.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
@@ -8,6 +9,8 @@ import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type Task, type 
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
 import type { ReviewConfirmationKind } from '../../../common/review.js';
+import { defaultEgressRules } from '../../../common/egress.js';
+import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
 import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
@@ -37,6 +40,16 @@ export class ScriptedApp implements HostedApp {
   readonly written = new Map<string, string>();
   /** What system.status says of the keychain (absent: nothing, as an older host); a spec sets it. */
   keychain?: KeychainStatus;
+  /** The settings as settings.get answers (the web host validates settings.set with the real contract first). */
+  readonly settings: Record<string, unknown> = {
+    defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 2, terminalLogRetentionDays: 30,
+    egressRules: defaultEgressRules(), layerBudgetGb: 20, guestTrustsHostCertificates: true, agents: ['command', 'claude-code', 'codex'],
+  };
+  /** Every settings.set the host accepted, as received. */
+  readonly settingsSaved: unknown[] = [];
+  private monitor?: SandboxStatsMonitor;
+  /** Per running sandbox, the real process the host's sampler measures in place of its QEMU. */
+  private readonly standIns = new Map<string, ChildProcess>();
 
   /**
    * @param stageMs how long each stage runs
@@ -89,6 +102,16 @@ export class ScriptedApp implements HostedApp {
           createdAt: '2025-01-02T03:04:05.000Z', updatedAt: '2025-01-02T03:04:05.000Z',
         },
       ],
+      'settings.get': async () => ({ ...this.settings }),
+      'settings.set': async (patch: Record<string, unknown>) => {
+        this.settingsSaved.push(patch);
+        Object.assign(this.settings, patch);
+        return { ...this.settings };
+      },
+      'tasks.stats': async ({ taskId }) => {
+        this.task(taskId);
+        return this.monitor?.stats(taskId) ?? { taskId, intervalMs: 2000, live: false, samples: [] };
+      },
       'audit.list': async () => [],
       'leakcheck.get': async () => null,
       'terminal.list': async ({ taskId }) => [...this.terminals.values()].filter((t) => !taskId || t.taskId === taskId),
@@ -136,6 +159,35 @@ export class ScriptedApp implements HostedApp {
   }
   async dispose() {
     for (const t of this.timers) clearTimeout(t);
+    this.monitor?.dispose();
+    for (const p of this.standIns.values()) p.kill('SIGKILL');
+  }
+
+  /**
+   * From now on every sandbox that runs is measured by the host's real sampler
+   * (main/tasks/sandbox-stats.ts) every `intervalMs`. There is no QEMU here: a
+   * small node process that keeps one core about a third busy stands in for it.
+   */
+  sampleSandboxes(intervalMs = 500): void {
+    this.monitor = new SandboxStatsMonitor({
+      pidOf: (taskId) => this.standIns.get(taskId)?.pid,
+      onSample: (taskId, sample, guestMemoryBytes) => this.emit({ type: 'sandbox.stats', taskId, sample, ...(guestMemoryBytes ? { guestMemoryBytes } : {}) }),
+      intervalMs,
+    });
+  }
+
+  private followSandbox(t: Task): void {
+    if (!this.monitor) return;
+    const proc = this.standIns.get(t.id);
+    if (t.sandbox.status === 'running' && !proc) {
+      const code = 'const keep = Buffer.alloc(64 << 20, 1); setInterval(() => { const s = Date.now(); while (Date.now() - s < 30) keep[0]++; }, 90)';
+      this.standIns.set(t.id, spawn(process.execPath, ['-e', code, '--', '-m', '1024'], { stdio: 'ignore' }));
+      this.monitor.watch(t.id);
+    } else if (t.sandbox.status !== 'running' && proc) {
+      proc.kill('SIGKILL');
+      this.standIns.delete(t.id);
+      this.monitor.stop(t.id);
+    }
   }
 
   private emit(e: FactoryEvent) {
@@ -152,6 +204,7 @@ export class ScriptedApp implements HostedApp {
     const t = { ...this.task(id), ...patch };
     this.tasks.set(id, t);
     this.emit({ type: 'task.updated', task: t });
+    this.followSandbox(t);
     return t;
   }
 

@@ -1,0 +1,250 @@
+// Every setting that has an API (settings.get / settings.set), built from a table
+// of field descriptors: a new setting is one entry in SETTING_FIELDS. Values show
+// in human units (MiB or GiB, days, minutes), never raw bytes. The host validates:
+// its refusal is shown next to the field it names, and what the user typed stays.
+import { useRef, useState } from 'react';
+import type { ApiInput, SettingsView } from '../../common/contract.js';
+import type { ErrorInfo } from '../../common/domain.js';
+import { useController, useFactory } from '../state/context.js';
+import { toErrorInfo } from '../state/store.js';
+import { EgressRulesSettings } from './environment/EgressRulesSettings.js';
+import { ErrorBox } from './ErrorBox.js';
+import './look.css';
+
+export type SettingsPatch = ApiInput<'settings.set'>;
+type Key = keyof SettingsPatch & keyof SettingsView;
+
+interface Common {
+  key: Key;
+  label: string;
+  help: string;
+  /** Error names the host gives for this field without naming it (e.g. UnknownAgent). */
+  errorNames?: string[];
+}
+/** A number in one unit ("days", "GiB", "minutes"; none for a count). */
+interface NumberField extends Common { kind: 'number'; unit?: string; integer?: boolean }
+/** A size the host keeps in MiB, shown and typed in MiB or GiB. */
+interface MemoryField extends Common { kind: 'memory' }
+interface ChoiceField extends Common { kind: 'choice'; options: (s: SettingsView) => string[] }
+interface ToggleField extends Common { kind: 'toggle' }
+interface TextField extends Common { kind: 'text'; placeholder?: string }
+export type SettingField = NumberField | MemoryField | ChoiceField | ToggleField | TextField;
+
+export const SETTING_FIELDS: SettingField[] = [
+  { key: 'maxParallelTasks', kind: 'number', integer: true, label: 'Tasks at the same time', help: 'How many tasks may boot and run their pipeline at once; more wait their turn.' },
+  { key: 'vmMemoryMb', kind: 'memory', label: 'Memory per sandbox', help: 'Guest memory of each new sandbox (256 MiB to 64 GiB).' },
+  { key: 'vmCpus', kind: 'number', integer: true, label: 'CPUs per sandbox', help: 'Virtual CPUs of each new sandbox.' },
+  { key: 'defaultAgent', kind: 'choice', options: (s) => s.agents, errorNames: ['UnknownAgent'], label: 'Default agent', help: 'Used when neither the task nor the repository\u2019s pipeline.json chooses one; "command" runs the pipeline\u2019s commands.' },
+  { key: 'terminalLogRetentionDays', kind: 'number', integer: true, unit: 'days', label: 'Keep terminal logs for', help: 'Logs of finished terminals older than this are deleted at the next start; 0 keeps them forever.' },
+  { key: 'layerBudgetGb', kind: 'number', unit: 'GiB', label: 'Disk for cached environments', help: 'The least recently used environment layers are deleted past this size.' },
+  { key: 'guestTrustsHostCertificates', kind: 'toggle', label: 'Sandboxes trust this computer\u2019s certificate authorities', help: 'Needed behind a TLS-inspecting company proxy; the host\u2019s CA bundle is copied into each sandbox.' },
+];
+
+/** What a field shows for a saved value, as the user would type it. */
+type Draft = Record<string, string | boolean>;
+
+function initial(field: SettingField, v: unknown): Draft {
+  switch (field.kind) {
+    case 'toggle':
+      return { [field.key]: v === true };
+    case 'memory': {
+      const mib = typeof v === 'number' ? v : 0;
+      return mib >= 1024 && mib % 1024 === 0 ? { [field.key]: String(mib / 1024), [`${field.key}:unit`]: 'GiB' } : { [field.key]: String(mib), [`${field.key}:unit`]: 'MiB' };
+    }
+    default:
+      return { [field.key]: v === undefined ? '' : String(v) };
+  }
+}
+
+/** The value to send for a field, or why what was typed is not one (before asking the host). */
+export function fieldValue(field: SettingField, draft: Draft): { value: unknown } | { error: string } {
+  const raw = draft[field.key];
+  if (field.kind === 'toggle') return { value: raw === true };
+  const text = String(raw ?? '').trim();
+  if (field.kind === 'choice' || field.kind === 'text') return { value: text };
+  if (!/^-?\d+(\.\d+)?$/.test(text)) return { error: text ? `"${text}" is not a number` : 'is empty' };
+  const n = Number(text);
+  if (field.kind === 'memory') return { value: Math.round(n * (draft[`${field.key}:unit`] === 'GiB' ? 1024 : 1)) };
+  return { value: n };
+}
+
+/** Which field a host error is about: "vmMemoryMb: must be ..." names it; some error names stand for one. */
+export function fieldOfError(err: ErrorInfo, fields: SettingField[] = SETTING_FIELDS): { field: SettingField; problem: string } | undefined {
+  const m = /^([A-Za-z]+)(?:\.[^:]*)?: (.*)$/s.exec(err.message);
+  const named = m ? fields.find((f) => f.key === m[1]) : undefined;
+  if (named) return { field: named, problem: m![2]! };
+  const byName = fields.find((f) => f.errorNames?.includes(err.name));
+  return byName ? { field: byName, problem: err.message } : undefined;
+}
+
+export function SettingsScreen() {
+  return (
+    <section className="settings panel-screen" data-testid="settings-screen" aria-labelledby="settings-heading">
+      <h2 id="settings-heading">Settings</h2>
+      <GeneralSettings />
+      <EgressRulesSettings />
+    </section>
+  );
+}
+
+function GeneralSettings() {
+  const controller = useController();
+  const saved = useFactory((s) => s.settings);
+  const [draft, setDraft] = useState<Draft>();
+  const [error, setError] = useState<ErrorInfo>();
+  const [local, setLocal] = useState<{ key: string; problem: string }>();
+  const [busy, setBusy] = useState(false);
+  const [done, setDone] = useState(false);
+  const saveButton = useRef<HTMLButtonElement>(null);
+  if (!saved) return <p className="hint">Loading settings…</p>;
+  // Only settings this host knows (an older host lacks some).
+  const fields = SETTING_FIELDS.filter((f) => saved[f.key] !== undefined);
+  const base: Draft = Object.assign({}, ...fields.map((f) => initial(f, saved[f.key])));
+  const current = { ...base, ...draft };
+  const edit = (patch: Draft) => {
+    setDraft({ ...draft, ...patch });
+    setDone(false);
+  };
+  const changed = fields.filter((f) => current[f.key] !== base[f.key] || (f.kind === 'memory' && current[`${f.key}:unit`] !== base[`${f.key}:unit`]));
+
+  const save = async () => {
+    if (busy || changed.length === 0) return;
+    setError(undefined);
+    setLocal(undefined);
+    setDone(false);
+    const patch: Record<string, unknown> = {};
+    for (const f of changed) {
+      const v = fieldValue(f, current);
+      if ('error' in v) return setLocal({ key: f.key, problem: v.error });
+      patch[f.key] = v.value;
+    }
+    setBusy(true);
+    try {
+      await controller.saveSettings(patch as SettingsPatch);
+      setDraft(undefined);
+      setDone(true);
+    } catch (err) {
+      // The draft stays: the user fixes what they typed instead of typing it again.
+      setError(toErrorInfo(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const hostProblem = error ? fieldOfError(error, fields) : undefined;
+  const problemOf = (f: SettingField) => (local?.key === f.key ? local.problem : hostProblem?.field.key === f.key ? hostProblem.problem : undefined);
+  return (
+    <form
+      className="settings-form"
+      data-testid="settings-form"
+      aria-labelledby="settings-general"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void save();
+      }}
+    >
+      <h3 id="settings-general">Sandboxes and tasks</h3>
+      <div className="settings-fields">
+        {fields.map((f) => (
+          <FieldRow key={f.key} field={f} saved={saved} value={current} problem={problemOf(f)} onChange={edit} />
+        ))}
+      </div>
+      <div className="actions">
+        {/* aria-disabled, not disabled: a disabled button drops the keyboard focus to the page body as it saves. */}
+        <button ref={saveButton} type="submit" data-testid="settings-save" aria-disabled={busy || changed.length === 0}>
+          {busy ? 'Saving…' : 'Save settings'}
+        </button>
+        {changed.length ? (
+          <button type="button" className="secondary" data-testid="settings-undo" onClick={() => {
+              setDraft(undefined);
+              setError(undefined);
+              setLocal(undefined);
+              // This button goes away with the changes: the focus goes to Save, not to the page body.
+              saveButton.current?.focus();
+            }}
+          >
+            Undo changes
+          </button>
+        ) : null}
+      </div>
+      {done ? (
+        <p className="ok" role="status" data-testid="settings-saved">
+          Saved. New sandboxes use these values.
+        </p>
+      ) : null}
+      {/* A refusal that names no field shows here, in full. */}
+      {error && !hostProblem ? <ErrorBox testId="settings-error" error={error} /> : null}
+    </form>
+  );
+}
+
+function FieldRow({ field: f, saved, value, problem, onChange }: { field: SettingField; saved: SettingsView; value: Draft; problem?: string; onChange: (p: Draft) => void }) {
+  const id = `setting-${f.key}`;
+  const helpId = `${id}-help`;
+  const errId = `${id}-error`;
+  const describedBy = problem ? `${errId} ${helpId}` : helpId;
+  const common = { id, 'data-testid': id, 'aria-describedby': describedBy, 'aria-invalid': problem ? true : undefined } as const;
+  let control;
+  switch (f.kind) {
+    case 'toggle':
+      control = <input type="checkbox" {...common} checked={value[f.key] === true} onChange={(e) => onChange({ [f.key]: e.target.checked })} />;
+      break;
+    case 'choice': {
+      const options = f.options(saved);
+      const v = String(value[f.key]);
+      control = (
+        <select {...common} value={v} onChange={(e) => onChange({ [f.key]: e.target.value })}>
+          {(options.includes(v) ? options : [v, ...options]).map((o) => (
+            <option key={o} value={o}>
+              {o}
+            </option>
+          ))}
+        </select>
+      );
+      break;
+    }
+    case 'memory':
+      control = (
+        <span className="with-unit">
+          <input type="text" inputMode="decimal" {...common} value={String(value[f.key])} onChange={(e) => onChange({ [f.key]: e.target.value })} />
+          <select aria-label={`${f.label} unit`} data-testid={`${id}-unit`} value={String(value[`${f.key}:unit`])} onChange={(e) => onChange({ [`${f.key}:unit`]: e.target.value })}>
+            <option value="MiB">MiB</option>
+            <option value="GiB">GiB</option>
+          </select>
+        </span>
+      );
+      break;
+    default:
+      control = (
+        <span className="with-unit">
+          <input
+            type="text"
+            inputMode={f.kind === 'number' ? (f.integer ? 'numeric' : 'decimal') : undefined}
+            {...common}
+            placeholder={f.kind === 'text' ? f.placeholder : undefined}
+            value={String(value[f.key])}
+            onChange={(e) => onChange({ [f.key]: e.target.value })}
+          />
+          {f.kind === 'number' && f.unit ? <span className="unit">{f.unit}</span> : null}
+        </span>
+      );
+  }
+  return (
+    <div className={`setting-row${problem ? ' invalid' : ''}`} data-testid={`${id}-row`}>
+      <label htmlFor={id} className="setting-label">
+        {f.label}
+      </label>
+      <div className="setting-control">
+        {control}
+        {problem ? (
+          <p className="field-error" role="alert" id={errId} data-testid={`${id}-error`}>
+            {f.label}: {problem}
+          </p>
+        ) : null}
+        <p className="hint" id={helpId}>
+          {f.help}
+        </p>
+      </div>
+    </div>
+  );
+}
