@@ -7,6 +7,8 @@ import { TaskArtifacts } from './environment/TaskArtifacts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ReviewPanel } from './ReviewPanel.js';
+import { keptUntilTitle, sandboxWords } from './sandbox-words.js';
+import { TaskHousekeeping } from './TaskHousekeeping.js';
 import { SecurityPanel } from './SecurityPanel.js';
 import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
 
@@ -111,8 +113,8 @@ function TaskView({ task }: { task: Task }) {
               'no repository'
             )}
           </p>
-          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1}>
-            sandbox {task.sandbox.status}
+          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1} title={keptUntilTitle(task.sandbox)}>
+            {sandboxWords(task.sandbox)}
             {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
             {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
           </p>
@@ -151,6 +153,7 @@ function TaskView({ task }: { task: Task }) {
           >
             {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
           </button>
+          <TaskHousekeeping task={task} />
         </div>
       </div>
       {confirmDestroy && !destroyed ? (
