@@ -275,13 +275,15 @@ export class TaskService<Image = unknown> {
   }
 
   /**
-   * Removes a task that is not running, with its sandbox, review, quarantine and
-   * seed; its terminal logs go with it (app.ts). The branch an approval made stays.
+   * Removes a task that is not running, with its sandbox (and its serial log), review,
+   * quarantine and seed; its terminal logs go with it (app.ts). The branch an approval made stays.
    */
   async remove(taskId: string): Promise<void> {
     const record = this.record(taskId);
     if (isActive(record.task.phase)) throw new FactoryError('TaskActive', `task ${taskId} is ${record.task.phase}; cancel it before removing it`);
     await this.destroy(taskId);
+    // Destroy keeps the sandbox's folder for its serial log; removing the task takes its logs too.
+    await fsp.rm(record.sandboxDir ?? this.sandboxDir(taskId), { recursive: true, force: true });
     await this.deps.quarantine.discard(taskId);
     await fsp.rm(this.reviewJsonPath(taskId), { force: true });
     await fsp.rm(this.artifactsDir(taskId), { recursive: true, force: true });
