@@ -178,3 +178,22 @@ describe('archive', () => {
     expect(record.task.archivedAt).toBeUndefined();
   });
 });
+
+describe('settings of the lifecycle and the next steps', () => {
+  it('keeps a sandbox at most a day and runs the editor as one program, refusing what a shell would need', async () => {
+    const dataDir = tempDir();
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const a = await app(dataDir);
+    expect(await a.api['settings.get']({})).toMatchObject({ keepSandboxAfterDecisionMinutes: 0, editorCommand: 'code' });
+    expect(await a.api['settings.set']({ keepSandboxAfterDecisionMinutes: 1440, editorCommand: '/opt/My Editor/bin/editor' })).toMatchObject({
+      keepSandboxAfterDecisionMinutes: 1440,
+      editorCommand: '/opt/My Editor/bin/editor',
+    });
+    await expect(a.api['settings.set']({ keepSandboxAfterDecisionMinutes: 1441 })).rejects.toThrow(/keepSandboxAfterDecisionMinutes/);
+    await expect(a.api['settings.set']({ keepSandboxAfterDecisionMinutes: 1.5 })).rejects.toThrow(/keepSandboxAfterDecisionMinutes/);
+    for (const editorCommand of ['code\n--new-window', '--help', 'code\u0000', ' code', '']) {
+      await expect(a.api['settings.set']({ editorCommand }), JSON.stringify(editorCommand)).rejects.toThrow(/editorCommand/);
+    }
+    expect(await a.api['settings.get']({})).toMatchObject({ keepSandboxAfterDecisionMinutes: 1440, editorCommand: '/opt/My Editor/bin/editor' });
+  });
+});
