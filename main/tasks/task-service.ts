@@ -252,6 +252,11 @@ export class TaskService<Image = unknown> {
   private async destroyOnce(taskId: string): Promise<Task> {
     const record = this.record(taskId);
     this.lifetime.forget(taskId);
+    // Its deadline no longer holds: the sandbox goes now (no update says "kept until" while it stops).
+    if (record.task.sandbox.keptUntil) {
+      const { keptUntil: _done, ...sandbox } = record.task.sandbox;
+      await this.book.update(record, { sandbox });
+    }
     const runtime = this.runtimes.get(taskId);
     if (runtime) {
       runtime.abort.abort();
@@ -265,10 +270,6 @@ export class TaskService<Image = unknown> {
       await this.book.sandboxMove(record, 'stopped');
     }
     await fsp.rm(this.workDir(taskId), { recursive: true, force: true });
-    if (record.task.sandbox.keptUntil) {
-      const { keptUntil: _done, ...sandbox } = record.task.sandbox;
-      await this.book.update(record, { sandbox });
-    }
     // A quick sandbox has nothing after its sandbox: destroying it ends it.
     if (isQuickSandbox(record.task) && isActive(record.task.phase)) await this.book.transition(record, 'close');
     return { ...this.record(taskId).task };
