@@ -3,7 +3,7 @@
 // argument, validated with the schema below at the host boundary, and returns a
 // promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
 import { z } from 'zod';
-import { StageName } from './domain.js';
+import { EditorCommand, MAX_KEEP_MINUTES, StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
 import type { ErrorName } from './errors.js';
@@ -11,7 +11,9 @@ import { EgressRule } from './egress.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
 import type { SandboxSample, SandboxStats } from './sandbox-stats.js';
 import type {
+  BranchInfo,
   PullbackReview,
+  PushResult,
   SystemStatus,
   Task,
   TerminalInfo,
@@ -95,7 +97,22 @@ export const apiInputs = {
     layerBudgetGb: z.number().min(1, 'must be at least 1 GiB').max(4096, 'must be at most 4096 GiB').optional(),
     /** Sandboxes trust the certificate authorities this computer trusts (behind a TLS-inspecting proxy). */
     guestTrustsHostCertificates: z.boolean().optional(),
+    /** Minutes a sandbox is kept for inspection after Approve or Reject (0: destroyed at once). */
+    keepSandboxAfterDecisionMinutes: z.number().int().min(0).max(MAX_KEEP_MINUTES).optional(),
+    /** The program "Open in editor" runs with the repository path as its one argument. */
+    editorCommand: EditorCommand.optional(),
   }),
+  /** Hides a finished task from the board (listed under "Archived"), or restores it. A running task cannot be archived. */
+  'tasks.archive': z.object({ taskId: id, archived: z.boolean() }),
+  // The next steps on an approved task, on the host with the user's own git (main/git/branch-actions.ts).
+  /** The approved branch as the repository has it now: the current branch, uncommitted files, remotes. */
+  'tasks.branchInfo': z.object({ taskId: id }),
+  /** Checks the approved branch out in the repository; refused while tracked files have uncommitted changes. */
+  'tasks.checkout': z.object({ taskId: id }),
+  /** `git push <remote> factory/<id>` with the user's git and credentials; the remote must be one of the repository's. */
+  'tasks.push': z.object({ taskId: id, remote: z.string().min(1).max(256) }),
+  /** Runs the editorCommand setting with the repository path as its one argument. */
+  'tasks.openEditor': z.object({ taskId: id }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
   'terminal.openShell': z.object({ taskId: id, ...dims }),
@@ -171,6 +188,11 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.approve': Task;
   'tasks.reject': Task;
   'tasks.retry': Task;
+  'tasks.archive': Task;
+  'tasks.branchInfo': BranchInfo;
+  'tasks.checkout': BranchInfo;
+  'tasks.push': PushResult;
+  'tasks.openEditor': { command: string };
   'settings.get': SettingsView;
   'settings.set': SettingsView;
   'terminal.list': TerminalInfo[];
@@ -212,6 +234,8 @@ export interface SettingsView {
   layerBudgetGb: number;
   /** Absent from hosts that predate it. */
   guestTrustsHostCertificates?: boolean;
+  keepSandboxAfterDecisionMinutes?: number;
+  editorCommand?: string;
   agents: string[];
 }
 

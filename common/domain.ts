@@ -90,6 +90,8 @@ export const SandboxInfo = z.object({
   accel: z.string().optional(),
   sshPort: z.number().optional(),
   bootMs: z.number().optional(),
+  /** After Approve or Reject the sandbox is kept for inspection until this time (ISO), then destroyed. */
+  keptUntil: z.string().optional(),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 
@@ -140,8 +142,45 @@ export const Task = z.object({
   kind: z.enum(['pipeline', 'quick']).optional(),
   /** A quick sandbox the user keeps after its shell closes (until they destroy it). */
   keep: z.boolean().optional(),
+  /** Hidden from the board (listed under "Archived", restorable) since then (ISO). */
+  archivedAt: z.string().optional(),
 });
 export type Task = z.infer<typeof Task>;
+
+/** Longest a sandbox is kept after a decision (setting keepSandboxAfterDecisionMinutes). */
+export const MAX_KEEP_MINUTES = 24 * 60;
+
+/** One program (a name on PATH or a path): no shell, so no arguments, quotes or control characters. */
+export const EditorCommand = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), 'must not contain control characters')
+  .refine((s) => !s.startsWith('-'), 'must not start with a dash')
+  .refine((s) => s.trim() === s, 'must not start or end with a space');
+
+/** A task's approved branch as the host repository has it now (the next steps after Approve). */
+export interface BranchInfo {
+  branch: string;
+  /** The branch exists in the repository. */
+  exists: boolean;
+  /** The branch HEAD is on now (absent: detached HEAD, or a bare repository). */
+  currentBranch?: string;
+  checkedOut: boolean;
+  bare: boolean;
+  /** Tracked files with uncommitted changes (first 20), and how many more there are. */
+  dirty: string[];
+  dirtyMore: number;
+  /** The repository's remotes whose names are safe to pass to git. */
+  remotes: string[];
+}
+
+/** What a push printed (git's own output, stdout and stderr together). */
+export interface PushResult {
+  remote: string;
+  branch: string;
+  output: string;
+}
 
 /** True for a quick sandbox (no pipeline; destroyed when its shell closes unless kept). */
 export function isQuickSandbox(task: Pick<Task, 'kind'>): boolean {

@@ -105,6 +105,12 @@ export const ERRORS = {
   HookInputInvalid: { title: 'Unexpected hook input', help: 'The hook did not receive the JSON Claude Code sends on standard input (session_id, cwd). Run it only from Claude Code\'s hooks (factory hooks install).' },
   SessionNotFound: { title: 'No sandbox for this session', help: 'The app has no sandbox recorded for this Claude Code session (it ended, or was reaped after the session\'s process went away). A new session gets a new one.' },
 
+  // The next step after Approve (main/git/branch-actions.ts)
+  NotApproved: { title: 'The task is not approved', help: 'Checking out, pushing or opening the branch needs a task whose result you approved.' },
+  InvalidRefName: { title: 'Refused branch or remote name', help: 'A branch or remote name from the repository is not a valid git name, or starts with a dash. The message names it; rename it in the repository.' },
+  WorkTreeDirty: { title: 'Uncommitted changes in your repository', help: 'Checking out another branch could mix them in or lose them. Commit or stash the files named in the message, then check out again.' },
+  PushFailed: { title: 'Push failed', help: 'Your git could not push the branch; git\'s own output is below. Check the remote and your credentials with git, then push again.' },
+  EditorFailed: { title: 'The editor did not start', help: 'The editor command (setting editorCommand, default "code") could not be run. Install it or set editorCommand to the program to run.' },
   // Internal protocols
   QmpError: { title: 'VM control failed', help: 'QEMU refused a control command (QMP). The message has QEMU\'s reason.' },
 } as const satisfies Record<string, ErrorHelp>;

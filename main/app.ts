@@ -35,6 +35,7 @@ import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
 import { spawnHostShell } from './terminal/host-shell.js';
+import { nextStepApi } from './git/next-step-api.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
@@ -275,6 +276,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.approve': async ({ taskId, confirm }) => tasks.approve(taskId, confirm ? { confirm } : {}),
     'tasks.reject': async ({ taskId }) => tasks.reject(taskId),
     'tasks.retry': async ({ taskId, fromStage, overrideReview }) => tasks.retry(taskId, fromStage, overrideReview ? { overrideReview } : {}),
+    'tasks.archive': async ({ taskId, archived }) => tasks.archive(taskId, archived),
+    ...nextStepApi((taskId) => tasks.get(taskId), () => settings.get().editorCommand),
     'tasks.preflight': async (input) => tasks.preflight(input),
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),

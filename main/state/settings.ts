@@ -4,6 +4,7 @@
 import Conf from 'conf';
 import { z } from 'zod';
 import { defaultEgressRules, EgressRule } from '../../common/egress.js';
+import { EditorCommand, MAX_KEEP_MINUTES } from '../../common/domain.js';
 
 export const SettingsSchema = z.object({
   /** How many tasks may provision and run their pipeline at the same time. */
@@ -23,6 +24,10 @@ export const SettingsSchema = z.object({
   guestTrustsHostCertificates: z.boolean().default(true),
   /** Disk budget of cached environment layers; the least recently used go first. */
   layerBudgetGb: z.number().min(1).max(4096).default(20),
+  /** Minutes a sandbox is kept for inspection after Approve or Reject; 0 destroys it at once (at most 24 h). */
+  keepSandboxAfterDecisionMinutes: z.number().int().min(0).max(MAX_KEEP_MINUTES).default(0),
+  /** The program "Open in editor" runs on the host, with the repository path as its one argument (no shell). */
+  editorCommand: EditorCommand.default('code'),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 

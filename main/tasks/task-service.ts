@@ -31,6 +31,8 @@ import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
 import { startQuickSandbox, type QuickInput } from './quick-sandbox.js';
+import { SandboxLifetime } from './sandbox-lifetime.js';
+import { setArchived } from './task-archive.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -75,11 +77,23 @@ export class TaskService<Image = unknown> {
   private readonly runtimes = new Map<string, Runtime>();
   private readonly reviews = new Map<string, PullbackReview>();
   private readonly slots: Slots;
+  /** After Approve or Reject: destroy the sandbox, or keep it until a deadline (sandbox-lifetime.ts). */
+  private readonly lifetime: SandboxLifetime;
+  private readonly destroying = new Map<string, Promise<Task>>();
   private disposed = false;
 
   constructor(private readonly deps: TaskServiceDeps<Image>) {
     this.slots = new Slots(() => deps.settings().maxParallelTasks);
     this.book = new TaskBook({ store: deps.store, emit: deps.emit });
+    this.lifetime = new SandboxLifetime({
+      keepMinutes: () => deps.settings().keepSandboxAfterDecisionMinutes,
+      destroy: (taskId) => this.destroy(taskId),
+      setKeptUntil: async (taskId, keptUntil) => {
+        const record = this.record(taskId);
+        await this.book.update(record, { sandbox: { ...record.task.sandbox, keptUntil } });
+      },
+      log: deps.log,
+    });
   }
 
   /** Loads persisted tasks; what was active when the app stopped is interrupted, and its QEMU reaped. */
@@ -90,6 +104,7 @@ export class TaskService<Image = unknown> {
         ...(record.qemuPid ? { qemuPid: record.qemuPid } : {}),
       }),
     );
+    this.lifetime.resume(this.book.tasks());
   }
 
   list(): Task[] {
@@ -220,9 +235,28 @@ export class TaskService<Image = unknown> {
     return { ...record.task };
   }
 
-  /** Ends the VM and deletes its overlay and the task's seed; a result in review stays approvable. */
-  async destroy(taskId: string): Promise<Task> {
+  /** Ends the VM and deletes its overlay and the task's seed; a result in review stays approvable. One at a time per task. */
+  destroy(taskId: string): Promise<Task> {
+    const under = this.destroying.get(taskId);
+    if (under) return under;
+    const work = this.destroyOnce(taskId).finally(() => this.destroying.delete(taskId));
+    this.destroying.set(taskId, work);
+    return work;
+  }
+
+  /** Hides a task that is not running from the board, or restores it (task-archive.ts). */
+  async archive(taskId: string, archived: boolean): Promise<Task> {
+    return setArchived(this.book, this.record(taskId), archived);
+  }
+
+  private async destroyOnce(taskId: string): Promise<Task> {
     const record = this.record(taskId);
+    this.lifetime.forget(taskId);
+    // Its deadline no longer holds: the sandbox goes now (no update says "kept until" while it stops).
+    if (record.task.sandbox.keptUntil) {
+      const { keptUntil: _done, ...sandbox } = record.task.sandbox;
+      await this.book.update(record, { sandbox });
+    }
     const runtime = this.runtimes.get(taskId);
     if (runtime) {
       runtime.abort.abort();
@@ -242,13 +276,15 @@ export class TaskService<Image = unknown> {
   }
 
   /**
-   * Removes a task that is not running, with its sandbox, review, quarantine and
-   * seed; its terminal logs go with it (app.ts). The branch an approval made stays.
+   * Removes a task that is not running, with its sandbox (and its serial log), review,
+   * quarantine and seed; its terminal logs go with it (app.ts). The branch an approval made stays.
    */
   async remove(taskId: string): Promise<void> {
     const record = this.record(taskId);
     if (isActive(record.task.phase)) throw new FactoryError('TaskActive', `task ${taskId} is ${record.task.phase}; cancel it before removing it`);
     await this.destroy(taskId);
+    // Destroy keeps the sandbox's folder for its serial log; removing the task takes its logs too.
+    await fsp.rm(record.sandboxDir ?? this.sandboxDir(taskId), { recursive: true, force: true });
     await this.deps.quarantine.discard(taskId);
     await fsp.rm(this.reviewJsonPath(taskId), { force: true });
     await fsp.rm(this.artifactsDir(taskId), { recursive: true, force: true });
@@ -309,6 +345,7 @@ export class TaskService<Image = unknown> {
       phase: 'approved',
       decision: { kind: 'approved', at: new Date().toISOString(), branch: res.branch, commit: res.commit },
     });
+    await this.lifetime.afterDecision(record.task);
     return { ...record.task };
   }
 
@@ -319,6 +356,7 @@ export class TaskService<Image = unknown> {
     }
     await this.deps.quarantine.discard(taskId);
     await this.book.update(record, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
+    await this.lifetime.afterDecision(record.task);
     return { ...record.task };
   }
 
@@ -338,6 +376,7 @@ export class TaskService<Image = unknown> {
   /** Tears down every sandbox: nothing is left running. Active tasks are interrupted, retryable after a restart. */
   async dispose(): Promise<void> {
     this.disposed = true;
+    await this.lifetime.dispose();
     const live = [...this.runtimes.entries()];
     for (const [, rt] of live) rt.abort.abort();
     await Promise.all(

@@ -1,5 +1,9 @@
+import { useState } from 'react';
 import { STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
+import { loadBoardFilter, matchesFilter, saveBoardFilter, type BoardFilter } from '../state/board-filter.js';
 import { useController, useFactory } from '../state/context.js';
+import { ArchivedTasks, BoardFilterBar } from './BoardFilters.js';
+import { keptUntilTitle, sandboxWords } from './sandbox-words.js';
 import { taskOrder } from '../state/store.js';
 import { SetupCell } from './environment/SetupCell.js';
 import { formatCost, formatDuration, formatTokens } from './format.js';
@@ -17,13 +21,22 @@ const STATUS_MARK: Record<string, string> = {
 export function StageBoard() {
   const tasks = useFactory((s) => s.tasks);
   const selected = useFactory((s) => s.selectedTaskId);
-  const ordered = taskOrder(tasks);
+  const [filter, setFilterState] = useState<BoardFilter>(loadBoardFilter);
+  const setFilter = (f: BoardFilter) => {
+    setFilterState(f);
+    saveBoardFilter(f);
+  };
+  const all = taskOrder(tasks);
+  const onBoard = all.filter((t) => !t.archivedAt);
+  const ordered = onBoard.filter((t) => matchesFilter(t, filter));
+  const repos = [...new Set(all.map((t) => t.repoPath).filter(Boolean))].sort();
   return (
     <section className="board" data-testid="stage-board">
       <h2>Tasks</h2>
+      {all.length > 0 ? <BoardFilterBar filter={filter} repos={repos} onChange={setFilter} shown={ordered.length} total={onBoard.length} /> : null}
       {ordered.length === 0 ? (
         <p className="hint" data-testid="board-empty">
-          No tasks yet. Start one above.
+          {onBoard.length ? 'No task matches the filter.' : all.length ? 'Every task is archived.' : 'No tasks yet. Start one above.'}
         </p>
       ) : (
         <table>
@@ -43,6 +56,7 @@ export function StageBoard() {
           </tbody>
         </table>
       )}
+      <ArchivedTasks tasks={all.filter((t) => t.archivedAt)} />
     </section>
   );
 }
@@ -59,7 +73,9 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
           <span className={`phase phase-${task.phase}`} data-testid={`task-phase-${task.id}`}>
             {task.phase}
           </span>{' '}
-          <span className="muted">sandbox {task.sandbox.status}</span>
+          <span className="muted" data-testid={`task-sandbox-${task.id}`} title={keptUntilTitle(task.sandbox)}>
+            {sandboxWords(task.sandbox)}
+          </span>
           {task.agent ? (
             <>
               {' '}

@@ -8,6 +8,8 @@ import { ErrorBox } from './ErrorBox.js';
 import { formatDuration } from './format.js';
 import { ResourceSpark } from './ResourceSpark.js';
 import { ReviewPanel } from './ReviewPanel.js';
+import { keptUntilTitle, sandboxWords } from './sandbox-words.js';
+import { TaskHousekeeping } from './TaskHousekeeping.js';
 import { SecurityPanel } from './SecurityPanel.js';
 import { StageTimeline } from './StageTimeline.js';
 import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
@@ -113,8 +115,8 @@ function TaskView({ task }: { task: Task }) {
               'no repository'
             )}
           </p>
-          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1}>
-            sandbox {task.sandbox.status}
+          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1} title={keptUntilTitle(task.sandbox)}>
+            {sandboxWords(task.sandbox)}
             {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
             {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
           </p>
@@ -154,6 +156,7 @@ function TaskView({ task }: { task: Task }) {
           >
             {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
           </button>
+          <TaskHousekeeping task={task} />
         </div>
       </div>
       {confirmDestroy && !destroyed ? (

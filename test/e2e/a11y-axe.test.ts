@@ -25,6 +25,8 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
 
   beforeAll(async () => {
     app = new ScriptedApp(40);
+    // The approved task keeps its sandbox, so its Destroy confirmation can be checked.
+    app.keepMinutes = 30;
     // The keychain unavailable: its red pill and its explanation are on every screen checked.
     app.keychain = { ok: false, error: { name: 'KeychainUnavailable', message: 'the OS keychain cannot be used (no Secret Service answered).' } };
     ui = await ScriptedUi.start(app);

@@ -96,8 +96,7 @@ describe.skipIf(!electron.path)('Electron app end to end', () => {
     expect(repo.git('show', `factory/${taskId}:hello.txt`)).toBe('hello\nhello from the sandbox\n');
     expect(repo.head()).toBe(headBefore);
     expect(repo.status()).toBe(statusBefore);
-    await page.getByTestId('destroy-button').click();
-    await page.getByTestId('destroy-confirmed-button').click();
+    // After Approve the sandbox is destroyed without asking (setting keepSandboxAfterDecisionMinutes is 0).
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status'), { timeout: 120_000 }).toBe('destroyed');
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     mkdirSync(path.join(root, 'test-results'), { recursive: true });

@@ -16,7 +16,10 @@ describe.skipIf(!!missing)('keyboard only', () => {
   let taskId = '';
 
   beforeAll(async () => {
-    ui = await ScriptedUi.start(new ScriptedApp(40));
+    const app = new ScriptedApp(40);
+    // The approved task keeps its sandbox: the shell test opens one in it.
+    app.keepMinutes = 30;
+    ui = await ScriptedUi.start(app);
     await ui.browser.page.setViewportSize({ width: 1400, height: 900 });
   });
   afterAll(async () => {

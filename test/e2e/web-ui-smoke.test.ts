@@ -17,7 +17,10 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
   let ui: ScriptedUi;
 
   beforeAll(async () => {
-    ui = await ScriptedUi.start(new ScriptedApp(120));
+    const app = new ScriptedApp(120);
+    // The sandbox outlives the approval, so its shell and Destroy can be used after it.
+    app.keepMinutes = 30;
+    ui = await ScriptedUi.start(app);
   });
   afterAll(async () => {
     await ui?.close();

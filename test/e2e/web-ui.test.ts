@@ -150,9 +150,9 @@ describe.skipIf(!!skipReason)('web UI end to end (real sandbox)', () => {
     expect(repo.git('symbolic-ref', 'HEAD').trim()).toBe(branchBefore);
     expect(repo.status()).toBe(statusBefore);
 
-    await page.getByTestId('destroy-button').click();
-    await page.getByTestId('destroy-confirmed-button').click();
+    // After Approve the sandbox is destroyed without asking (setting keepSandboxAfterDecisionMinutes is 0).
     await expect.poll(() => page.getByTestId('sandbox-status').getAttribute('data-status'), { timeout: 120_000 }).toBe('destroyed');
+    expect(await page.getByTestId(`task-sandbox-${taskId}`).textContent()).toBe('sandbox destroyed');
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     const overlays = readdirSync(path.join(dataDir, 'sandboxes'), { recursive: true }).map(String).filter((f) => f.endsWith('.qcow2'));
     expect(overlays).toEqual([]);

@@ -1,6 +1,6 @@
 // The whole life of a task with real parts: a fixture repo, the real base image
 // and QEMU (TCG here), SSH, the stage runner, pull-back, approve into the host
-// repo, destroy, and state reloaded by a second app instance.
+// repo, the sandbox destroyed by the decision, and state reloaded by a second app instance.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -154,11 +154,12 @@ describe('task lifecycle in a real sandbox', () => {
     await expect(a.api['tasks.approve']({ taskId })).rejects.toMatchObject({ name: 'NotInReview' });
   });
 
-  it('destroys the sandbox: no QEMU process, no overlay', async () => {
+  it('destroys the sandbox after Approve without being asked: no QEMU process, no overlay, the leak check ran first', async () => {
     const a = app!;
     expect(qemuPid).toBeGreaterThan(0);
-    const t = await a.api['tasks.destroy']({ taskId });
-    expect(t.sandbox.status).toBe('destroyed');
+    // Nobody presses Destroy: the decision ends the sandbox (setting keepSandboxAfterDecisionMinutes is 0).
+    const t = await waitForTask(a, taskId, (x) => x.sandbox.status === 'destroyed');
+    expect(t.sandbox.keptUntil).toBeUndefined();
     expect(processAlive(qemuPid)).toBe(false);
     // The folder stays for its logs; the disk and keys are gone.
     const left = fs.readdirSync(sandboxDir);

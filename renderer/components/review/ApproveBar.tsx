@@ -8,6 +8,7 @@ import { escapeContentLine } from '../../../common/review-text.js';
 import type { ReviewConfirmation, ReviewConfirmationKind } from '../../../common/review.js';
 import { useController, useFactory } from '../../state/context.js';
 import { useFocusRequest } from '../../state/focus.js';
+import { NextSteps } from '../NextSteps.js';
 
 const KIND_WORDS: Record<ReviewConfirmationKind, string> = {
   unshown: 'Not shown',
@@ -24,11 +25,14 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
 
   if (task.decision) {
     return (
-      <p className="decision" data-testid="decision" data-kind={task.decision.kind} ref={decision} tabIndex={-1}>
-        {task.decision.kind === 'approved'
-          ? `Approved: branch ${task.decision.branch ?? task.branch} is in your repository${task.decision.commit ? ` at ${task.decision.commit.slice(0, 10)}` : ''}.`
-          : 'Rejected: the result was discarded.'}
-      </p>
+      <>
+        <p className="decision" data-testid="decision" data-kind={task.decision.kind} ref={decision} tabIndex={-1}>
+          {task.decision.kind === 'approved'
+            ? `Approved: branch ${task.decision.branch ?? task.branch} is in your repository${task.decision.commit ? ` at ${task.decision.commit.slice(0, 10)}` : ''}.`
+            : 'Rejected: the result was discarded.'}
+        </p>
+        {task.decision.kind === 'approved' && task.phase === 'approved' ? <NextSteps task={task} /> : null}
+      </>
     );
   }
   if (task.phase !== 'review') return null;

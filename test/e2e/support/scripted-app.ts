@@ -1,7 +1,7 @@
 // A FactoryApp-shaped app that plays a pipeline on timers, for fast UI checks in
 // Chromium (CSP, token handling, escaping, the flow of the screens). The real
 // app is driven by web-ui.test.ts; this one never boots a VM.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
@@ -12,6 +12,7 @@ import type { ReviewConfirmationKind } from '../../../common/review.js';
 import { defaultEgressRules } from '../../../common/egress.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
+import { nextStepApi } from '../../../main/git/next-step-api.js';
 import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
@@ -50,6 +51,12 @@ export class ScriptedApp implements HostedApp {
   private monitor?: SandboxStatsMonitor;
   /** Per running sandbox, the real process the host's sampler measures in place of its QEMU. */
   private readonly standIns = new Map<string, ChildProcess>();
+  /** Approve creates factory/<id> in the (real) repository, so the next steps run real git on it. */
+  realBranches = false;
+  /** As the setting keepSandboxAfterDecisionMinutes: 0 destroys the sandbox at the decision. */
+  keepMinutes = 0;
+  /** As the setting editorCommand: what "Open in editor" runs (a spec points it at a recording script). */
+  editorCommand = 'no-editor-in-scripted-app';
 
   /**
    * @param stageMs how long each stage runs
@@ -85,9 +92,33 @@ export class ScriptedApp implements HostedApp {
         const missing = this.review(taskId).confirmations.map((c) => c.kind).filter((k) => !confirm?.includes(k));
         if (missing.length) throw new FactoryError('ApproveNeedsConfirmation', `approving needs the user to confirm: ${[...new Set(missing)].join(', ')}`);
         this.approvals.push({ taskId, confirm });
-        return this.update(taskId, { phase: 'approved', decision: { kind: 'approved', at: new Date().toISOString(), branch: `factory/${taskId}`, commit: 'c0ffee00c0ffee00' } });
+        let commit = 'c0ffee00c0ffee00';
+        if (this.realBranches) {
+          // What the real approve leaves: the branch in the repository, HEAD and work tree untouched.
+          const repo = this.task(taskId).repoPath;
+          execFileSync('git', ['branch', `factory/${taskId}`], { cwd: repo });
+          commit = execFileSync('git', ['rev-parse', `factory/${taskId}`], { cwd: repo }).toString().trim();
+        }
+        this.update(taskId, { phase: 'approved', decision: { kind: 'approved', at: new Date().toISOString(), branch: `factory/${taskId}`, commit } });
+        return this.afterDecision(taskId);
       },
-      'tasks.reject': async ({ taskId }) => this.update(taskId, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } }),
+      'tasks.reject': async ({ taskId }) => {
+        this.update(taskId, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
+        return this.afterDecision(taskId);
+      },
+      'tasks.archive': async ({ taskId, archived }) => {
+        if (archived && ['provisioning', 'running'].includes(this.task(taskId).phase)) throw new FactoryError('TaskActive', `task ${taskId} is running; cancel it or let it finish before archiving it`);
+        const { archivedAt: _was, ...rest } = this.task(taskId);
+        this.tasks.set(taskId, rest);
+        return this.update(taskId, archived ? { archivedAt: new Date().toISOString() } : {});
+      },
+      'tasks.remove': async ({ taskId }) => {
+        if (['provisioning', 'running'].includes(this.task(taskId).phase)) throw new FactoryError('TaskActive', `task ${taskId} is running; cancel it before removing it`);
+        this.tasks.delete(taskId);
+        this.emit({ type: 'task.removed', taskId });
+      },
+      // The next steps are the host's own, on the real repository (realBranches).
+      ...nextStepApi((taskId) => this.task(taskId), () => this.editorCommand),
       'tasks.cancel': async ({ taskId }) => this.update(taskId, { phase: 'cancelled' }),
       'tasks.destroy': async ({ taskId }) => this.update(taskId, { sandbox: { status: 'destroyed' } }),
       'tasks.retry': async ({ taskId }) => {
@@ -138,6 +169,19 @@ export class ScriptedApp implements HostedApp {
           throw FactoryError.carried('NotImplemented', `${method} is not scripted`);
         }),
     });
+  }
+
+  /** As the host after a decision: the sandbox destroyed, or kept until a deadline (keepMinutes). */
+  private afterDecision(taskId: string): Task {
+    const t = this.task(taskId);
+    if (t.sandbox.status !== 'running') return t;
+    if (this.keepMinutes > 0) return this.update(taskId, { sandbox: { ...t.sandbox, keptUntil: new Date(Date.now() + this.keepMinutes * 60_000).toISOString() } });
+    this.update(taskId, { sandbox: { ...t.sandbox, status: 'stopping' } });
+    this.later(this.stageMs, () => {
+      const { keptUntil: _k, ...sandbox } = this.task(taskId).sandbox;
+      this.update(taskId, { sandbox: { ...sandbox, status: 'destroyed' } });
+    });
+    return this.task(taskId);
   }
 
   /** Lets a task whose title says HELD, and whose stages are done, come back for review. */
