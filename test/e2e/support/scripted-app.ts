@@ -44,7 +44,8 @@ export class ScriptedApp implements HostedApp {
   /** The settings as settings.get answers (the web host validates settings.set with the real contract first). */
   readonly settings: Record<string, unknown> = {
     defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 2, terminalLogRetentionDays: 30,
-    egressRules: defaultEgressRules(), layerBudgetGb: 20, guestTrustsHostCertificates: true, agents: ['command', 'claude-code', 'codex'],
+    egressRules: defaultEgressRules(), layerBudgetGb: 20, guestTrustsHostCertificates: true,
+    keepSandboxAfterDecisionMinutes: 0, editorCommand: 'code', agents: ['command', 'claude-code', 'codex'],
   };
   /** Every settings.set the host accepted, as received. */
   readonly settingsSaved: unknown[] = [];
