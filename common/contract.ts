@@ -15,6 +15,7 @@ import type {
   Task,
   TerminalInfo,
   ImageStatus,
+  PoolStatus,
 } from './domain.js';
 
 const id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore');
@@ -217,6 +218,7 @@ export type FactoryEvent =
   | { type: 'task.updated'; task: Task }
   | { type: 'task.removed'; taskId: string }
   | { type: 'image.progress'; status: ImageStatus }
+  | { type: 'pool.status'; status: PoolStatus }
   | { type: 'terminal.opened'; info: TerminalInfo }
   | { type: 'terminal.status'; info: TerminalInfo }
   | CredentialEvent;

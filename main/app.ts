@@ -14,7 +14,9 @@ import {
   type TerminalDataEvent,
 } from '../common/contract.js';
 import { isQuickSandbox, type KeychainStatus, type SystemStatus, type Task } from '../common/domain.js';
-import { CredentialBroker } from './credentials/broker.js';
+import { CredentialBroker, proxySocketPathFits } from './credentials/broker.js';
+import { proxyGuestForward } from './credentials/routes.js';
+import { WarmPool } from './pool/warm-pool.js';
 import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
@@ -75,6 +77,8 @@ export interface FactoryAppOptions {
   bootTimeoutMs?: number;
   /** How long a Claude Code session's process may be gone before its sandbox is reaped (default: FACTORY_SESSION_GRACE_SEC, else 60 s). */
   sessionGraceMs?: number;
+  /** Keep warmPoolSize sandboxes waiting (main/pool). Default: on with the real VM layer, off with a replaced one (tests' doubles). */
+  warmPool?: boolean;
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -132,6 +136,24 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         return task?.repoPath ? gitRouteForTask(broker, task) : undefined;
       },
     });
+  // Sandboxes restored and waiting for a task; never kept across runs (its folder is reaped at start).
+  const pool =
+    (opts.warmPool ?? !opts.vm)
+      ? new WarmPool({
+          root: path.join(paths.data, 'pool'),
+          images,
+          qemu,
+          settings: () => settings.get(),
+          runningMemoryMb: () => live.memoryMb(),
+          // The broker's proxy forward: its socket is listened on only when a task takes the sandbox.
+          guestForwards: (socketPath) => [proxyGuestForward(socketPath)],
+          socketPathFits: proxySocketPathFits,
+          killLeftovers: (dir, knownPids) => killLeftoverQemu(dir, knownPids),
+          onStatus: (status) => emit({ type: 'pool.status', status }),
+          log: log.child('pool'),
+          ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
+        })
+      : undefined;
   // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
   const provisioner = new SandboxProvisioner({
@@ -145,6 +167,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
     killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
     log: log.child('sandboxes'),
+    ...(pool ? { pool } : {}),
   });
   // Cached environments: base image ← layer (after a repository's setup) ← task overlay.
   const layersLog = log.child('layers');
@@ -177,6 +200,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   });
   eventListeners.add((e) => quick.onEvent(e));
   await tasks.init();
+  // After the tasks reaped their own sandboxes: what is left in the pool's folder is a crash's, and goes.
+  const poolStarted = pool?.start().catch((err: unknown) => log.child('pool').warn('starting the warm pool failed', { err }));
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
   }
@@ -223,6 +248,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         keychain,
         dataDir: paths.data,
         host: opts.host,
+        ...(pool ? { pool: pool.status() } : {}),
       };
       return status;
     },
@@ -269,7 +295,10 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${choosableAgents().join(', ')}`);
       }
       const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
-      return { ...settings.set(defined), agents: choosableAgents() };
+      const next = settings.set(defined);
+      // A new pool size or sandbox size applies now.
+      pool?.poke();
+      return { ...next, agents: choosableAgents() };
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
@@ -323,6 +352,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       disposed = true;
       quick.dispose();
       await sessions.dispose();
+      // No pooled QEMU outlives the app; the pool stops filling before the tasks go.
+      await poolStarted;
+      await pool?.dispose().catch((err: unknown) => log.warn('stopping the warm pool failed', { err }));
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));

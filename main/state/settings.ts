@@ -23,6 +23,10 @@ export const SettingsSchema = z.object({
   guestTrustsHostCertificates: z.boolean().default(true),
   /** Disk budget of cached environment layers; the least recently used go first. */
   layerBudgetGb: z.number().min(1).max(4096).default(20),
+  /** Sandboxes kept restored and waiting for a task (main/pool); 0 turns the pool off. */
+  warmPoolSize: z.number().int().min(0).max(16).default(1),
+  /** Guest memory running and pooled sandboxes may hold together before the pool stops refilling; 0: half of this computer's memory. */
+  warmPoolMemoryBudgetMb: z.number().int().min(0).max(4 * 1024 * 1024).default(0),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 

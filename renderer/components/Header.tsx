@@ -2,6 +2,7 @@ import { useController, useFactory } from '../state/context.js';
 import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatMemory } from './format.js';
+import { PoolStatus } from './PoolStatus.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -98,6 +99,7 @@ export function Header() {
               {running === 1 ? '1 sandbox' : `${running} sandboxes`}
               {running > 0 && vmMemoryMb ? `, ${formatMemory(running * vmMemoryMb)}` : ''}
             </span>
+            <PoolStatus />
             <span className="pill muted" title={status.dataDir}>
               {status.host} host
             </span>
