@@ -91,6 +91,10 @@ export const apiInputs = {
     egressRules: z.array(EgressRule).max(200).optional(),
     /** Disk budget of cached environment layers; the least recently used go first. */
     layerBudgetGb: z.number().min(1).max(4096).optional(),
+    /** Sandboxes kept restored and waiting for a task; 0 turns the warm pool off. */
+    warmPoolSize: z.number().int().min(0).max(16).optional(),
+    /** Guest memory running and pooled sandboxes may hold before the pool stops refilling; 0: half of the computer's. */
+    warmPoolMemoryBudgetMb: z.number().int().min(0).max(4 * 1024 * 1024).optional(),
   }),
 
   'terminal.list': z.object({ taskId: id.optional() }),
@@ -205,6 +209,9 @@ export interface SettingsView {
   terminalLogRetentionDays: number;
   egressRules: EgressRule[];
   layerBudgetGb: number;
+  /** Optional: a host without the warm pool (or an older one) leaves them out. */
+  warmPoolSize?: number;
+  warmPoolMemoryBudgetMb?: number;
   agents: string[];
 }
 

@@ -18,8 +18,11 @@ import type { Settings } from '../state/settings.js';
 import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort } from '../tasks/sandbox-ports.js';
 import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from './pool-budget.js';
 
-/** Written into a pooled sandbox's folder when a task takes it: from then on the folder is the task's. */
-export const TAKEN_MARKER = 'taken-by.json';
+/**
+ * Written into a pooled sandbox's folder when a task takes it: from then on the folder is the task's. A `.log`
+ * name, so every cleanup that keeps a sandbox's logs (the task's reaping of its folder) keeps it too.
+ */
+export const TAKEN_MARKER = 'pool-taken.log';
 const SOCKET_NAME = 'proxy.sock';
 
 /** A restored sandbox, waiting, then one task's. */
