@@ -128,6 +128,7 @@ export class SandboxProvisioner<Image = unknown> {
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
   async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort } = {}): Promise<RunningVmPort> {
+    const started = Date.now();
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
@@ -153,6 +154,8 @@ export class SandboxProvisioner<Image = unknown> {
       }
       checkAborted(signal);
       if (pooled && sameForwards(guestForwards, pooled.guestForwards)) {
+        // The task's boot is the take, not the pooled VM's own start long before.
+        pooled.vm.bootMs = Date.now() - started;
         sandbox.vm = pooled.vm;
         return sandbox.vm;
       }

@@ -140,6 +140,8 @@ describe('the warm pool with real sandboxes', () => {
     expect(record.qemuPid).toBe(pooledPid);
     expect(JSON.parse(fs.readFileSync(path.join(pooledDir, TAKEN_MARKER), 'utf8'))).toEqual({ taskId: created.id });
     console.log(`warm-pool: task booted in ${t.sandbox.bootMs} ms from the pool`);
+    // Its boot is the take (the proxy, no QEMU start), not the pooled VM's own start before.
+    expect(t.sandbox.bootMs).toBeLessThan(5000);
     // The guest's request was answered by this task's proxy (a refusal of a host it was not allowed), seeded repo in place.
     const request = output.get(t.stages[0]!.sessionId!)!;
     expect(request).toContain('proxy=403');

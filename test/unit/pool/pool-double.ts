@@ -51,7 +51,7 @@ export class DriverDouble {
         pid: 100000 + this.vms.length,
         accel: 'tcg',
         sshPort: 2200 + this.vms.length,
-        bootMs: 5,
+        bootMs: 20_000, // as a start under software emulation may take
         sandboxDir: opts.sandboxDir,
         destroyed: false,
         exited,
