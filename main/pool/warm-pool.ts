@@ -15,7 +15,8 @@ import path from 'node:path';
 import type { PoolStatus } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { Settings } from '../state/settings.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort } from '../tasks/sandbox-ports.js';
+import type { PooledGuest } from '../tasks/live-sandboxes.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort } from '../tasks/sandbox-ports.js';
 import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from './pool-budget.js';
 
 /**
@@ -36,6 +37,8 @@ export interface PooledSandbox {
   readonly memoryMb: number;
   readonly cpus: number;
   readonly vm: RunningVmPort;
+  /** Its SSH connection, opened while it waited, and what was done in the guest then (nothing of any task). */
+  readonly guest?: PooledGuest;
   /** Removes what the pool made outside the folder (a private socket folder); call once the VM has ended. */
   cleanup(): Promise<void>;
 }
@@ -45,7 +48,7 @@ export interface WarmPoolDeps<Image> {
   root: string;
   images: ImageStorePort<Image>;
   qemu: Pick<QemuDriverPort<Image>, 'start'>;
-  settings: () => Pick<Settings, 'warmPoolSize' | 'warmPoolMemoryBudgetMb' | 'vmMemoryMb' | 'vmCpus'>;
+  settings: () => Pick<Settings, 'warmPoolSize' | 'warmPoolMemoryBudgetMb' | 'vmMemoryMb' | 'vmCpus' | 'guestTrustsHostCertificates'>;
   /** Guest memory of the task sandboxes running or booting now. */
   runningMemoryMb: () => number;
   /** The guest forwards a sandbox gets whose proxy will listen on socketPath (the credential broker's). */
@@ -55,6 +58,11 @@ export interface WarmPoolDeps<Image> {
   /** Kills the QEMU a folder's earlier run left (identified as that folder's QEMU only); resolves to the pids killed. */
   killLeftovers: (dir: string, knownPids: number[]) => Promise<number[]>;
   onStatus: (status: PoolStatus) => void;
+  /**
+   * Readies a waiting guest so the take has less to do: with the guest trusting the host's certificates (the
+   * setting), writes them and returns their env. Without it the pool opens no connection and writes nothing.
+   */
+  warmGuest?: (ssh: SandboxSshPort) => Promise<Record<string, string> | undefined>;
   log: Logger;
   bootTimeoutMs?: number;
   /** Wait before trying again after a pooled sandbox failed to start (default 60 s). */
@@ -161,7 +169,8 @@ export class WarmPool<Image = unknown> {
   /** Waiting sandboxes of another size than the settings now ask for, or more than wanted, are stopped. */
   private trim(): void {
     const s = this.deps.settings();
-    const surplus = this.ready.filter((p) => p.memoryMb !== s.vmMemoryMb || p.cpus !== s.vmCpus);
+    // Also those that trust the host's certificates when the setting no longer says so.
+    const surplus = this.ready.filter((p) => p.memoryMb !== s.vmMemoryMb || p.cpus !== s.vmCpus || (p.guest?.certificates !== undefined && !s.guestTrustsHostCertificates));
     const keep = this.ready.filter((p) => !surplus.includes(p));
     surplus.push(...keep.splice(Math.max(s.warmPoolSize, 0)));
     if (!surplus.length) return;
@@ -207,7 +216,19 @@ export class WarmPool<Image = unknown> {
         guestForwards,
         ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
       });
-      const pooled: PooledSandbox = { dir, socketPath, guestForwards, memoryMb: s.vmMemoryMb, cpus: s.vmCpus, vm, cleanup };
+      let guest: PooledGuest | undefined;
+      try {
+        if (this.deps.warmGuest) {
+          const ssh = await vm.ssh();
+          guest = { ssh };
+          if (s.guestTrustsHostCertificates) guest.certificates = (await this.deps.warmGuest(ssh)) ?? {};
+        }
+      } catch (err) {
+        guest?.ssh.close();
+        await vm.destroy().catch(() => undefined); // its start failed as a whole: the error below says why
+        throw err;
+      }
+      const pooled: PooledSandbox = { dir, socketPath, guestForwards, memoryMb: s.vmMemoryMb, cpus: s.vmCpus, vm, cleanup, ...(guest ? { guest } : {}) };
       if (this.disposed) {
         await this.discard(pooled);
         return;
@@ -250,6 +271,7 @@ export class WarmPool<Image = unknown> {
   /** Ends a pooled sandbox no task took and deletes its folder (nothing in it is anyone's). */
   private async discard(p: PooledSandbox): Promise<void> {
     try {
+      p.guest?.ssh.close();
       await p.vm.destroy();
       await rm(p.dir, { recursive: true, force: true });
     } catch (err) {

@@ -15,6 +15,8 @@ export interface LiveSandbox {
   memoryMb?: number;
   /** Removes what the warm pool made for it outside its folder; run once its VM has ended. */
   poolCleanup?: () => Promise<void>;
+  /** A pooled VM's SSH connection (and what the pool did in its guest), until the first connect takes it. */
+  pooledGuest?: PooledGuest;
   /** Environment from the sandbox extensions for every guest command (placeholders only). */
   readonly guestEnv: Record<string, string>;
   /** Extensions prepared for this sandbox, released when its VM is gone. */
@@ -25,6 +27,13 @@ export interface LiveSandbox {
   seeded: boolean;
   /** Set when we end the VM ourselves, so its exit is not taken for a crash. */
   tearingDown: boolean;
+}
+
+/** What the warm pool did in a waiting guest: its open SSH connection, and the host certificates' env once written. */
+export interface PooledGuest {
+  ssh: SandboxSshPort;
+  /** Set when the host's certificates were written in the guest ({} on a host without a bundle). */
+  certificates?: Record<string, string>;
 }
 
 export class LiveSandboxes {

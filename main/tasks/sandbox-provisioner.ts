@@ -139,6 +139,7 @@ export class SandboxProvisioner<Image = unknown> {
       sandbox.sandboxDir = pooled.dir;
       sandbox.poolCleanup = pooled.cleanup;
     }
+    const handed = pooled?.guest;
     const guestForwards: GuestForwardSpec[] = [];
     try {
       for (const ext of this.deps.extensions ?? []) {
@@ -157,16 +158,20 @@ export class SandboxProvisioner<Image = unknown> {
         // The task's boot is the take, not the pooled VM's own start long before.
         pooled.vm.bootMs = Date.now() - started;
         sandbox.vm = pooled.vm;
+        // Its SSH connection and what the pool already did in the guest come with it.
+        if (handed) sandbox.pooledGuest = handed;
         return sandbox.vm;
       }
     } catch (err) {
       // Not yet the task's VM: nobody else would end it.
+      handed?.ssh.close();
       if (pooled) await pooled.vm.destroy().catch((e: unknown) => this.deps.log.warn('stopping an unused pooled sandbox failed', { taskId: sandbox.taskId, err: e }));
       throw err;
     }
     if (pooled) {
       // Its QEMU reaches other forwards than the extensions now give (an extension added one): start one as usual, in its folder.
       this.deps.log.warn("a pooled sandbox's guest forwards differ from the task's; starting a new one", { taskId: sandbox.taskId });
+      handed?.ssh.close();
       await pooled.vm.destroy();
       pooled = undefined;
     }
@@ -202,18 +207,16 @@ export class SandboxProvisioner<Image = unknown> {
   /** SSH to the booted guest, which then trusts what this computer trusts (when the setting says so). */
   async connect(sandbox: LiveSandbox): Promise<SandboxSshPort> {
     if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${sandbox.taskId} has no running sandbox to connect to`);
-    const ssh = (sandbox.ssh = await sandbox.vm.ssh());
-    if (this.deps.settings().guestTrustsHostCertificates) await this.trustHostCertificates(sandbox, ssh);
+    // A pooled VM's connection, opened while it waited, is used once; a closed one is replaced.
+    const handed = sandbox.pooledGuest;
+    sandbox.pooledGuest = undefined;
+    const reuse = handed && !(handed.ssh as { isClosed?: boolean }).isClosed ? handed : undefined;
+    if (handed && !reuse) handed.ssh.close();
+    const ssh = (sandbox.ssh = reuse?.ssh ?? (await sandbox.vm.ssh()));
+    const trust = this.deps.settings().guestTrustsHostCertificates;
+    if (trust && reuse?.certificates !== undefined) Object.assign(sandbox.guestEnv, reuse.certificates);
+    else if (trust) Object.assign(sandbox.guestEnv, (await trustHostCertificates(ssh)) ?? {});
     return ssh;
-  }
-
-  /** The guest trusts what this computer trusts (guest-certificates.ts); a host without a bundle changes nothing. */
-  private async trustHostCertificates(sandbox: LiveSandbox, ssh: SandboxSshPort): Promise<void> {
-    const bundle = await hostCertificateBundle();
-    if (!bundle) return;
-    await writeGuestFile(ssh, GUEST_HOST_CERTS, bundle);
-    await writeGuestFile(ssh, GUEST_BUNDLE, bundle);
-    Object.assign(sandbox.guestEnv, GUEST_CERT_ENV);
   }
 
   /** Ends the VM (extensions' last look first), deletes its disk and keys, releases the extensions. */
@@ -359,6 +362,19 @@ async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string
     maxBytes: 64 * 1024,
   });
   if (clone.code !== 0) throw new FactoryError('SeedFailed', `cloning the repository in the sandbox failed: ${clone.stderr.trim().slice(0, 500)}`);
+}
+
+/**
+ * The guest trusts what this computer trusts (guest-certificates.ts): the host's bundle written in the guest, and
+ * the environment that points tools at it; undefined (nothing written) on a host without a bundle. Nothing in it is
+ * a task's: the warm pool does it before a task takes the VM.
+ */
+export async function trustHostCertificates(ssh: SandboxSshPort): Promise<Record<string, string> | undefined> {
+  const bundle = await hostCertificateBundle();
+  if (!bundle) return undefined;
+  await writeGuestFile(ssh, GUEST_HOST_CERTS, bundle);
+  await writeGuestFile(ssh, GUEST_BUNDLE, bundle);
+  return { ...GUEST_CERT_ENV };
 }
 
 /** The same guest forwards, in the same order. */

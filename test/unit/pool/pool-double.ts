@@ -10,8 +10,16 @@ import { WarmPool, type WarmPoolDeps } from '../../../main/pool/warm-pool.js';
 import { SettingsSchema, type Settings } from '../../../main/state/settings.js';
 import type { GuestForwardSpec, RunningVmPort } from '../../../main/tasks/sandbox-ports.js';
 
+/** A connection record: no guest answers it; it only says whether it was closed. */
+export interface FakeSsh {
+  isClosed: boolean;
+  close(): void;
+}
+
 export interface FakeVm extends RunningVmPort {
   destroyed: boolean;
+  /** Every connection asked of it. */
+  connections: FakeSsh[];
   /** Ends the VM as if QEMU crashed. */
   crash(): void;
 }
@@ -54,8 +62,13 @@ export class DriverDouble {
         bootMs: 20_000, // as a start under software emulation may take
         sandboxDir: opts.sandboxDir,
         destroyed: false,
+        connections: [],
         exited,
-        ssh: () => Promise.reject(new Error('no SSH in the driver double')),
+        ssh: async () => {
+          const ssh: FakeSsh = { isClosed: false, close: () => void (ssh.isClosed = true) };
+          vm.connections.push(ssh);
+          return ssh as unknown as Awaited<ReturnType<RunningVmPort['ssh']>>;
+        },
         stop: async () => end(),
         destroy: async () => {
           vm.destroyed = true;

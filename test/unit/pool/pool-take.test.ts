@@ -15,6 +15,7 @@ import { appPaths } from '../../../main/state/paths.js';
 import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
 import { SandboxProvisioner } from '../../../main/tasks/sandbox-provisioner.js';
 import type { SandboxExtension } from '../../../main/tasks/sandbox-ports.js';
+import type { WarmPoolDeps } from '../../../main/pool/warm-pool.js';
 import { poolHarness, until, type PoolHarness } from './pool-double.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -23,9 +24,9 @@ afterEach(async () => {
 });
 
 /** The pool, a real broker and a provisioner sharing one driver double, as app.ts wires them. */
-function setup(extra: SandboxExtension[] = []): { h: PoolHarness; broker: CredentialBroker; provisioner: SandboxProvisioner; live: LiveSandboxes } {
+function setup(extra: SandboxExtension[] = [], more: Partial<WarmPoolDeps<unknown>> = {}): { h: PoolHarness; broker: CredentialBroker; provisioner: SandboxProvisioner; live: LiveSandboxes } {
   const live = new LiveSandboxes();
-  const h = poolHarness({ warmPoolSize: 1 }, { runningMemoryMb: () => live.memoryMb(), guestForwards: (p) => [proxyGuestForward(p)], socketPathFits: proxySocketPathFits });
+  const h = poolHarness({ warmPoolSize: 1 }, { runningMemoryMb: () => live.memoryMb(), guestForwards: (p) => [proxyGuestForward(p)], socketPathFits: proxySocketPathFits, ...more });
   const data = path.join(path.dirname(h.root), 'data');
   const paths = appPaths({ FACTORY_DATA_DIR: data, FACTORY_CACHE_DIR: path.join(data, 'cache') });
   const broker = new CredentialBroker({ paths, secrets: new MemorySecretStore() });
@@ -156,6 +157,59 @@ describe('a task taking a pooled sandbox', () => {
     await expect(provisioner.boot(sandbox, new AbortController().signal, { egress: bad })).rejects.toThrow();
     expect(h.driver.vms[0]!.destroyed).toBe(true);
     expect(sandbox.vm).toBeUndefined();
+  });
+});
+
+describe("a pooled guest's connection", () => {
+  const CERT_ENV = { SSL_CERT_FILE: '/etc/ssl/certs/host-bundle.pem' };
+
+  it('is opened while the VM waits, with the host certificates written then, and handed to the task once', async () => {
+    const warmed: unknown[] = [];
+    const { h, provisioner } = setup([], { warmGuest: async (ssh) => (warmed.push(ssh), CERT_ENV) });
+    await h.pool.start();
+    await until('one waits', () => h.pool.size === 1);
+    const vm = h.driver.vms[0]!;
+    expect(vm.connections).toHaveLength(1);
+    expect(warmed).toEqual([vm.connections[0]]);
+    const sandbox = provisioner.open(task('task-a'));
+    await provisioner.boot(sandbox, new AbortController().signal);
+    const ssh = await provisioner.connect(sandbox);
+    // The same connection, no new handshake; the certificates' env without writing them again.
+    expect(ssh).toBe(vm.connections[0]);
+    expect(vm.connections).toHaveLength(1);
+    expect(sandbox.guestEnv).toMatchObject(CERT_ENV);
+    // Written once, while it waited (the refill's guest is another VM).
+    expect(warmed.filter((c) => vm.connections.includes(c as never))).toHaveLength(1);
+    // A second connect is a new connection: the pool's is handed over only once.
+    h.settings.guestTrustsHostCertificates = false; // the double's guest cannot take the certificates written again
+    await provisioner.connect(sandbox);
+    expect(vm.connections).toHaveLength(2);
+    await provisioner.teardown(sandbox);
+  });
+
+  it('is replaced when it closed while the VM waited', async () => {
+    const { h, provisioner } = setup([], { warmGuest: async () => CERT_ENV });
+    await h.pool.start();
+    await until('one waits', () => h.pool.size === 1);
+    const vm = h.driver.vms[0]!;
+    vm.connections[0]!.close();
+    const sandbox = provisioner.open(task('task-a'));
+    await provisioner.boot(sandbox, new AbortController().signal);
+    // (The double's guest cannot take the certificates the provisioner would write on a new connection.)
+    h.settings.guestTrustsHostCertificates = false;
+    expect(await provisioner.connect(sandbox)).toBe(vm.connections[1]);
+    await provisioner.teardown(sandbox);
+  });
+
+  it('a waiting guest that trusts the host certificates is replaced when the setting is turned off', async () => {
+    const { h } = setup([], { warmGuest: async () => CERT_ENV });
+    await h.pool.start();
+    await until('one waits', () => h.pool.size === 1);
+    h.settings.guestTrustsHostCertificates = false;
+    h.pool.poke();
+    await until('a guest without them waits', () => h.driver.vms[0]!.destroyed && h.pool.size === 1);
+    expect(h.driver.vms[0]!.connections[0]!.isClosed).toBe(true);
+    expect(h.pool.take('task-a', { memoryMb: 1024, cpus: 2 })?.guest?.certificates).toBeUndefined();
   });
 });
 
