@@ -32,7 +32,7 @@ import { createFileLogger, parseLogLevel } from './log/logger.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { LiveSandboxes } from './tasks/live-sandboxes.js';
-import { SandboxProvisioner, trustHostCertificates } from './tasks/sandbox-provisioner.js';
+import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
 import { spawnHostShell } from './terminal/host-shell.js';
@@ -150,8 +150,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
           socketPathFits: proxySocketPathFits,
           killLeftovers: (dir, knownPids) => killLeftoverQemu(dir, knownPids),
           onStatus: (status) => emit({ type: 'pool.status', status }),
-          // The host's certificates are the same for every task: written while the sandbox waits.
-          warmGuest: (ssh) => trustHostCertificates(ssh),
+          // Nothing of a task: a first login shell (its files paged in after the restore), the host's certificates.
+          warmGuest: (ssh, o) => warmPooledGuest(ssh, o),
           log: log.child('pool'),
           ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
         })

@@ -59,14 +59,20 @@ export interface WarmPoolDeps<Image> {
   killLeftovers: (dir: string, knownPids: number[]) => Promise<number[]>;
   onStatus: (status: PoolStatus) => void;
   /**
-   * Readies a waiting guest so the take has less to do: with the guest trusting the host's certificates (the
-   * setting), writes them and returns their env. Without it the pool opens no connection and writes nothing.
+   * Readies a waiting guest so the take has less to do (nothing of any task): e.g. a first login shell, and with
+   * `certificates` (the guest trusts the host's, a setting) writes those and returns their env. Without it the
+   * pool opens no connection and runs nothing in the guest.
    */
-  warmGuest?: (ssh: SandboxSshPort) => Promise<Record<string, string> | undefined>;
+  warmGuest?: (ssh: SandboxSshPort, opts: { certificates: boolean }) => Promise<Record<string, string> | undefined>;
   log: Logger;
   bootTimeoutMs?: number;
   /** Wait before trying again after a pooled sandbox failed to start (default 60 s). */
   retryMs?: number;
+  /**
+   * Wait after a take before refilling (default 3 s): the refill's QEMU start would take the cores the task
+   * needs for its first shell and its seeding.
+   */
+  refillDelayMs?: number;
   /** This computer's memory, for the default budget (os.totalmem() when absent). */
   totalMemoryBytes?: number;
 }
@@ -79,6 +85,7 @@ export class WarmPool<Image = unknown> {
   private disposed = false;
   private failure: string | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private refillTimer: NodeJS.Timeout | undefined;
   private lastStatus = '';
 
   constructor(private readonly deps: WarmPoolDeps<Image>) {}
@@ -105,7 +112,12 @@ export class WarmPool<Image = unknown> {
     } catch (err) {
       this.deps.log.warn('marking a pooled sandbox as taken failed; a crash now would delete its logs', { taskId, err });
     }
-    this.poke();
+    this.announce();
+    this.refillTimer ??= setTimeout(() => {
+      this.refillTimer = undefined;
+      this.poke();
+    }, this.deps.refillDelayMs ?? 3000);
+    this.refillTimer.unref();
     return taken;
   }
 
@@ -125,7 +137,8 @@ export class WarmPool<Image = unknown> {
   poke(): void {
     if (this.disposed) return;
     this.trim();
-    if (!this.filling && !this.failure && nextFill(this.counts(false)).fill) {
+    // Right after a take the refill waits (refillDelayMs); anything else waits for it too.
+    if (!this.filling && !this.failure && !this.refillTimer && nextFill(this.counts(false)).fill) {
       this.filling = this.fillLoop().finally(() => {
         this.filling = undefined;
         this.announce();
@@ -138,6 +151,7 @@ export class WarmPool<Image = unknown> {
   async dispose(): Promise<void> {
     this.disposed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.refillTimer) clearTimeout(this.refillTimer);
     // A start under way is ended now rather than waited for.
     const starting = this.startingDir;
     if (starting) await this.deps.killLeftovers(starting, []).catch((err: unknown) => this.deps.log.warn('ending a pooled sandbox being started failed', { dir: starting, err }));
@@ -221,7 +235,8 @@ export class WarmPool<Image = unknown> {
         if (this.deps.warmGuest) {
           const ssh = await vm.ssh();
           guest = { ssh };
-          if (s.guestTrustsHostCertificates) guest.certificates = (await this.deps.warmGuest(ssh)) ?? {};
+          const env = await this.deps.warmGuest(ssh, { certificates: s.guestTrustsHostCertificates });
+          if (s.guestTrustsHostCertificates) guest.certificates = env ?? {};
         }
       } catch (err) {
         guest?.ssh.close();

@@ -377,6 +377,16 @@ export async function trustHostCertificates(ssh: SandboxSshPort): Promise<Record
   return { ...GUEST_CERT_ENV };
 }
 
+/**
+ * What the warm pool does in a guest while it waits: a login shell runs once (its files, paged out by the snapshot
+ * restore, are read now rather than at the task's first shell), then the host's certificates when asked.
+ */
+export async function warmPooledGuest(ssh: SandboxSshPort, opts: { certificates: boolean }): Promise<Record<string, string> | undefined> {
+  const shell = await ssh.run('bash -lc true', { timeoutMs: 60_000 });
+  if (shell.code !== 0) throw new Error(`a first login shell in the pooled sandbox failed: ${shell.stderr.trim().slice(0, 200)}`);
+  return opts.certificates ? trustHostCertificates(ssh) : undefined;
+}
+
 /** The same guest forwards, in the same order. */
 function sameForwards(a: GuestForwardSpec[], b: GuestForwardSpec[]): boolean {
   return a.length === b.length && a.every((f, i) => f.guestAddress === b[i]?.guestAddress && f.guestPort === b[i]?.guestPort && f.command === b[i]?.command);

@@ -18,7 +18,7 @@ import { WarmPool } from '../../main/pool/warm-pool.js';
 import { appPaths } from '../../main/state/paths.js';
 import { SettingsSchema } from '../../main/state/settings.js';
 import { LiveSandboxes } from '../../main/tasks/live-sandboxes.js';
-import { SandboxProvisioner } from '../../main/tasks/sandbox-provisioner.js';
+import { SandboxProvisioner, warmPooledGuest } from '../../main/tasks/sandbox-provisioner.js';
 import { ImageStore } from '../../main/vm/image-store.js';
 import { killLeftoverQemu } from '../../main/vm/leftover-qemu.js';
 import { QemuDriver } from '../../main/vm/qemu-driver.js';
@@ -80,6 +80,8 @@ export async function measurePoolStart(opts: { rounds?: number; log?: (line: str
     socketPathFits: proxySocketPathFits,
     killLeftovers: killLeftoverQemu,
     onStatus: () => {},
+    // As app.ts wires it: the waiting guest gets its SSH connection and the host's certificates.
+    warmGuest: (ssh, o) => warmPooledGuest(ssh, o),
     log: logger.child('pool'),
   });
   const provisioner = (withPool: boolean) =>

@@ -126,6 +126,7 @@ export function poolHarness(patch: Partial<Settings> = {}, deps: Partial<WarmPoo
     onStatus: (s) => statuses.push(s),
     log: createFileLogger({ dir: path.join(base, 'logs') }),
     retryMs: 50,
+    refillDelayMs: 20,
     ...deps,
   });
   return { pool, driver, root, settings, running, killed, statuses, cleanup: () => fs.rmSync(base, { recursive: true, force: true }) };

@@ -87,6 +87,18 @@ describe('the warm pool', () => {
     expect(h.driver.vms[1]!.destroyed).toBe(true);
   });
 
+  it('waits a moment after a take before refilling, so the task has the cores for its first shell', async () => {
+    const h = harness({ warmPoolSize: 1 }, { refillDelayMs: 400 });
+    await h.pool.start();
+    await until('one waits', () => h.pool.size === 1);
+    const taken = Date.now();
+    h.pool.take('task-a', size);
+    h.pool.poke(); // e.g. the task's boot pokes the pool: still no refill before the delay
+    await until('the refill started', () => h.driver.started.length === 2);
+    expect(Date.now() - taken).toBeGreaterThanOrEqual(380);
+    expect(h.pool.status()).toMatchObject({ state: 'filling', ready: 0 });
+  });
+
   it('gives nothing of another size, and replaces waiting ones when the sandbox size changes', async () => {
     const h = harness({ warmPoolSize: 1 });
     await h.pool.start();
