@@ -77,7 +77,10 @@ export interface FactoryAppOptions {
   bootTimeoutMs?: number;
   /** How long a Claude Code session's process may be gone before its sandbox is reaped (default: FACTORY_SESSION_GRACE_SEC, else 60 s). */
   sessionGraceMs?: number;
-  /** Keep warmPoolSize sandboxes waiting (main/pool). Default: on with the real VM layer, off with a replaced one (tests' doubles). */
+  /**
+   * Keep warmPoolSize sandboxes waiting (main/pool). Default: on, except with FACTORY_WARM_POOL=0, a replaced VM
+   * layer (tests' doubles) or more sandbox extensions (their guest forwards are not the pooled VMs').
+   */
   warmPool?: boolean;
 }
 
@@ -138,7 +141,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     });
   // Sandboxes restored and waiting for a task; never kept across runs (its folder is reaped at start).
   const pool =
-    (opts.warmPool ?? !opts.vm)
+    (opts.warmPool ?? (warmPoolFromEnv(process.env) && !opts.vm && !opts.sandboxExtensions?.length))
       ? new WarmPool({
           root: path.join(paths.data, 'pool'),
           images,
@@ -365,6 +368,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       dataListeners.clear();
     },
   };
+}
+
+/** FACTORY_WARM_POOL=0 turns the warm pool off whatever the settings say (e.g. tests that count QEMU processes). */
+export function warmPoolFromEnv(env: NodeJS.ProcessEnv): boolean {
+  const v = env.FACTORY_WARM_POOL;
+  if (v === undefined || v === '' || v === '1') return true;
+  if (v === '0') return false;
+  throw new Error(`FACTORY_WARM_POOL must be 0 (no warm pool) or 1, not ${JSON.stringify(v)}`);
 }
 
 /**

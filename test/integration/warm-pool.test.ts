@@ -92,7 +92,7 @@ beforeAll(async () => {
       }),
     },
   });
-  app = await createFactoryApp({ host: 'web', paths, settings: { warmPoolSize: 1 } });
+  app = await createFactoryApp({ host: 'web', paths, settings: { warmPoolSize: 1 }, warmPool: true });
   app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
   app.onEvent((e) => {
     if (e.type === 'egress.refused') refusals.push(e.refusal);
@@ -164,7 +164,7 @@ describe('the warm pool with real sandboxes', () => {
     // The first app stands for a run that crashed: a second one starts on the same data while its pooled VM runs.
     const leftDir = await untilPoolReady(app!);
     const leftPid = qemuPidOf(leftDir);
-    const second = await createFactoryApp({ host: 'web', paths, settings: { warmPoolSize: 0 } });
+    const second = await createFactoryApp({ host: 'web', paths, settings: { warmPoolSize: 0 }, warmPool: true });
     try {
       await expect.poll(() => commandLineOf(leftPid), { timeout: 30_000 }).toBeUndefined();
       await expect.poll(() => fs.existsSync(leftDir), { timeout: 30_000 }).toBe(false);

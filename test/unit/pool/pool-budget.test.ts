@@ -1,5 +1,6 @@
 // The pool's budget rule as a table: when one more pooled sandbox may start.
 import { describe, expect, it } from 'vitest';
+import { warmPoolFromEnv } from '../../../main/app.js';
 import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from '../../../main/pool/pool-budget.js';
 
 const base: PoolCounts = { target: 2, ready: 0, filling: false, vmMemoryMb: 1024, runningMb: 0, budgetMb: 8192 };
@@ -32,5 +33,14 @@ describe('the pool budget', () => {
   it('defaults the budget to half of the computer’s memory', () => {
     expect(effectiveBudgetMb(0, 24 * 1024 ** 3)).toBe(12 * 1024);
     expect(effectiveBudgetMb(3000, 24 * 1024 ** 3)).toBe(3000);
+  });
+});
+
+describe('FACTORY_WARM_POOL', () => {
+  it('turns the pool off with 0, keeps it with 1 or unset, and names a bad value', () => {
+    expect(warmPoolFromEnv({})).toBe(true);
+    expect(warmPoolFromEnv({ FACTORY_WARM_POOL: '1' })).toBe(true);
+    expect(warmPoolFromEnv({ FACTORY_WARM_POOL: '0' })).toBe(false);
+    expect(() => warmPoolFromEnv({ FACTORY_WARM_POOL: 'off' })).toThrow('FACTORY_WARM_POOL must be 0 (no warm pool) or 1, not "off"');
   });
 });
