@@ -4,7 +4,9 @@ import { defineConfig } from 'vitest/config';
 // for renderer components, real QEMU / keyring / git for integration, Chromium
 // for end to end. Integration and e2e run one file at a time: each boots VMs on
 // a 2-core machine. Their polls wait up to 15 s: under that load a browser can
-// take more than the default second to paint what already arrived.
+// take more than the default second to paint what already arrived. The warm
+// pool is off there (an app's waiting VM would count among a test's QEMU
+// processes and take a core); test/integration/warm-pool.test.ts turns it on.
 export default defineConfig({
   test: {
     projects: [
@@ -28,6 +30,7 @@ export default defineConfig({
           hookTimeout: 600_000,
           fileParallelism: false,
           expect: { poll: { timeout: 15_000 } },
+          env: { FACTORY_WARM_POOL: '0' },
         },
       },
       {
@@ -39,6 +42,7 @@ export default defineConfig({
           hookTimeout: 900_000,
           fileParallelism: false,
           expect: { poll: { timeout: 15_000 } },
+          env: { FACTORY_WARM_POOL: '0' },
         },
       },
     ],

@@ -18,6 +18,7 @@ import type {
   Task,
   TerminalInfo,
   ImageStatus,
+  PoolStatus,
 } from './domain.js';
 
 const id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore');
@@ -101,6 +102,10 @@ export const apiInputs = {
     keepSandboxAfterDecisionMinutes: z.number().int().min(0).max(MAX_KEEP_MINUTES).optional(),
     /** The program "Open in editor" runs with the repository path as its one argument. */
     editorCommand: EditorCommand.optional(),
+    /** Sandboxes kept restored and waiting for a task; 0 turns the warm pool off. */
+    warmPoolSize: z.number().int().min(0).max(16).optional(),
+    /** Guest memory running and pooled sandboxes may hold before the pool stops refilling; 0: half of the computer's. */
+    warmPoolMemoryBudgetMb: z.number().int().min(0).max(4 * 1024 * 1024).optional(),
   }),
   /** Hides a finished task from the board (listed under "Archived"), or restores it. A running task cannot be archived. */
   'tasks.archive': z.object({ taskId: id, archived: z.boolean() }),
@@ -236,6 +241,9 @@ export interface SettingsView {
   guestTrustsHostCertificates?: boolean;
   keepSandboxAfterDecisionMinutes?: number;
   editorCommand?: string;
+  /** Optional: a host without the warm pool (or an older one) leaves them out. */
+  warmPoolSize?: number;
+  warmPoolMemoryBudgetMb?: number;
   agents: string[];
 }
 
@@ -249,6 +257,7 @@ export type FactoryEvent =
   | { type: 'task.updated'; task: Task }
   | { type: 'task.removed'; taskId: string }
   | { type: 'image.progress'; status: ImageStatus }
+  | { type: 'pool.status'; status: PoolStatus }
   | { type: 'terminal.opened'; info: TerminalInfo }
   | { type: 'terminal.status'; info: TerminalInfo }
   /** A new sample of a running sandbox's QEMU process (every 2 s while it runs). */

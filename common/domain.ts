@@ -218,6 +218,19 @@ export type ImageStatus = z.infer<typeof ImageStatus>;
 export const KeychainStatus = z.object({ ok: z.boolean(), error: ErrorInfo.optional() });
 export type KeychainStatus = z.infer<typeof KeychainStatus>;
 
+/** The warm pool of sandboxes waiting for a task (main/pool): what the header shows. */
+export const PoolStatus = z.object({
+  /** off: warmPoolSize is 0; paused: the memory budget allows no more; failed: the last start failed, tried again later. */
+  state: z.enum(['off', 'filling', 'ready', 'paused', 'failed']),
+  ready: z.number().int().min(0),
+  target: z.number().int().min(0),
+  reason: z.string().optional(),
+  /** Guest memory of running, pooled and starting sandboxes, against the pool's budget. */
+  memoryUsedMb: z.number().int().min(0),
+  memoryBudgetMb: z.number().int().min(0),
+});
+export type PoolStatus = z.infer<typeof PoolStatus>;
+
 export const SystemStatus = z.object({
   qemu: z.object({ ok: z.boolean(), version: z.string().optional(), installHint: z.string().optional() }),
   accel: z.string().optional(),
@@ -226,6 +239,8 @@ export const SystemStatus = z.object({
   keychain: KeychainStatus.optional(),
   dataDir: z.string(),
   host: z.enum(['electron', 'web']),
+  /** Optional: a host without a pool (or an older one) leaves it out. */
+  pool: PoolStatus.optional(),
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
 

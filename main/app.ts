@@ -14,7 +14,9 @@ import {
   type TerminalDataEvent,
 } from '../common/contract.js';
 import { isQuickSandbox, type KeychainStatus, type SystemStatus, type Task } from '../common/domain.js';
-import { CredentialBroker } from './credentials/broker.js';
+import { CredentialBroker, proxySocketPathFits } from './credentials/broker.js';
+import { proxyGuestForward } from './credentials/routes.js';
+import { WarmPool } from './pool/warm-pool.js';
 import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
@@ -30,7 +32,7 @@ import { createFileLogger, parseLogLevel } from './log/logger.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
 import { LiveSandboxes } from './tasks/live-sandboxes.js';
-import { SandboxProvisioner } from './tasks/sandbox-provisioner.js';
+import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
@@ -77,6 +79,11 @@ export interface FactoryAppOptions {
   bootTimeoutMs?: number;
   /** How long a Claude Code session's process may be gone before its sandbox is reaped (default: FACTORY_SESSION_GRACE_SEC, else 60 s). */
   sessionGraceMs?: number;
+  /**
+   * Keep warmPoolSize sandboxes waiting (main/pool). Default: on, except with FACTORY_WARM_POOL=0, a replaced VM
+   * layer (tests' doubles) or more sandbox extensions (their guest forwards are not the pooled VMs').
+   */
+  warmPool?: boolean;
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -134,6 +141,26 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         return task?.repoPath ? gitRouteForTask(broker, task) : undefined;
       },
     });
+  // Sandboxes restored and waiting for a task; never kept across runs (its folder is reaped at start).
+  const pool =
+    (opts.warmPool ?? (warmPoolFromEnv(process.env) && !opts.vm && !opts.sandboxExtensions?.length))
+      ? new WarmPool({
+          root: path.join(paths.data, 'pool'),
+          images,
+          qemu,
+          settings: () => settings.get(),
+          runningMemoryMb: () => live.memoryMb(),
+          // The broker's proxy forward: its socket is listened on only when a task takes the sandbox.
+          guestForwards: (socketPath) => [proxyGuestForward(socketPath)],
+          socketPathFits: proxySocketPathFits,
+          killLeftovers: (dir, knownPids) => killLeftoverQemu(dir, knownPids),
+          onStatus: (status) => emit({ type: 'pool.status', status }),
+          // Nothing of a task: a first login shell (its files paged in after the restore), the host's certificates.
+          warmGuest: (ssh, o) => warmPooledGuest(ssh, o),
+          log: log.child('pool'),
+          ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
+        })
+      : undefined;
   // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
   const provisioner = new SandboxProvisioner({
@@ -147,6 +174,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
     killLeftovers: (sandboxDir, knownPids) => killLeftoverQemu(sandboxDir, knownPids),
     log: log.child('sandboxes'),
+    ...(pool ? { pool } : {}),
   });
   // Cached environments: base image ← layer (after a repository's setup) ← task overlay.
   const layersLog = log.child('layers');
@@ -191,6 +219,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     } else if (e.type === 'task.removed') sandboxStats.forget(e.taskId);
   });
   await tasks.init();
+  // After the tasks reaped their own sandboxes: what is left in the pool's folder is a crash's, and goes.
+  const poolStarted = pool?.start().catch((err: unknown) => log.child('pool').warn('starting the warm pool failed', { err }));
   for (const p of store.problems) {
     log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
   }
@@ -237,6 +267,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         keychain,
         dataDir: paths.data,
         host: opts.host,
+        ...(pool ? { pool: pool.status() } : {}),
       };
       return status;
     },
@@ -289,7 +320,10 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${choosableAgents().join(', ')}`);
       }
       const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
-      return { ...settings.set(defined), agents: choosableAgents() };
+      const next = settings.set(defined);
+      // A new pool size or sandbox size applies now.
+      pool?.poke();
+      return { ...next, agents: choosableAgents() };
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
@@ -344,6 +378,9 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       quick.dispose();
       sandboxStats.dispose();
       await sessions.dispose();
+      // No pooled QEMU outlives the app; the pool stops filling before the tasks go.
+      await poolStarted;
+      await pool?.dispose().catch((err: unknown) => log.warn('stopping the warm pool failed', { err }));
       await tasks.dispose();
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));
@@ -352,6 +389,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       dataListeners.clear();
     },
   };
+}
+
+/** FACTORY_WARM_POOL=0 turns the warm pool off whatever the settings say (e.g. tests that count QEMU processes). */
+export function warmPoolFromEnv(env: NodeJS.ProcessEnv): boolean {
+  const v = env.FACTORY_WARM_POOL;
+  if (v === undefined || v === '' || v === '1') return true;
+  if (v === '0') return false;
+  throw new Error(`FACTORY_WARM_POOL must be 0 (no warm pool) or 1, not ${JSON.stringify(v)}`);
 }
 
 /**

@@ -81,6 +81,11 @@ interface SandboxState {
 }
 
 
+/** Whether a proxy socket can live at this path: a unix socket's length limit, and no character QEMU or socat split on. */
+export function proxySocketPathFits(socketPath: string): boolean {
+  return Buffer.byteLength(socketPath) <= 100 && /^\/[A-Za-z0-9._/-]+$/.test(socketPath) && !socketPath.split('/').includes('..');
+}
+
 export class CredentialBroker {
   readonly name = 'credentials';
   readonly service: CredentialService;
@@ -110,8 +115,11 @@ export class CredentialBroker {
     this.leaks = new LeakChecker({ secrets: deps.secrets });
   }
 
-  /** SandboxExtension.prepare: start the proxy before the VM boots. */
-  async prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{
+  /**
+   * SandboxExtension.prepare: start the proxy before the VM boots. `socketPath`: listen exactly there (a pooled VM
+   * was started before its task, with its forward pointing at that path); it must fit as the default one would.
+   */
+  async prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[]; socketPath?: string }): Promise<{
     guestForwards: Array<{ guestAddress: string; guestPort: number; command: string }>;
     guestEnv: Record<string, string>;
   }> {
@@ -122,11 +130,14 @@ export class CredentialBroker {
     const refs = await this.service.list();
     const git = await this.deps.gitRouteFor?.(ctx.taskId);
     const plan = planSandboxRoutes(refs, { taskId: ctx.taskId, ...(git ? { git } : {}) });
-    let socketPath = path.join(ctx.sandboxDir, 'proxy.sock');
+    if (ctx.socketPath !== undefined && !proxySocketPathFits(ctx.socketPath)) {
+      throw new FactoryError('InvalidPath', `the proxy socket path ${JSON.stringify(ctx.socketPath)} must be absolute, at most 100 bytes, and contain only letters, digits, '.', '_', '-' and '/'`);
+    }
+    let socketPath = ctx.socketPath ?? path.join(ctx.sandboxDir, 'proxy.sock');
     let socketDir: string | undefined;
     // A unix socket path is limited to ~100 bytes, and QEMU/socat split on commas,
     // colons and spaces (macOS "Application Support"): fall back to a private temp folder.
-    if (Buffer.byteLength(socketPath) > 100 || !/^\/[A-Za-z0-9._/-]+$/.test(socketPath)) {
+    if (!proxySocketPathFits(socketPath)) {
       socketDir = await mkdtemp(path.join(os.tmpdir(), 'fiab-proxy-'));
       socketPath = path.join(socketDir, 'proxy.sock');
     }

@@ -28,6 +28,10 @@ export const SettingsSchema = z.object({
   keepSandboxAfterDecisionMinutes: z.number().int().min(0).max(MAX_KEEP_MINUTES).default(0),
   /** The program "Open in editor" runs on the host, with the repository path as its one argument (no shell). */
   editorCommand: EditorCommand.default('code'),
+  /** Sandboxes kept restored and waiting for a task (main/pool); 0 turns the pool off. */
+  warmPoolSize: z.number().int().min(0).max(16).default(1),
+  /** Guest memory running and pooled sandboxes may hold together before the pool stops refilling; 0: half of this computer's memory. */
+  warmPoolMemoryBudgetMb: z.number().int().min(0).max(4 * 1024 * 1024).default(0),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 

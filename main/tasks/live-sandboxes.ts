@@ -9,7 +9,14 @@ export interface LiveSandbox {
   readonly taskId: string;
   /** What extensions may need of the task the sandbox serves (its repository, push permission). */
   readonly task: Pick<Task, 'id' | 'repoPath' | 'allowPush'>;
-  readonly sandboxDir: string;
+  /** Its folder; a VM taken from the warm pool brings its own (main/pool). */
+  sandboxDir: string;
+  /** Guest memory of its VM, from boot until it is closed (the warm pool's budget counts it). */
+  memoryMb?: number;
+  /** Removes what the warm pool made for it outside its folder; run once its VM has ended. */
+  poolCleanup?: () => Promise<void>;
+  /** A pooled VM's SSH connection (and what the pool did in its guest), until the first connect takes it. */
+  pooledGuest?: PooledGuest;
   /** Environment from the sandbox extensions for every guest command (placeholders only). */
   readonly guestEnv: Record<string, string>;
   /** Extensions prepared for this sandbox, released when its VM is gone. */
@@ -20,6 +27,13 @@ export interface LiveSandbox {
   seeded: boolean;
   /** Set when we end the VM ourselves, so its exit is not taken for a crash. */
   tearingDown: boolean;
+}
+
+/** What the warm pool did in a waiting guest: its open SSH connection, and the host certificates' env once written. */
+export interface PooledGuest {
+  ssh: SandboxSshPort;
+  /** Set when the host's certificates were written in the guest ({} on a host without a bundle). */
+  certificates?: Record<string, string>;
 }
 
 export class LiveSandboxes {
@@ -53,6 +67,13 @@ export class LiveSandboxes {
     const vm = this.byTask.get(taskId)?.vm;
     if (!vm || typeof vm.qmp !== 'function') return undefined;
     return () => vm.qmp!();
+  }
+
+  /** Guest memory of the sandboxes booting or running now. */
+  memoryMb(): number {
+    let sum = 0;
+    for (const sb of this.byTask.values()) sum += sb.memoryMb ?? 0;
+    return sum;
   }
 
   ssh(taskId: string): SandboxSshPort | undefined {

@@ -76,8 +76,11 @@ export interface QemuDriverPort<Image> {
  */
 export interface SandboxExtension {
   readonly name: string;
-  /** `egress`: the destinations this sandbox starts with (the credential proxy's egress rules). */
-  prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[] }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
+  /**
+   * `egress`: the destinations this sandbox starts with (the credential proxy's egress rules). `socketPath`: for a
+   * VM from the warm pool, started before its task: the proxy socket its guest forward already points at.
+   */
+  prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[]; socketPath?: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
   beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */

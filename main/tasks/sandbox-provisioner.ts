@@ -18,6 +18,7 @@ import { createSeedBundle } from './host-repo.js';
 import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle } from '../guest/guest-certificates.js';
 import { writeGuestFile } from '../pipeline/stage-runner.js';
 import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
+import type { PooledSandbox } from '../pool/warm-pool.js';
 import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from './sandbox-ports.js';
 
 export interface SandboxProvisionerDeps<Image> {
@@ -38,6 +39,16 @@ export interface SandboxProvisionerDeps<Image> {
    */
   killLeftovers: (sandboxDir: string, knownPids: number[]) => Promise<number[]>;
   log: Logger;
+  /** The warm pool (main/pool): a sandbox without a layer takes a waiting VM of its size instead of starting one. */
+  pool?: WarmPoolPort;
+}
+
+/** What the provisioner needs of the warm pool. */
+export interface WarmPoolPort {
+  /** A waiting VM of this size for this task only, or undefined. */
+  take(taskId: string, want: { memoryMb: number; cpus: number }): PooledSandbox | undefined;
+  /** Guest memory was freed, or a boot may have built the image: the pool looks again. */
+  poke(): void;
 }
 
 const MAX_SEED_BUNDLE_BYTES = 2 * 1024 * 1024 * 1024;
@@ -117,17 +128,53 @@ export class SandboxProvisioner<Image = unknown> {
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
   async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort } = {}): Promise<RunningVmPort> {
+    const started = Date.now();
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
-    const guestForwards: GuestForwardSpec[] = [];
-    for (const ext of this.deps.extensions ?? []) {
-      sandbox.extensions.push(ext);
-      const prepared = await ext.prepare({ taskId: sandbox.taskId, sandboxDir: sandbox.sandboxDir, ...(opts.egress ? { egress: opts.egress } : {}) });
-      guestForwards.push(...(prepared.guestForwards ?? []));
-      Object.assign(sandbox.guestEnv, prepared.guestEnv ?? {});
+    sandbox.memoryMb = settings.vmMemoryMb;
+    // A layer needs its own disk under the VM: only a sandbox on the bare image can come from the pool.
+    let pooled = opts.backingDisk ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb: settings.vmMemoryMb, cpus: settings.vmCpus });
+    if (pooled) {
+      sandbox.sandboxDir = pooled.dir;
+      sandbox.poolCleanup = pooled.cleanup;
     }
-    checkAborted(signal);
+    const handed = pooled?.guest;
+    const guestForwards: GuestForwardSpec[] = [];
+    try {
+      for (const ext of this.deps.extensions ?? []) {
+        sandbox.extensions.push(ext);
+        const prepared = await ext.prepare({
+          taskId: sandbox.taskId,
+          sandboxDir: sandbox.sandboxDir,
+          ...(opts.egress ? { egress: opts.egress } : {}),
+          ...(pooled ? { socketPath: pooled.socketPath } : {}),
+        });
+        guestForwards.push(...(prepared.guestForwards ?? []));
+        Object.assign(sandbox.guestEnv, prepared.guestEnv ?? {});
+      }
+      checkAborted(signal);
+      if (pooled && sameForwards(guestForwards, pooled.guestForwards)) {
+        // The task's boot is the take, not the pooled VM's own start long before.
+        pooled.vm.bootMs = Date.now() - started;
+        sandbox.vm = pooled.vm;
+        // Its SSH connection and what the pool already did in the guest come with it.
+        if (handed) sandbox.pooledGuest = handed;
+        return sandbox.vm;
+      }
+    } catch (err) {
+      // Not yet the task's VM: nobody else would end it.
+      handed?.ssh.close();
+      if (pooled) await pooled.vm.destroy().catch((e: unknown) => this.deps.log.warn('stopping an unused pooled sandbox failed', { taskId: sandbox.taskId, err: e }));
+      throw err;
+    }
+    if (pooled) {
+      // Its QEMU reaches other forwards than the extensions now give (an extension added one): start one as usual, in its folder.
+      this.deps.log.warn("a pooled sandbox's guest forwards differ from the task's; starting a new one", { taskId: sandbox.taskId });
+      handed?.ssh.close();
+      await pooled.vm.destroy();
+      pooled = undefined;
+    }
     sandbox.vm = await this.deps.qemu.start({
       sandboxDir: sandbox.sandboxDir,
       image,
@@ -138,6 +185,8 @@ export class SandboxProvisioner<Image = unknown> {
       ...(opts.backingDisk && opts.warm ? { warm: opts.warm } : {}),
       ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
     });
+    // The image may have just been built: the pool can fill now.
+    this.deps.pool?.poke();
     return sandbox.vm;
   }
 
@@ -158,18 +207,16 @@ export class SandboxProvisioner<Image = unknown> {
   /** SSH to the booted guest, which then trusts what this computer trusts (when the setting says so). */
   async connect(sandbox: LiveSandbox): Promise<SandboxSshPort> {
     if (!sandbox.vm) throw new FactoryError('NoSandbox', `task ${sandbox.taskId} has no running sandbox to connect to`);
-    const ssh = (sandbox.ssh = await sandbox.vm.ssh());
-    if (this.deps.settings().guestTrustsHostCertificates) await this.trustHostCertificates(sandbox, ssh);
+    // A pooled VM's connection, opened while it waited, is used once; a closed one is replaced.
+    const handed = sandbox.pooledGuest;
+    sandbox.pooledGuest = undefined;
+    const reuse = handed && !(handed.ssh as { isClosed?: boolean }).isClosed ? handed : undefined;
+    if (handed && !reuse) handed.ssh.close();
+    const ssh = (sandbox.ssh = reuse?.ssh ?? (await sandbox.vm.ssh()));
+    const trust = this.deps.settings().guestTrustsHostCertificates;
+    if (trust && reuse?.certificates !== undefined) Object.assign(sandbox.guestEnv, reuse.certificates);
+    else if (trust) Object.assign(sandbox.guestEnv, (await trustHostCertificates(ssh)) ?? {});
     return ssh;
-  }
-
-  /** The guest trusts what this computer trusts (guest-certificates.ts); a host without a bundle changes nothing. */
-  private async trustHostCertificates(sandbox: LiveSandbox, ssh: SandboxSshPort): Promise<void> {
-    const bundle = await hostCertificateBundle();
-    if (!bundle) return;
-    await writeGuestFile(ssh, GUEST_HOST_CERTS, bundle);
-    await writeGuestFile(ssh, GUEST_BUNDLE, bundle);
-    Object.assign(sandbox.guestEnv, GUEST_CERT_ENV);
   }
 
   /** Ends the VM (extensions' last look first), deletes its disk and keys, releases the extensions. */
@@ -202,6 +249,7 @@ export class SandboxProvisioner<Image = unknown> {
     await this.releaseExtensions(sandbox);
   }
 
+  /** The VM is gone (or never came): the extensions go, and so does what the pool made for it; its memory is free. */
   async releaseExtensions(sandbox: LiveSandbox): Promise<void> {
     const exts = sandbox.extensions.splice(0);
     // release must not throw (port contract); one failing must not keep the others, and the log says which.
@@ -210,6 +258,11 @@ export class SandboxProvisioner<Image = unknown> {
         e.release({ taskId: sandbox.taskId }).catch((err: unknown) => this.deps.log.warn('a sandbox extension failed to release', { taskId: sandbox.taskId, extension: e.name, err })),
       ),
     );
+    const cleanup = sandbox.poolCleanup;
+    sandbox.poolCleanup = undefined;
+    await cleanup?.().catch((err: unknown) => this.deps.log.warn("removing a pooled sandbox's socket folder failed", { taskId: sandbox.taskId, err }));
+    sandbox.memoryMb = undefined;
+    this.deps.pool?.poke();
   }
 
   /**
@@ -309,6 +362,34 @@ async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string
     maxBytes: 64 * 1024,
   });
   if (clone.code !== 0) throw new FactoryError('SeedFailed', `cloning the repository in the sandbox failed: ${clone.stderr.trim().slice(0, 500)}`);
+}
+
+/**
+ * The guest trusts what this computer trusts (guest-certificates.ts): the host's bundle written in the guest, and
+ * the environment that points tools at it; undefined (nothing written) on a host without a bundle. Nothing in it is
+ * a task's: the warm pool does it before a task takes the VM.
+ */
+export async function trustHostCertificates(ssh: SandboxSshPort): Promise<Record<string, string> | undefined> {
+  const bundle = await hostCertificateBundle();
+  if (!bundle) return undefined;
+  await writeGuestFile(ssh, GUEST_HOST_CERTS, bundle);
+  await writeGuestFile(ssh, GUEST_BUNDLE, bundle);
+  return { ...GUEST_CERT_ENV };
+}
+
+/**
+ * What the warm pool does in a guest while it waits: a login shell runs once (its files, paged out by the snapshot
+ * restore, are read now rather than at the task's first shell), then the host's certificates when asked.
+ */
+export async function warmPooledGuest(ssh: SandboxSshPort, opts: { certificates: boolean }): Promise<Record<string, string> | undefined> {
+  const shell = await ssh.run('bash -lc true', { timeoutMs: 60_000 });
+  if (shell.code !== 0) throw new Error(`a first login shell in the pooled sandbox failed: ${shell.stderr.trim().slice(0, 200)}`);
+  return opts.certificates ? trustHostCertificates(ssh) : undefined;
+}
+
+/** The same guest forwards, in the same order. */
+function sameForwards(a: GuestForwardSpec[], b: GuestForwardSpec[]): boolean {
+  return a.length === b.length && a.every((f, i) => f.guestAddress === b[i]?.guestAddress && f.guestPort === b[i]?.guestPort && f.command === b[i]?.command);
 }
 
 export function checkAborted(signal: AbortSignal): void {

@@ -2,6 +2,7 @@ import { useController, useFactory } from '../state/context.js';
 import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatBytes, formatMemory } from './format.js';
+import { PoolStatus } from './PoolStatus.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -111,6 +112,7 @@ export function Header() {
                 </span>
               ) : null}
             </span>
+            <PoolStatus />
             <span className="pill muted" title={status.dataDir}>
               {status.host} host
             </span>

@@ -38,6 +38,8 @@ export const SETTING_FIELDS: SettingField[] = [
   { key: 'terminalLogRetentionDays', kind: 'number', integer: true, unit: 'days', label: 'Keep terminal logs for', help: 'Logs of finished terminals older than this are deleted at the next start; 0 keeps them forever.' },
   { key: 'layerBudgetGb', kind: 'number', unit: 'GiB', label: 'Disk for cached environments', help: 'The least recently used environment layers are deleted past this size.' },
   { key: 'guestTrustsHostCertificates', kind: 'toggle', label: 'Sandboxes trust this computer\u2019s certificate authorities', help: 'Needed behind a TLS-inspecting company proxy; the host\u2019s CA bundle is copied into each sandbox.' },
+  { key: 'warmPoolSize', kind: 'number', integer: true, label: 'Sandboxes waiting in the pool', help: 'Restored and ready, so Start takes one at once; each holds its guest memory. 0 turns the pool off.' },
+  { key: 'warmPoolMemoryBudgetMb', kind: 'memory', label: 'Memory budget of running and pooled sandboxes', help: 'The pool stops refilling past it; 0 means half of this computer\u2019s memory.' },
   { key: 'keepSandboxAfterDecisionMinutes', kind: 'number', integer: true, unit: 'minutes', label: 'Keep a sandbox after Approve or Reject', help: 'For inspection; 0 destroys it at the decision (its leak check runs first). At most a day.' },
   { key: 'editorCommand', kind: 'text', placeholder: 'code', label: 'Editor', help: '"Open in editor" runs this program with the repository folder as its one argument (no shell, no options).' },
 ];

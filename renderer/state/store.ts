@@ -107,6 +107,9 @@ export function applyEvent(store: FactoryStore, event: FactoryEvent): void {
     case 'image.progress':
       if (s.status) store.setState({ status: { ...s.status, image: event.status } });
       break;
+    case 'pool.status':
+      if (s.status) store.setState({ status: { ...s.status, pool: event.status } });
+      break;
     case 'terminal.opened':
     case 'terminal.status':
       store.setState({ terminals: { ...s.terminals, [event.info.id]: event.info } });

@@ -45,7 +45,8 @@ export class ScriptedApp implements HostedApp {
   readonly settings: Record<string, unknown> = {
     defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 2, terminalLogRetentionDays: 30,
     egressRules: defaultEgressRules(), layerBudgetGb: 20, guestTrustsHostCertificates: true,
-    keepSandboxAfterDecisionMinutes: 0, editorCommand: 'code', agents: ['command', 'claude-code', 'codex'],
+    keepSandboxAfterDecisionMinutes: 0, editorCommand: 'code', warmPoolSize: 1, warmPoolMemoryBudgetMb: 0,
+    agents: ['command', 'claude-code', 'codex'],
   };
   /** Every settings.set the host accepted, as received. */
   readonly settingsSaved: unknown[] = [];
