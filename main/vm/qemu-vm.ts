@@ -11,7 +11,7 @@ import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { AccelChoice } from './accel-probe.js';
 import { QmpClient, QmpError } from './qmp-client.js';
-import { DISK_DRIVE_ID, type GuestForward } from './qemu-args.js';
+import { DISK_DRIVE_ID, type GuestForward, type GuestMemory } from './qemu-args.js';
 import { activeDisk, nextDisk, sandboxDisks, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { warmFiles, type WarmMemory } from './warm-state.js';
 import { shellQuote } from '../../common/shell-quote.js';
@@ -29,6 +29,14 @@ export interface LaunchContext {
   guestForwards: GuestForward[];
   qmpSocket: string;
   cmdline: string;
+  /** Where the guest RAM lives (anonymous when not given): a snapshot template's file, shared or private. */
+  memory?: GuestMemory;
+}
+
+/** One step of a start, in ms since QEMU was spawned (for the boot bench). */
+export interface StartPhase {
+  name: string;
+  atMs: number;
 }
 
 // QEMU children of this process, killed if the process exits without tearing them down.
@@ -95,6 +103,10 @@ export class QemuVm {
   private spare: SandboxSsh | undefined;
   private stopping: Promise<void> | undefined;
   private destroyed = false;
+  /** performance.now() when QEMU was spawned (phases count from here). */
+  readonly spawnedAt = performance.now();
+  /** The steps of this VM's start so far (QEMU spawned = 0). */
+  readonly phases: StartPhase[] = [];
 
   constructor(init: QemuVmInit) {
     this.child = init.child;
@@ -130,6 +142,11 @@ export class QemuVm {
     });
   }
 
+  /** Notes that a step of the start is done now. */
+  mark(name: string): void {
+    this.phases.push({ name, atMs: performance.now() - this.spawnedAt });
+  }
+
   get hasExited(): boolean {
     return this.ended;
   }
@@ -151,6 +168,9 @@ export class QemuVm {
       endpoint: { port: this.sshPort, keys: this.keys },
       vm: this,
       timeoutMs,
+      onBanner: () => this.mark('ssh banner'),
+      // A restored guest answers within a second: probing often is cheap next to waiting.
+      pollMs: this.bootMode === 'snapshot' ? 20 : 200,
       exitedError: () =>
         new FactoryError(
           'SandboxBootFailed',
@@ -166,13 +186,14 @@ export class QemuVm {
             this.serialSection(),
         ),
     });
+    this.mark('ssh login');
   }
 
   /** After a snapshot restore: this sandbox's own keys replace the template's in the guest. */
   async rekey(keys: SandboxKeys, timeoutMs: number): Promise<void> {
     const ssh = this.spare ?? (await connectGuest({ port: this.sshPort, keys: this.keys }));
     this.spare = undefined;
-    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, this, timeoutMs);
+    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, this, timeoutMs, (step) => this.mark(step));
     this.keys = keys;
   }
 
@@ -190,7 +211,7 @@ export class QemuVm {
         } catch (err) {
           if (this.ended) throw new Error(`QEMU ${this.exitDescription}: ${this.stderr.trim().split('\n').slice(-3).join(' / ')}`);
           if (Date.now() > deadline) throw err;
-          await sleep(50);
+          await sleep(10); // a unix socket connect is cheap; QEMU creates it early
         }
       }
     })();
@@ -352,6 +373,8 @@ export class QemuVm {
 
 /** Saves the paused VM's memory and device state to file (QMP migrate to a file, as the booted snapshot is made). */
 async function saveMemory(qmp: QmpClient, file: string): Promise<void> {
+  // A clone of a template restored with x-ignore-shared still has it set; a layer's state holds all of its RAM.
+  await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
   await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
   const deadline = Date.now() + 120_000;
   for (;;) {

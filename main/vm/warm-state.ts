@@ -23,7 +23,8 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
   return createHash('sha256')
     .update(
       JSON.stringify({
-        v: 1,
+        // 2: the guest RAM is the named backend ram0, and a template keeps it in a file (device-only state).
+        v: 2,
         qemu: qemuVersion,
         binary: qemuBinary,
         accel: m.accel.accel,
