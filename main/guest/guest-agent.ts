@@ -43,6 +43,10 @@ export interface WaitForSshOptions {
   endpoint: GuestEndpoint;
   vm: GuestProcess;
   timeoutMs: number;
+  /** Called once when the forwarded port first sends an SSH banner. */
+  onBanner?: () => void;
+  /** Pause between banner probes (ms; 200 by default). */
+  pollMs?: number;
   /** The error to throw once the VM process has ended. */
   exitedError(): Error;
   /** The error to throw at the deadline, with the last failed login if sshd answered at all. */
@@ -57,12 +61,15 @@ export interface WaitForSshOptions {
 export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastLoginError: Error | undefined;
+  let bannerSeen = false;
   while (Date.now() < deadline) {
     if (opts.vm.hasExited) throw opts.exitedError();
     const probe = probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
     const banner = await Promise.race([probe, opts.vm.exited.then(() => false)]);
     if (opts.vm.hasExited) throw opts.exitedError();
     if (banner) {
+      if (!bannerSeen) opts.onBanner?.();
+      bannerSeen = true;
       try {
         return await connectGuest(opts.endpoint, { readyTimeoutMs: Math.max(1000, Math.min(30_000, deadline - Date.now())) });
       } catch (err) {
@@ -71,28 +78,47 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
         lastLoginError = err as Error;
       }
     }
-    await sleep(200);
+    await sleep(opts.pollMs ?? 200);
   }
   throw opts.timeoutError(lastLoginError);
 }
+
+/** The guest's machine id (systemd's format), new per clone. */
+export const GUEST_MACHINE_ID = '/etc/machine-id';
+
+/**
+ * Adds the host's entropy to the kernel's input pool, credited (RNDADDENTROPY),
+ * then makes the kernel reseed its generator from that pool at once
+ * (RNDRESEEDCRNG): without the reseed every clone of one memory snapshot would
+ * go on drawing /dev/urandom from the same generator state for up to a minute.
+ * perl-base is part of every Debian system; the shell cannot call ioctl.
+ */
+const RESEED_PERL = [
+  'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\n";',
+  'my $b = pack("H*", $ARGV[0]);',
+  'ioctl($r, 0x40085203, pack("ii", 8 * length($b), length($b)) . $b) or die "RNDADDENTROPY: $!\n";',
+  'ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";',
+].join(' ');
 
 /** The script run as root in a restored guest; its stdin is rekeyInput(). */
 export function rekeyScript(): string {
   const p = GUEST_SSH_PATHS;
   return [
     'set -e',
-    'read -r epoch; read -r seed; read -r pub',
-    ...p.authorizedKeys.map((file) => `printf '%s\\n' "$pub" > ${file}`),
+    'read -r epoch; read -r seed; read -r machineid; read -r pub',
+    // First, so that nothing below draws from the generator state every clone shares.
+    `perl -e '${RESEED_PERL}' "$seed"`,
+    `printf '%s\n' "$machineid" > ${GUEST_MACHINE_ID}`,
+    ...p.authorizedKeys.map((file) => `printf '%s\n' "$pub" > ${file}`),
     // The rest of stdin is the host's private key.
     `cat > ${p.hostKey}`,
-    `printf '%s' "$seed" > /dev/urandom`,
     'date -u -s "@$epoch" > /dev/null',
     // sshd reloads its host key on SIGHUP; new connections then see the new one.
     `kill -HUP "$(cat ${p.sshdPidFile} 2>/dev/null || pgrep -o -x sshd)"`,
   ].join('\n');
 }
 
-/** Lines read by rekeyScript(): time, entropy, the client public key, then the host private key. */
+/** Lines read by rekeyScript(): time, entropy, a machine id, the client public key, then the host private key. */
 export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now()): string {
   const pub = keys.clientPublicKey.trim();
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+( [^\r\n]*)?$/.test(pub)) throw new Error('the client public key for re-keying is not one ssh-ed25519 line');
@@ -100,7 +126,8 @@ export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPriv
   if (!/^-----BEGIN OPENSSH PRIVATE KEY-----\n[\s\S]+\n-----END OPENSSH PRIVATE KEY-----$/.test(hostKey)) {
     throw new Error('the host private key for re-keying is not an OpenSSH private key');
   }
-  return `${(nowMs / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${pub}\n${hostKey}\n`;
+  const machineId = randomBytes(16).toString('hex');
+  return `${(nowMs / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${machineId}\n${pub}\n${hostKey}\n`;
 }
 
 /**
@@ -108,7 +135,13 @@ export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPriv
  * (which this closes), then logs in again pinning the new host key; resolves to
  * that new connection. sshd may serve the old key for a moment while it reloads.
  */
-export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { keys: SandboxKeys }, vm: GuestProcess, timeoutMs: number): Promise<SandboxSsh> {
+export async function rekeyGuest(
+  ssh: SandboxSsh,
+  endpoint: GuestEndpoint & { keys: SandboxKeys },
+  vm: GuestProcess,
+  timeoutMs: number,
+  mark: (step: string) => void = () => {},
+): Promise<SandboxSsh> {
   const input = rekeyInput(endpoint.keys);
   let result: { code: number | null; stderr: string };
   try {
@@ -127,10 +160,13 @@ export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { ke
       .join(' / ');
     throw new Error(`re-keying the restored sandbox failed (exit ${result.code})${why ? `: ${why}` : ''}`);
   }
+  mark('re-key script');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      return await connectGuest(endpoint, { readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
+      const fresh = await connectGuest(endpoint, { readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
+      mark('ssh login with own keys');
+      return fresh;
     } catch (err) {
       if (vm.hasExited || Date.now() > deadline) throw err;
       await sleep(100);

@@ -140,9 +140,10 @@ describe('re-keying a restored guest', () => {
     expect(first.isClosed).toBe(true);
 
     expect(seen?.command).toBe(rekeyScript());
-    const [epoch, seed, pub, ...hostKey] = seen!.stdin.split('\n');
+    const [epoch, seed, machineId, pub, ...hostKey] = seen!.stdin.split('\n');
     expect(Math.abs(Number(epoch) - Date.now() / 1000)).toBeLessThan(10);
     expect(seed).toMatch(/^[0-9a-f]{128}$/);
+    expect(machineId).toMatch(/^[0-9a-f]{32}$/);
     expect(pub).toBe(fresh.clientPublicKey.trim());
     expect(hostKey.join('\n').trim()).toBe(fresh.hostPrivateKey.trim());
   });
@@ -186,7 +187,7 @@ describe('re-keying a restored guest', () => {
     expect(() => rekeyInput({ ...keys, hostPrivateKey: 'not a key' })).toThrow(/not an OpenSSH private key/);
     const lines = rekeyInput(keys, 1_700_000_000_000).split('\n');
     expect(lines[0]).toBe('1700000000.000');
-    expect(lines[2]).toBe(keys.clientPublicKey.trim());
+    expect(lines[3]).toBe(keys.clientPublicKey.trim());
   });
 
   it("touches exactly the guest files the image's init fills from fw_cfg and sshd reads", () => {
