@@ -87,35 +87,47 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
 export const GUEST_MACHINE_ID = '/etc/machine-id';
 
 /**
- * Adds the host's entropy to the kernel's input pool, credited (RNDADDENTROPY),
- * then makes the kernel reseed its generator from that pool at once
- * (RNDRESEEDCRNG): without the reseed every clone of one memory snapshot would
- * go on drawing /dev/urandom from the same generator state for up to a minute.
- * perl-base is part of every Debian system; the shell cannot call ioctl.
+ * The re-key as one perl program (perl-base is in every Debian system): under
+ * emulation each process start costs, so no shell, date, cat or pgrep. In order:
+ * the host's entropy goes into the kernel's input pool, credited
+ * (RNDADDENTROPY), and the kernel reseeds its generator from it at once
+ * (RNDRESEEDCRNG): without that, clones of one memory snapshot go on drawing
+ * /dev/urandom from one generator state for up to a minute. Then the machine
+ * id, the authorized keys, the host key (0600), the clock (settimeofday), and
+ * SIGHUP to sshd, which reloads its host key. Paths are plain (see GUEST_SSH_PATHS).
  */
-const RESEED_PERL = [
-  'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\n";',
-  'my $b = pack("H*", $ARGV[0]);',
-  'ioctl($r, 0x40085203, pack("ii", 8 * length($b), length($b)) . $b) or die "RNDADDENTROPY: $!\n";',
-  'ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";',
-].join(' ');
-
-/** The script run as root in a restored guest; its stdin is rekeyInput(). */
-export function rekeyScript(): string {
+function rekeyPerl(): string {
   const p = GUEST_SSH_PATHS;
   return [
-    'set -e',
-    'read -r epoch; read -r seed; read -r machineid; read -r pub',
-    // First, so that nothing below draws from the generator state every clone shares.
-    `perl -e '${RESEED_PERL}' "$seed"`,
-    `printf '%s\n' "$machineid" > ${GUEST_MACHINE_ID}`,
-    ...p.authorizedKeys.map((file) => `printf '%s\n' "$pub" > ${file}`),
-    // The rest of stdin is the host's private key.
-    `cat > ${p.hostKey}`,
-    'date -u -s "@$epoch" > /dev/null',
-    // sshd reloads its host key on SIGHUP; new connections then see the new one.
-    `kill -HUP "$(cat ${p.sshdPidFile} 2>/dev/null || pgrep -o -x sshd)"`,
-  ].join('\n');
+    'use strict;',
+    'my @l = map { my $x = <STDIN>; defined $x or die "re-key input ends early\\n"; chomp $x; $x } 1 .. 4;',
+    'my ($epoch, $seed, $mid, $pub) = @l;',
+    'my $hostkey = do { local $/; <STDIN> };',
+    '$epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
+    '$seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
+    '$mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
+    'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
+    'my $e = pack("H*", $seed);',
+    'ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
+    'ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\\n";',
+    'close($r);',
+    'sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
+    `put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
+    ...p.authorizedKeys.map((file) => `put("${file}", "$pub\\n");`),
+    `put("${p.hostKey}", $hostkey, 0600);`,
+    // struct timeval; 164 is settimeofday on x86_64.
+    'syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
+    `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
+    'if (!defined $pid || $pid !~ /^[0-9]+$/) { ($pid) = sort { $a <=> $b } grep { my $c; open($c, "<", "/proc/$_/comm") && (<$c> // "") eq "sshd\\n" } map { (split m{/})[-1] } glob("/proc/[0-9]*"); }',
+    'defined $pid or die "no sshd to reload\\n";',
+    'kill("HUP", $pid) or die "SIGHUP to sshd $pid: $!\\n";',
+  ].join(' ');
+}
+
+/** The command run as root in a restored guest; its stdin is rekeyInput(). */
+export function rekeyScript(): string {
+  // bash -c with one simple command execs it: perl is the only process started.
+  return `perl -e '${rekeyPerl()}'`;
 }
 
 /** Lines read by rekeyScript(): time, entropy, a machine id, the client public key, then the host private key. */
@@ -131,14 +143,15 @@ export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPriv
 }
 
 /**
- * Installs new keys in a running guest over an existing root connection
- * (which this closes), then logs in again pinning the new host key; resolves to
- * that new connection. sshd may serve the old key for a moment while it reloads.
+ * Installs new keys in a running guest over an existing root connection. On
+ * success the connection stays open and usable: it was made to this very guest
+ * before the re-key, and keeps its own session keys. Any later connection must
+ * pin the new host key: loginAfterRekey() waits for sshd to serve it. On
+ * failure the connection is closed.
  */
 export async function rekeyGuest(
   ssh: SandboxSsh,
   endpoint: GuestEndpoint & { keys: SandboxKeys },
-  vm: GuestProcess,
   timeoutMs: number,
   mark: (step: string) => void = () => {},
 ): Promise<SandboxSsh> {
@@ -146,10 +159,12 @@ export async function rekeyGuest(
   let result: { code: number | null; stderr: string };
   try {
     result = await runWithInput(ssh, rekeyScript(), input, timeoutMs);
-  } finally {
+  } catch (err) {
     ssh.close();
+    throw err;
   }
   if (result.code !== 0) {
+    ssh.close();
     // Guest output: escape sequences dropped, other control bytes made visible.
     const why = result.stderr
       .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '')
@@ -161,12 +176,19 @@ export async function rekeyGuest(
     throw new Error(`re-keying the restored sandbox failed (exit ${result.code})${why ? `: ${why}` : ''}`);
   }
   mark('re-key script');
+  return ssh;
+}
+
+/**
+ * The first login after a re-key: sshd may serve the old host key (or refuse
+ * connections) for a moment while it reloads, so failures, a mismatching host
+ * key included, are retried until the deadline; then the last one is thrown.
+ */
+export async function loginAfterRekey(endpoint: GuestEndpoint, vm: GuestProcess, timeoutMs: number, opts: { username?: string } = {}): Promise<SandboxSsh> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      const fresh = await connectGuest(endpoint, { readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
-      mark('ssh login with own keys');
-      return fresh;
+      return await connectGuest(endpoint, { ...opts, readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
     } catch (err) {
       if (vm.hasExited || Date.now() > deadline) throw err;
       await sleep(100);

@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import { appendFile, chmod, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
-import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
+import { connectGuest, loginAfterRekey, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { AccelChoice } from './accel-probe.js';
@@ -101,6 +101,8 @@ export class QemuVm {
   private ended = false;
   private exitDescription = '';
   private spare: SandboxSsh | undefined;
+  /** Re-keyed, and no connection has seen sshd serve the new host key yet. */
+  private reloadPending = false;
   private stopping: Promise<void> | undefined;
   private destroyed = false;
   /** performance.now() when QEMU was spawned (phases count from here). */
@@ -189,12 +191,27 @@ export class QemuVm {
     this.mark('ssh login');
   }
 
-  /** After a snapshot restore: this sandbox's own keys replace the template's in the guest. */
+  /**
+   * After a snapshot restore: this sandbox's own keys replace the template's in
+   * the guest. The connection that ran the re-key stays the spare (one SSH
+   * handshake less before a shell); the next new connection waits until sshd
+   * serves the new host key (loginAfterRekey).
+   */
   async rekey(keys: SandboxKeys, timeoutMs: number): Promise<void> {
     const ssh = this.spare ?? (await connectGuest({ port: this.sshPort, keys: this.keys }));
     this.spare = undefined;
-    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, this, timeoutMs, (step) => this.mark(step));
+    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, timeoutMs, (step) => this.mark(step));
     this.keys = keys;
+    this.reloadPending = true;
+  }
+
+  /** A new connection; right after a re-key, the first one waits for sshd to serve the new host key. */
+  private async connect(opts: { username?: string }): Promise<SandboxSsh> {
+    const endpoint = { port: this.sshPort, keys: this.keys };
+    if (!this.reloadPending) return connectGuest(endpoint, opts);
+    const ssh = await loginAfterRekey(endpoint, this, 20_000, opts);
+    this.reloadPending = false;
+    return ssh;
   }
 
   private serialSection(): string {
@@ -229,7 +246,7 @@ export class QemuVm {
     this.spare = undefined;
     if (spare && !spare.isClosed && (opts.username ?? 'root') === 'root') return spare;
     spare?.close();
-    return connectGuest({ port: this.sshPort, keys: this.keys }, opts);
+    return this.connect(opts);
   }
 
   /**
@@ -253,6 +270,8 @@ export class QemuVm {
 
   private async doFreeze(memory: boolean): Promise<FrozenDisk> {
     if (this.ended || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
+    // The saved guest must answer with the keys written beside it: wait for sshd's reload.
+    if (memory && this.reloadPending) (await this.connect({})).close();
     const frozen = activeDisk(this.files);
     const next = nextDisk(this.files);
     const qmp = await this.qmp();

@@ -8,7 +8,7 @@ import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import ssh2, { type ServerChannel } from 'ssh2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GUEST_SSH_PATHS, rekeyGuest, rekeyInput, rekeyScript, waitForSsh, type GuestProcess } from '../../../main/guest/guest-agent.js';
+import { GUEST_SSH_PATHS, loginAfterRekey, rekeyGuest, rekeyInput, rekeyScript, waitForSsh, type GuestProcess } from '../../../main/guest/guest-agent.js';
 import { generateSandboxKeys, type SandboxKeys } from '../../../main/ssh/sandbox-keys.js';
 import { HostKeyMismatchError } from '../../../main/ssh/sandbox-ssh.js';
 
@@ -132,12 +132,15 @@ describe('re-keying a restored guest', () => {
         }),
     });
     const first = await waitForSsh({ endpoint: { port: old.port, keys: template }, vm: running, timeoutMs: 10_000, ...errors });
-    const ssh = await rekeyGuest(first, { port: old.port, keys: fresh }, running, 10_000);
+    const kept = await rekeyGuest(first, { port: old.port, keys: fresh }, 10_000);
+    // The connection that ran the re-key stays open for the first shell.
+    expect(kept).toBe(first);
+    expect(kept.isClosed).toBe(false);
+    kept.close();
+    // A new login pins the new host key: the old sshd (old key) is retried past, not accepted.
+    const ssh = await loginAfterRekey({ port: old.port, keys: fresh }, running, 10_000);
     expect((await ssh.run('hostname')).stdout).toBe('reloaded\n');
     ssh.close();
-    await new Promise((r) => setTimeout(r, 100));
-    // The connection to the template's sshd was used up by the re-key.
-    expect(first.isClosed).toBe(true);
 
     expect(seen?.command).toBe(rekeyScript());
     const [epoch, seed, machineId, pub, ...hostKey] = seen!.stdin.split('\n');
@@ -159,7 +162,7 @@ describe('re-keying a restored guest', () => {
       },
     });
     const first = await waitForSsh({ endpoint: { port, keys }, vm: running, timeoutMs: 10_000, ...errors });
-    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, running, 5000)).rejects.toThrow(
+    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, 5000)).rejects.toThrow(
       /^re-keying the restored sandbox failed \(exit 2\): sh: 3: cannot create \/root\/\.ssh\/authorized_keys: Read-only file system$/,
     );
   });
@@ -174,7 +177,7 @@ describe('re-keying a restored guest', () => {
     });
     const first = await waitForSsh({ endpoint: { port, keys }, vm: running, timeoutMs: 10_000, ...errors });
     const started = Date.now();
-    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, running, 1500)).rejects.toThrow(
+    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, 1500)).rejects.toThrow(
       /^re-keying the restored sandbox failed \(exit null\): no end within 1500 ms$/,
     );
     expect(Date.now() - started).toBeLessThan(5000);
@@ -197,11 +200,11 @@ describe('re-keying a restored guest', () => {
     const script = rekeyScript();
     for (const file of GUEST_SSH_PATHS.authorizedKeys) {
       expect(init).toContain(`> ${file}`);
-      expect(script).toContain(`"$pub" > ${file}\n`);
+      expect(script).toContain(`put("${file}", "$pub\\n");`);
     }
     expect(init).toContain(`> ${GUEST_SSH_PATHS.hostKey}\n`);
     expect(sshd).toMatch(new RegExp(`^HostKey ${GUEST_SSH_PATHS.hostKey}$`, 'm'));
-    expect(script).toContain(`cat > ${GUEST_SSH_PATHS.hostKey}\n`);
+    expect(script).toContain(`put("${GUEST_SSH_PATHS.hostKey}", $hostkey, 0600);`);
     // Used unquoted in the script: plain absolute paths only.
     for (const file of [...GUEST_SSH_PATHS.authorizedKeys, GUEST_SSH_PATHS.hostKey, GUEST_SSH_PATHS.sshdPidFile]) expect(file).toMatch(/^(\/[A-Za-z0-9._-]+)+$/);
   });
