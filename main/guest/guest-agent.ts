@@ -94,7 +94,9 @@ export const GUEST_MACHINE_ID = '/etc/machine-id';
  * (RNDRESEEDCRNG): without that, clones of one memory snapshot go on drawing
  * /dev/urandom from one generator state for up to a minute. Then the machine
  * id, the authorized keys, the host key (0600), the clock (settimeofday), and
- * SIGHUP to sshd, which reloads its host key. Paths are plain (see GUEST_SSH_PATHS).
+ * SIGHUP to sshd, which reloads its host key; it ends once sshd listens again,
+ * so that any connection after the re-key meets the new key. Paths are plain
+ * (see GUEST_SSH_PATHS).
  */
 function rekeyPerl(): string {
   const p = GUEST_SSH_PATHS;
@@ -120,7 +122,12 @@ function rekeyPerl(): string {
     `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
     'if (!defined $pid || $pid !~ /^[0-9]+$/) { ($pid) = sort { $a <=> $b } grep { my $c; open($c, "<", "/proc/$_/comm") && (<$c> // "") eq "sshd\\n" } map { (split m{/})[-1] } glob("/proc/[0-9]*"); }',
     'defined $pid or die "no sshd to reload\\n";',
+    // sshd loads its host key before it listens: a listening socket on port 22 it did not have before means the new key is served.
+    'sub listeners { my %i; for my $t ("/proc/net/tcp", "/proc/net/tcp6") { open(my $h, "<", $t) or next; <$h>; while (my $l = <$h>) { my @f = split(" ", $l); $i{$f[9]} = 1 if $f[1] =~ /:0016$/ && $f[3] eq "0A"; } } return %i; }',
+    'my %old = listeners();',
     'kill("HUP", $pid) or die "SIGHUP to sshd $pid: $!\\n";',
+    'my $until = time() + 20;',
+    'for (;;) { my %now = listeners(); last if grep { !$old{$_} } keys %now; time() < $until or die "sshd did not reload its host key within 20 s\\n"; select(undef, undef, undef, 0.01); }',
   ].join(' ');
 }
 
