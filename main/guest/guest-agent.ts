@@ -47,6 +47,12 @@ export interface WaitForSshOptions {
   onBanner?: () => void;
   /** Pause between banner probes (ms; 200 by default). */
   pollMs?: number;
+  /**
+   * false: log in at once, without a banner probe first. For a restored guest,
+   * whose sshd already listens: a probe would cost the guest one more
+   * connection (a fork) before the login. Default true.
+   */
+  probeBanner?: boolean;
   /** The error to throw once the VM process has ended. */
   exitedError(): Error;
   /** The error to throw at the deadline, with the last failed login if sshd answered at all. */
@@ -64,11 +70,11 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
   let bannerSeen = false;
   while (Date.now() < deadline) {
     if (opts.vm.hasExited) throw opts.exitedError();
-    const probe = probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
+    const probe = opts.probeBanner === false ? Promise.resolve(true) : probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
     const banner = await Promise.race([probe, opts.vm.exited.then(() => false)]);
     if (opts.vm.hasExited) throw opts.exitedError();
     if (banner) {
-      if (!bannerSeen) opts.onBanner?.();
+      if (!bannerSeen && opts.probeBanner !== false) opts.onBanner?.();
       bannerSeen = true;
       try {
         return await connectGuest(opts.endpoint, { readyTimeoutMs: Math.max(1000, Math.min(30_000, deadline - Date.now())) });

@@ -171,8 +171,9 @@ export class QemuVm {
       vm: this,
       timeoutMs,
       onBanner: () => this.mark('ssh banner'),
-      // A restored guest answers within a second: probing often is cheap next to waiting.
+      // A restored guest's sshd already listens: log in at once, retrying often.
       pollMs: this.bootMode === 'snapshot' ? 20 : 200,
+      probeBanner: this.bootMode !== 'snapshot',
       exitedError: () =>
         new FactoryError(
           'SandboxBootFailed',
