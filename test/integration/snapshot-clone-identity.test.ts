@@ -3,6 +3,7 @@
 // one sandbox's agent learns of its own guest (host key, authorized client key,
 // machine id, kernel random output) must tell it nothing about a sibling's.
 import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appPaths } from '../../main/state/paths.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
+import { templateRam } from '../../main/vm/snapshot-boot.js';
 import { testImage } from '../support/image.js';
 
 /** SHA256 of the host key the sshd on port presents (read off the handshake, never trusted). */
@@ -31,6 +33,12 @@ function presentedHostKey(port: number): Promise<string> {
       },
     });
   });
+}
+
+async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }
 
 describe('clones of one snapshot', () => {
@@ -78,4 +86,31 @@ describe('clones of one snapshot', () => {
       for (const vm of vms) await vm.destroy();
     }
   });
+
+  it("a clone writing all over its memory leaves the template's RAM file as it was", async () => {
+    expect(await driver.prepareFastBoot(image)).toBe(true);
+    const snapshots = appPaths().snapshots;
+    // The templates of this image (the newest is the one in use).
+    const templates = readdirSync(snapshots)
+      .map((n) => path.join(snapshots, n))
+      .filter((d) => existsSync(path.join(d, 'ready')) && existsSync(templateRam(d)) && readFileSync(path.join(d, 'meta.json'), 'utf8').includes(JSON.stringify(path.resolve(image.disk))));
+    expect(templates.length).toBeGreaterThan(0);
+    const before = new Map<string, { hash: string; mtimeMs: number }>();
+    for (const t of templates) before.set(t, { hash: await sha256File(templateRam(t)), mtimeMs: statSync(templateRam(t)).mtimeMs });
+    const vm = await driver.start({ sandboxDir: path.join(root, 'writer'), image });
+    try {
+      expect(vm.bootMode).toBe('snapshot');
+      const ssh = await vm.ssh();
+      // 256 MiB of random bytes in a memory file system, and the page cache dropped: guest pages everywhere rewritten.
+      const r = await ssh.run('head -c 268435456 /dev/urandom > /dev/shm/fill && sync && echo 3 > /proc/sys/vm/drop_caches && echo filled', { timeoutMs: 300_000 });
+      ssh.close();
+      expect(r.stdout.trim()).toBe('filled');
+    } finally {
+      await vm.destroy();
+    }
+    for (const t of templates) {
+      expect(await sha256File(templateRam(t))).toBe(before.get(t)!.hash);
+      expect(statSync(templateRam(t)).mtimeMs).toBe(before.get(t)!.mtimeMs);
+    }
+  }, 600_000);
 });
