@@ -43,6 +43,16 @@ export interface WaitForSshOptions {
   endpoint: GuestEndpoint;
   vm: GuestProcess;
   timeoutMs: number;
+  /** Called once when the forwarded port first sends an SSH banner. */
+  onBanner?: () => void;
+  /** Pause between banner probes (ms; 200 by default). */
+  pollMs?: number;
+  /**
+   * false: log in at once, without a banner probe first. For a restored guest,
+   * whose sshd already listens: a probe would cost the guest one more
+   * connection (a fork) before the login. Default true.
+   */
+  probeBanner?: boolean;
   /** The error to throw once the VM process has ended. */
   exitedError(): Error;
   /** The error to throw at the deadline, with the last failed login if sshd answered at all. */
@@ -57,12 +67,15 @@ export interface WaitForSshOptions {
 export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastLoginError: Error | undefined;
+  let bannerSeen = false;
   while (Date.now() < deadline) {
     if (opts.vm.hasExited) throw opts.exitedError();
-    const probe = probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
+    const probe = opts.probeBanner === false ? Promise.resolve(true) : probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
     const banner = await Promise.race([probe, opts.vm.exited.then(() => false)]);
     if (opts.vm.hasExited) throw opts.exitedError();
     if (banner) {
+      if (!bannerSeen && opts.probeBanner !== false) opts.onBanner?.();
+      bannerSeen = true;
       try {
         return await connectGuest(opts.endpoint, { readyTimeoutMs: Math.max(1000, Math.min(30_000, deadline - Date.now())) });
       } catch (err) {
@@ -71,28 +84,66 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
         lastLoginError = err as Error;
       }
     }
-    await sleep(200);
+    await sleep(opts.pollMs ?? 200);
   }
   throw opts.timeoutError(lastLoginError);
 }
 
-/** The script run as root in a restored guest; its stdin is rekeyInput(). */
-export function rekeyScript(): string {
+/** The guest's machine id (systemd's format), new per clone. */
+export const GUEST_MACHINE_ID = '/etc/machine-id';
+
+/**
+ * The re-key as one perl program (perl-base is in every Debian system): under
+ * emulation each process start costs, so no shell, date, cat or pgrep. In order:
+ * the host's entropy goes into the kernel's input pool, credited
+ * (RNDADDENTROPY), and the kernel reseeds its generator from it at once
+ * (RNDRESEEDCRNG): without that, clones of one memory snapshot go on drawing
+ * /dev/urandom from one generator state for up to a minute. Then the machine
+ * id, the authorized keys, the host key (0600), the clock (settimeofday), and
+ * SIGHUP to sshd, which reloads its host key; it ends once sshd listens again,
+ * so that any connection after the re-key meets the new key. Paths are plain
+ * (see GUEST_SSH_PATHS).
+ */
+function rekeyPerl(): string {
   const p = GUEST_SSH_PATHS;
   return [
-    'set -e',
-    'read -r epoch; read -r seed; read -r pub',
-    ...p.authorizedKeys.map((file) => `printf '%s\\n' "$pub" > ${file}`),
-    // The rest of stdin is the host's private key.
-    `cat > ${p.hostKey}`,
-    `printf '%s' "$seed" > /dev/urandom`,
-    'date -u -s "@$epoch" > /dev/null',
-    // sshd reloads its host key on SIGHUP; new connections then see the new one.
-    `kill -HUP "$(cat ${p.sshdPidFile} 2>/dev/null || pgrep -o -x sshd)"`,
-  ].join('\n');
+    'use strict;',
+    'my @l = map { my $x = <STDIN>; defined $x or die "re-key input ends early\\n"; chomp $x; $x } 1 .. 4;',
+    'my ($epoch, $seed, $mid, $pub) = @l;',
+    'my $hostkey = do { local $/; <STDIN> };',
+    '$epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
+    '$seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
+    '$mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
+    'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
+    'my $e = pack("H*", $seed);',
+    'ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
+    'ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\\n";',
+    'close($r);',
+    'sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
+    `put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
+    ...p.authorizedKeys.map((file) => `put("${file}", "$pub\\n");`),
+    `put("${p.hostKey}", $hostkey, 0600);`,
+    // struct timeval; 164 is settimeofday on x86_64.
+    'syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
+    `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
+    'if (!defined $pid || $pid !~ /^[0-9]+$/) { ($pid) = sort { $a <=> $b } grep { my $c; open($c, "<", "/proc/$_/comm") && (<$c> // "") eq "sshd\\n" } map { (split m{/})[-1] } glob("/proc/[0-9]*"); }',
+    'defined $pid or die "no sshd to reload\\n";',
+    // sshd loads its host key before it listens: a listening socket on port 22 it did not have before means the new key is served.
+    'sub listeners { my %i; for my $t ("/proc/net/tcp", "/proc/net/tcp6") { open(my $h, "<", $t) or next; <$h>; while (my $l = <$h>) { my @f = split(" ", $l); $i{$f[9]} = 1 if $f[1] =~ /:0016$/ && $f[3] eq "0A"; } } return %i; }',
+    'my %old = listeners();',
+    'kill("HUP", $pid) or die "SIGHUP to sshd $pid: $!\\n";',
+    'my $until = time() + 20;',
+    'for (;;) { my %now = listeners(); last if grep { !$old{$_} } keys %now; time() < $until or die "sshd did not reload its host key within 20 s\\n"; select(undef, undef, undef, 0.01); }',
+  ].join(' ');
 }
 
-/** Lines read by rekeyScript(): time, entropy, the client public key, then the host private key. */
+/** The command run as root in a restored guest; its stdin is rekeyInput(). */
+export function rekeyScript(): string {
+  // bash -c with one simple command execs it: perl is the only process started.
+  return `perl -e '${rekeyPerl()}'`;
+}
+
+/** Lines read by rekeyScript(): time, entropy, a machine id, the client public key, then the host private key. */
 export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now()): string {
   const pub = keys.clientPublicKey.trim();
   if (!/^ssh-ed25519 [A-Za-z0-9+/=]+( [^\r\n]*)?$/.test(pub)) throw new Error('the client public key for re-keying is not one ssh-ed25519 line');
@@ -100,23 +151,33 @@ export function rekeyInput(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPriv
   if (!/^-----BEGIN OPENSSH PRIVATE KEY-----\n[\s\S]+\n-----END OPENSSH PRIVATE KEY-----$/.test(hostKey)) {
     throw new Error('the host private key for re-keying is not an OpenSSH private key');
   }
-  return `${(nowMs / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${pub}\n${hostKey}\n`;
+  const machineId = randomBytes(16).toString('hex');
+  return `${(nowMs / 1000).toFixed(3)}\n${randomBytes(64).toString('hex')}\n${machineId}\n${pub}\n${hostKey}\n`;
 }
 
 /**
- * Installs new keys in a running guest over an existing root connection
- * (which this closes), then logs in again pinning the new host key; resolves to
- * that new connection. sshd may serve the old key for a moment while it reloads.
+ * Installs new keys in a running guest over an existing root connection. On
+ * success the connection stays open and usable: it was made to this very guest
+ * before the re-key, and keeps its own session keys. Any later connection must
+ * pin the new host key: loginAfterRekey() waits for sshd to serve it. On
+ * failure the connection is closed.
  */
-export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { keys: SandboxKeys }, vm: GuestProcess, timeoutMs: number): Promise<SandboxSsh> {
+export async function rekeyGuest(
+  ssh: SandboxSsh,
+  endpoint: GuestEndpoint & { keys: SandboxKeys },
+  timeoutMs: number,
+  mark: (step: string) => void = () => {},
+): Promise<SandboxSsh> {
   const input = rekeyInput(endpoint.keys);
   let result: { code: number | null; stderr: string };
   try {
     result = await runWithInput(ssh, rekeyScript(), input, timeoutMs);
-  } finally {
+  } catch (err) {
     ssh.close();
+    throw err;
   }
   if (result.code !== 0) {
+    ssh.close();
     // Guest output: escape sequences dropped, other control bytes made visible.
     const why = result.stderr
       .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '')
@@ -127,10 +188,20 @@ export async function rekeyGuest(ssh: SandboxSsh, endpoint: GuestEndpoint & { ke
       .join(' / ');
     throw new Error(`re-keying the restored sandbox failed (exit ${result.code})${why ? `: ${why}` : ''}`);
   }
+  mark('re-key script');
+  return ssh;
+}
+
+/**
+ * The first login after a re-key: sshd may serve the old host key (or refuse
+ * connections) for a moment while it reloads, so failures, a mismatching host
+ * key included, are retried until the deadline; then the last one is thrown.
+ */
+export async function loginAfterRekey(endpoint: GuestEndpoint, vm: GuestProcess, timeoutMs: number, opts: { username?: string } = {}): Promise<SandboxSsh> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      return await connectGuest(endpoint, { readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
+      return await connectGuest(endpoint, { ...opts, readyTimeoutMs: Math.max(1000, Math.min(20_000, deadline - Date.now())) });
     } catch (err) {
       if (vm.hasExited || Date.now() > deadline) throw err;
       await sleep(100);

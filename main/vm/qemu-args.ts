@@ -19,11 +19,24 @@ export interface GuestForward {
  */
 export const DISK_DRIVE_ID = 'virtio0';
 
+/**
+ * Where the guest's RAM lives. Always a named backend ("ram0"), so a memory
+ * state saved by one kind of VM restores into another: anonymous memory, or a
+ * file mapped shared (a template writes its RAM there) or private (a clone
+ * reads the template's pages and keeps its own writes).
+ */
+export type GuestMemory = { kind: 'ram' } | { kind: 'file'; path: string; shared: boolean };
+
+/** QEMU's id of the guest RAM backend, and so the RAM block's name in a saved state. */
+export const GUEST_RAM_ID = 'ram0';
+
 export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;
   accel: AccelChoice;
   memoryMb: number;
+  /** Anonymous RAM when not given. */
+  memory?: GuestMemory;
   cpus: number;
   kernel: string;
   initrd: string;
@@ -76,6 +89,13 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
 
   if (!/^[A-Za-z0-9._-]{1,80}$/.test(spec.name)) throw new Error(`bad guest name ${JSON.stringify(spec.name)}`);
   const accel = spec.accel.accel === 'tcg' ? 'tcg,thread=multi' : spec.accel.accel;
+  if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 1_048_576) throw new Error(`bad guest memory size ${spec.memoryMb} MiB`);
+  const memory = spec.memory ?? { kind: 'ram' };
+  if (memory.kind === 'file' && !memory.path.startsWith('/')) throw new Error(`the guest memory file ${JSON.stringify(memory.path)} is not an absolute path`);
+  const ramObject =
+    memory.kind === 'ram'
+      ? `memory-backend-ram,id=${GUEST_RAM_ID},size=${spec.memoryMb}M`
+      : `memory-backend-file,id=${GUEST_RAM_ID},size=${spec.memoryMb}M,mem-path=${e(memory.path)},share=${memory.shared ? 'on' : 'off'}`;
 
   return [
     // First, so a crash cleanup finds them right after the program name.
@@ -85,7 +105,8 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-no-user-config',
     '-display', 'none',
     '-no-reboot',
-    '-machine', 'pc',
+    '-machine', `pc,memory-backend=${GUEST_RAM_ID}`,
+    '-object', ramObject,
     '-accel', accel,
     '-cpu', spec.accel.cpu,
     '-smp', String(spec.cpus),

@@ -17,7 +17,7 @@ import type { BaseImage } from './image-store.js';
 import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
-import { QemuVm, type FrozenDisk, type LaunchContext } from './qemu-vm.js';
+import { QemuVm, type FrozenDisk, type LaunchContext, type StartPhase } from './qemu-vm.js';
 import { activeDisk, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
@@ -91,6 +91,10 @@ export interface RunningVm {
   destroy(): Promise<void>;
   serialTail(lines: number): string;
   exited: Promise<void>;
+  /** The steps of the start, in ms since QEMU was spawned (the boot bench prints them). */
+  readonly phases?: readonly StartPhase[];
+  /** performance.now() when QEMU was spawned. */
+  readonly spawnedAt?: number;
 }
 
 type InstallStatus = { ok: boolean; version?: string; installHint?: string };
@@ -295,7 +299,7 @@ export class QemuDriver {
   private async launch(
     ctx: LaunchContext,
     keys: SandboxKeys,
-    how: { fwCfgFiles: SandboxFiles; incomingState?: string; bootMode: 'cold' | 'snapshot'; avoidPorts?: ReadonlySet<number> },
+    how: { fwCfgFiles: SandboxFiles; incomingState?: string; deferIncoming?: boolean; bootMode: 'cold' | 'snapshot'; avoidPorts?: ReadonlySet<number> },
   ): Promise<QemuVm> {
     const { files } = ctx;
     const sshPort = await freePort(how.avoidPorts);
@@ -306,6 +310,7 @@ export class QemuDriver {
       name: qemuGuestName(ctx.sandboxDir),
       accel: ctx.accel,
       memoryMb: ctx.memoryMb,
+      ...(ctx.memory ? { memory: ctx.memory } : {}),
       cpus: ctx.cpus,
       kernel: ctx.image.kernel,
       initrd: ctx.image.initrd,
@@ -322,7 +327,7 @@ export class QemuDriver {
         { name: 'ssh_host_ed25519_key', file: how.fwCfgFiles.hostKey },
       ],
     });
-    if (how.incomingState) args.push('-incoming', `exec:cat ${shellQuote(how.incomingState)}`);
+    if (how.incomingState) args.push('-incoming', how.deferIncoming ? 'defer' : `exec:cat ${shellQuote(how.incomingState)}`);
     return new QemuVm({
       sandboxDir: ctx.sandboxDir,
       files,

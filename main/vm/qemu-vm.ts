@@ -6,12 +6,12 @@ import type { ChildProcess } from 'node:child_process';
 import { appendFile, chmod, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
-import { connectGuest, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
+import { connectGuest, loginAfterRekey, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { AccelChoice } from './accel-probe.js';
 import { QmpClient, QmpError } from './qmp-client.js';
-import { DISK_DRIVE_ID, type GuestForward } from './qemu-args.js';
+import { DISK_DRIVE_ID, type GuestForward, type GuestMemory } from './qemu-args.js';
 import { activeDisk, nextDisk, sandboxDisks, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { warmFiles, type WarmMemory } from './warm-state.js';
 import { shellQuote } from '../../common/shell-quote.js';
@@ -29,6 +29,14 @@ export interface LaunchContext {
   guestForwards: GuestForward[];
   qmpSocket: string;
   cmdline: string;
+  /** Where the guest RAM lives (anonymous when not given): a snapshot template's file, shared or private. */
+  memory?: GuestMemory;
+}
+
+/** One step of a start, in ms since QEMU was spawned (for the boot bench). */
+export interface StartPhase {
+  name: string;
+  atMs: number;
 }
 
 // QEMU children of this process, killed if the process exits without tearing them down.
@@ -93,8 +101,14 @@ export class QemuVm {
   private ended = false;
   private exitDescription = '';
   private spare: SandboxSsh | undefined;
+  /** Re-keyed, and no connection has seen sshd serve the new host key yet. */
+  private reloadPending = false;
   private stopping: Promise<void> | undefined;
   private destroyed = false;
+  /** performance.now() when QEMU was spawned (phases count from here). */
+  readonly spawnedAt = performance.now();
+  /** The steps of this VM's start so far (QEMU spawned = 0). */
+  readonly phases: StartPhase[] = [];
 
   constructor(init: QemuVmInit) {
     this.child = init.child;
@@ -130,6 +144,11 @@ export class QemuVm {
     });
   }
 
+  /** Notes that a step of the start is done now. */
+  mark(name: string): void {
+    this.phases.push({ name, atMs: performance.now() - this.spawnedAt });
+  }
+
   get hasExited(): boolean {
     return this.ended;
   }
@@ -151,6 +170,10 @@ export class QemuVm {
       endpoint: { port: this.sshPort, keys: this.keys },
       vm: this,
       timeoutMs,
+      onBanner: () => this.mark('ssh banner'),
+      // A restored guest's sshd already listens: log in at once, retrying often.
+      pollMs: this.bootMode === 'snapshot' ? 20 : 200,
+      probeBanner: this.bootMode !== 'snapshot',
       exitedError: () =>
         new FactoryError(
           'SandboxBootFailed',
@@ -166,14 +189,30 @@ export class QemuVm {
             this.serialSection(),
         ),
     });
+    this.mark('ssh login');
   }
 
-  /** After a snapshot restore: this sandbox's own keys replace the template's in the guest. */
+  /**
+   * After a snapshot restore: this sandbox's own keys replace the template's in
+   * the guest. The connection that ran the re-key stays the spare (one SSH
+   * handshake less before a shell); the next new connection waits until sshd
+   * serves the new host key (loginAfterRekey).
+   */
   async rekey(keys: SandboxKeys, timeoutMs: number): Promise<void> {
     const ssh = this.spare ?? (await connectGuest({ port: this.sshPort, keys: this.keys }));
     this.spare = undefined;
-    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, this, timeoutMs);
+    this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, timeoutMs, (step) => this.mark(step));
     this.keys = keys;
+    this.reloadPending = true;
+  }
+
+  /** A new connection; right after a re-key, the first one waits for sshd to serve the new host key. */
+  private async connect(opts: { username?: string }): Promise<SandboxSsh> {
+    const endpoint = { port: this.sshPort, keys: this.keys };
+    if (!this.reloadPending) return connectGuest(endpoint, opts);
+    const ssh = await loginAfterRekey(endpoint, this, 20_000, opts);
+    this.reloadPending = false;
+    return ssh;
   }
 
   private serialSection(): string {
@@ -190,7 +229,7 @@ export class QemuVm {
         } catch (err) {
           if (this.ended) throw new Error(`QEMU ${this.exitDescription}: ${this.stderr.trim().split('\n').slice(-3).join(' / ')}`);
           if (Date.now() > deadline) throw err;
-          await sleep(50);
+          await sleep(10); // a unix socket connect is cheap; QEMU creates it early
         }
       }
     })();
@@ -208,7 +247,7 @@ export class QemuVm {
     this.spare = undefined;
     if (spare && !spare.isClosed && (opts.username ?? 'root') === 'root') return spare;
     spare?.close();
-    return connectGuest({ port: this.sshPort, keys: this.keys }, opts);
+    return this.connect(opts);
   }
 
   /**
@@ -232,6 +271,8 @@ export class QemuVm {
 
   private async doFreeze(memory: boolean): Promise<FrozenDisk> {
     if (this.ended || this.destroyed) throw new FactoryError('SandboxStopped', `the sandbox in ${this.sandboxDir} is not running`);
+    // The saved guest must answer with the keys written beside it: wait for sshd's reload.
+    if (memory && this.reloadPending) (await this.connect({})).close();
     const frozen = activeDisk(this.files);
     const next = nextDisk(this.files);
     const qmp = await this.qmp();
@@ -352,6 +393,8 @@ export class QemuVm {
 
 /** Saves the paused VM's memory and device state to file (QMP migrate to a file, as the booted snapshot is made). */
 async function saveMemory(qmp: QmpClient, file: string): Promise<void> {
+  // A clone of a template restored with x-ignore-shared still has it set; a layer's state holds all of its RAM.
+  await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
   await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
   const deadline = Date.now() + 120_000;
   for (;;) {

@@ -1,8 +1,14 @@
 // Fast starts: a booted guest's memory and disk, saved once per machine
-// configuration (the template), restored into each new sandbox with QEMU's
-// -incoming; the guest agent then gives the clone its own keys and the time.
-// A template that fails to restore is thrown away; the driver then boots cold.
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+// configuration (the template), restored into each new sandbox; the guest
+// agent then gives the clone its own keys, machine id, entropy and the time.
+// The template's RAM lives in a file (`ram`, QEMU memory-backend-file, shared
+// while the template runs); its saved state (`state`) holds only the devices
+// (migration capability x-ignore-shared). A clone maps that file privately:
+// pages load lazily from the page cache, shared by every clone, and a clone's
+// writes stay its own. A template that fails to restore is thrown away; the
+// driver then boots cold.
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { QemuVm, LaunchContext } from './qemu-vm.js';
@@ -15,7 +21,8 @@ import { machineKey } from './warm-state.js';
 /** What snapshot boot needs of the driver: starting QEMU processes. */
 export interface QemuLauncher {
   readonly qemuBinary: string;
-  launch(ctx: LaunchContext, keys: SandboxKeys, how: { fwCfgFiles: SandboxFiles; incomingState?: string; bootMode: 'cold' | 'snapshot' }): Promise<QemuVm>;
+  /** deferIncoming: start with `-incoming defer`; resumeRestored then sets the capabilities and loads incomingState. */
+  launch(ctx: LaunchContext, keys: SandboxKeys, how: { fwCfgFiles: SandboxFiles; incomingState?: string; deferIncoming?: boolean; bootMode: 'cold' | 'snapshot' }): Promise<QemuVm>;
   coldBoot(ctx: LaunchContext, keys: SandboxKeys, timeoutMs: number, totalTimeoutMs: number): Promise<QemuVm>;
   createOverlay(baseDisk: string, overlay: string): Promise<void>;
 }
@@ -65,16 +72,30 @@ export class SnapshotBoot {
     const keys = generateSandboxKeys('factory-template');
     await writeKeys(files, keys);
     await this.launcher.createOverlay(ctx.image.disk, files.overlay);
+    const ram = templateRam(dir);
+    // Guest memory may hold anything of the guest: owner-only before QEMU sizes it (sparse).
+    await writeFile(ram, '', { mode: 0o600 });
     // No guest forwards in the template: the clone's command line adds its own.
-    const templateCtx: LaunchContext = { ...ctx, files, sandboxDir: dir, guestForwards: [], qmpSocket: qmpSocketFor(files) };
+    const templateCtx: LaunchContext = {
+      ...ctx,
+      files,
+      sandboxDir: dir,
+      guestForwards: [],
+      qmpSocket: qmpSocketFor(files),
+      memory: { kind: 'file', path: ram, shared: true },
+    };
     const vm = await this.launcher.coldBoot(templateCtx, keys, 180_000, 180_000);
     try {
       const ssh = await vm.ssh();
-      // Less memory to save and restore; nothing in flight on the disk.
-      await ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches', { timeoutMs: 60_000 });
+      // Less memory in the RAM file; nothing in flight on the disk. Then what every clone runs first
+      // (the re-key's perl, a login shell) is read back into the guest's page cache, so clones find it in
+      // memory (shared) instead of reading it through the emulated disk.
+      await ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches; perl -e 1; bash -lc true < /dev/null; sync', { timeoutMs: 60_000 });
       ssh.close();
       await sleep(300);
       const qmp = await vm.qmp();
+      // The RAM stays in its file; the state holds the devices only.
+      await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
       await qmp.execute('stop');
       await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(path.join(dir, 'state'))}` });
       const deadline = Date.now() + 120_000;
@@ -95,14 +116,19 @@ export class SnapshotBoot {
   /** Starts a sandbox from a template's saved state, then gives it its own SSH keys and the current time. */
   private async restoreClone(ctx: LaunchContext, template: string, keys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
     const templateFiles = sandboxFiles(template);
+    const ram = templateRam(template);
+    if (!existsSync(ram)) throw new Error('the snapshot template has no RAM file');
     const templateKeys = await readKeys(templateFiles);
     await copyFile(templateFiles.overlay, ctx.files.overlay);
-    const vm = await this.launcher.launch(ctx, templateKeys, {
+    // Private: the clone's writes never reach the template's file.
+    const cloneCtx: LaunchContext = { ...ctx, memory: { kind: 'file', path: ram, shared: false } };
+    const vm = await this.launcher.launch(cloneCtx, templateKeys, {
       fwCfgFiles: templateFiles,
       incomingState: path.join(template, 'state'),
+      deferIncoming: true,
       bootMode: 'snapshot',
     });
-    await resumeRestored(vm, keys, timeoutMs);
+    await resumeRestored(vm, keys, timeoutMs, { deferredState: path.join(template, 'state') });
     return vm;
   }
 }
@@ -112,10 +138,16 @@ export class SnapshotBoot {
  * for SSH with the keys the saved guest had, then gives it keys (and the
  * clock). Any failure kills the VM and rejects.
  */
-export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number): Promise<void> {
+export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number, opts: { deferredState?: string } = {}): Promise<void> {
   try {
     const deadline = Date.now() + timeoutMs;
     const qmp = await vm.qmp(deadline);
+    vm.mark('qmp');
+    if (opts.deferredState) {
+      // QEMU 7.2 takes migration capabilities over QMP only, so the load waits for them (-incoming defer).
+      await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+      await qmp.execute('migrate-incoming', { uri: `exec:cat ${shellQuote(opts.deferredState)}` });
+    }
     // A stopped source restores paused: wait for the state to load, then resume.
     for (;;) {
       const status = ((await qmp.execute('query-status')) as { status?: string }).status;
@@ -123,11 +155,15 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
       if (status === 'running') break;
       if (status !== 'inmigrate') throw new Error(`restored VM is in state ${status}`);
       if (Date.now() > deadline) throw new Error('snapshot state did not load in time');
-      await sleep(50);
+      // The device state alone loads in tens of ms; a full memory stream in about a second.
+      await sleep(10);
     }
+    vm.mark('state loaded');
     await qmp.execute('cont');
+    vm.mark('cont');
     await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
     await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
+    vm.mark('re-keyed');
   } catch (err) {
     // A state QEMU cannot load makes it exit: its own words say more than the closed connection.
     await Promise.race([vm.exited, sleep(500)]);
@@ -135,4 +171,9 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     await vm.kill();
     throw ended ? new Error(`${(err as Error).message} (${ended})`) : err;
   }
+}
+
+/** The template's guest RAM file (see the top of this file). */
+export function templateRam(templateDir: string): string {
+  return path.join(templateDir, 'ram');
 }

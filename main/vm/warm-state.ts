@@ -23,7 +23,9 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
   return createHash('sha256')
     .update(
       JSON.stringify({
-        v: 1,
+        // 2: the guest RAM is the named backend ram0, and a template keeps it in a file (device-only state).
+        // 3: the template's guest has perl and a login shell in its page cache.
+        v: 3,
         qemu: qemuVersion,
         binary: qemuBinary,
         accel: m.accel.accel,

@@ -1,26 +1,57 @@
 // Boot benchmark, run with: npx tsx test/bench/boot.bench.ts
-// In the same run and alternating: (a) QemuDriver.start() until an SSH shell
-// channel has printed its first bytes, booting cold and restoring the booted
-// snapshot (fast boot), and (b) a raw qemu-system-x86_64 command booting the
-// same image with the same keys until the forwarded port sends the SSH banner.
-// Prints each, the ratios, and the disk a fresh overlay uses (du).
+// One run, kinds of start alternating round by round, each split into phases:
+//   raw restore   a bare qemu-system-x86_64 -incoming of the app's snapshot
+//                 template (same command line, no driver) until the forwarded
+//                 port sends the SSH banner;
+//   app restore   QemuDriver.start() (snapshot) until an SSH shell channel has
+//                 printed its first bytes;
+//   raw cold      a bare qemu-system-x86_64 booting the image, to the banner;
+//   app cold      QemuDriver.start() booting cold, to the shell's first bytes.
+// Prints a table of phases (median ms since the start was asked for) and the
+// ratios. A new kind of start is one more entry in `kinds` (e.g. a pool take).
+// BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out.
 import { spawn } from 'node:child_process';
-import { mkdtemp, mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
-import { AccelProbe } from '../../main/vm/accel-probe.js';
+import { AccelProbe, type AccelChoice } from '../../main/vm/accel-probe.js';
 import { createOverlay } from '../../main/vm/overlay.js';
 import { probeSshBanner } from '../../main/guest/guest-agent.js';
 import { appPaths } from '../../main/state/paths.js';
 import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
+import { buildQemuArgs } from '../../main/vm/qemu-args.js';
+import { QmpClient } from '../../main/vm/qmp-client.js';
+import { sandboxFiles } from '../../main/vm/sandbox-files.js';
+import { templateRam } from '../../main/vm/snapshot-boot.js';
+import { machineKey } from '../../main/vm/warm-state.js';
+import type { BaseImage } from '../../main/vm/image-store.js';
 import { testImage } from '../support/image.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+const withCold = process.env.BENCH_COLD !== '0';
+const MEMORY_MB = 2048;
+const CPUS = 2;
 
-async function duBytes(file: string): Promise<number> {
-  return (await stat(file)).blocks * 512;
+/** One measured start: phase name → ms since the start was asked for, in order; the last is "ready". */
+type Run = Array<{ name: string; atMs: number }>;
+
+interface BenchEnv {
+  image: BaseImage;
+  accel: AccelChoice;
+  driver: QemuDriver;
+  /** The app's snapshot template folder for this machine. */
+  template: string;
+  root: string;
 }
+
+/** A kind of start: what it is, and one measured start of it (cleaned up before it resolves). */
+interface StartKind {
+  name: string;
+  run(env: BenchEnv, round: number): Promise<Run>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -28,98 +59,209 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/** Waits for the SSH banner on port, probing every 20 ms, while the child lives. */
+async function waitBanner(port: number, child: { exitCode: number | null }, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && child.exitCode === null) {
+    if (await probeSshBanner(port, 2000)) return;
+    await sleep(20);
+  }
+  throw new Error('raw QEMU never sent the SSH banner');
+}
+
+/** (a) The template restored by hand: the same command line as a clone, QMP only for what QEMU 7.2 needs. */
+const rawRestore: StartKind = {
+  name: 'raw restore → banner',
+  async run(env, round) {
+    const dir = path.join(env.root, `raw-restore-${round}`);
+    await mkdir(dir, { recursive: true });
+    const t = sandboxFiles(env.template);
+    const overlay = path.join(dir, 'overlay.qcow2');
+    await copyFile(t.overlay, overlay);
+    const port = await freePort();
+    const qmpSocket = path.join(dir, 'qmp.sock');
+    const args = buildQemuArgs({
+      name: `bench-raw-${round}`,
+      accel: env.accel,
+      memoryMb: MEMORY_MB,
+      memory: { kind: 'file', path: templateRam(env.template), shared: false },
+      cpus: CPUS,
+      kernel: env.image.kernel,
+      initrd: env.image.initrd,
+      cmdline: env.image.manifest.kernelCmdline,
+      overlay,
+      sshPort: port,
+      guestForwards: [],
+      serialLog: path.join(dir, 'serial.log'),
+      qmpSocket,
+      pidFile: path.join(dir, 'qemu.pid'),
+      fwCfg: [
+        { name: 'authorized_keys', file: t.authorizedKeys },
+        { name: 'ssh_host_ed25519_key', file: t.hostKey },
+      ],
+    });
+    const run: Run = [];
+    const t0 = performance.now();
+    const mark = (name: string) => run.push({ name, atMs: performance.now() - t0 });
+    const child = spawn('qemu-system-x86_64', [...args, '-incoming', 'defer'], { stdio: 'ignore' });
+    try {
+      let qmp: QmpClient | undefined;
+      while (!qmp) {
+        qmp = await QmpClient.connect(qmpSocket, { timeoutMs: 2000 }).catch(() => undefined);
+        if (!qmp) await sleep(10);
+        if (child.exitCode !== null) throw new Error('raw QEMU exited');
+      }
+      mark('qmp');
+      await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+      await qmp.execute('migrate-incoming', { uri: `exec:cat ${path.join(env.template, 'state')}` });
+      while (((await qmp.execute('query-status')) as { status: string }).status === 'inmigrate') await sleep(10);
+      mark('state loaded');
+      await qmp.execute('cont');
+      mark('cont');
+      await waitBanner(port, child, 60_000);
+      mark('ssh banner');
+      qmp.close();
+      return run;
+    } finally {
+      child.kill('SIGKILL');
+      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
+    }
+  },
+};
+
+/** (c, raw) The image booted by hand with the same devices and fw_cfg keys, to the banner. */
+const rawCold: StartKind = {
+  name: 'raw cold → banner',
+  async run(env, round) {
+    const dir = path.join(env.root, `raw-cold-${round}`);
+    await mkdir(dir, { recursive: true });
+    const overlay = path.join(dir, 'overlay.qcow2');
+    await createOverlay(env.image.disk, overlay);
+    const keys = generateSandboxKeys();
+    await writeFile(path.join(dir, 'authorized_keys'), keys.clientPublicKey);
+    await writeFile(path.join(dir, 'host_key'), keys.hostPrivateKey, { mode: 0o600 });
+    const port = await freePort();
+    const args = buildQemuArgs({
+      name: `bench-cold-${round}`,
+      accel: env.accel,
+      memoryMb: MEMORY_MB,
+      cpus: CPUS,
+      kernel: env.image.kernel,
+      initrd: env.image.initrd,
+      cmdline: env.image.manifest.kernelCmdline,
+      overlay,
+      sshPort: port,
+      guestForwards: [],
+      serialLog: path.join(dir, 'serial.log'),
+      qmpSocket: path.join(dir, 'qmp.sock'),
+      pidFile: path.join(dir, 'qemu.pid'),
+      fwCfg: [
+        { name: 'authorized_keys', file: path.join(dir, 'authorized_keys') },
+        { name: 'ssh_host_ed25519_key', file: path.join(dir, 'host_key') },
+      ],
+    });
+    const t0 = performance.now();
+    const child = spawn('qemu-system-x86_64', args, { stdio: 'ignore' });
+    try {
+      await waitBanner(port, child, 300_000);
+      return [{ name: 'ssh banner', atMs: performance.now() - t0 }];
+    } finally {
+      child.kill('SIGKILL');
+      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
+    }
+  },
+};
+
+/** (b, c) QemuDriver.start() as the app calls it, to an SSH shell channel's first bytes. */
+function appStart(fastBoot: boolean): StartKind {
+  return {
+    name: fastBoot ? 'app restore → shell' : 'app cold → shell',
+    async run(env, round) {
+      const t0 = performance.now();
+      const vm = await env.driver.start({ sandboxDir: path.join(env.root, `app-${round}-${fastBoot}`), image: env.image, fastBoot, memoryMb: MEMORY_MB, cpus: CPUS });
+      const started = performance.now() - t0;
+      try {
+        if (fastBoot && vm.bootMode !== 'snapshot') throw new Error(`fast boot fell back: ${env.driver.lastFastBootError?.message}`);
+        const ssh = await vm.ssh();
+        const shell = await ssh.shell({ cols: 80, rows: 24 });
+        const opened = performance.now() - t0;
+        await new Promise<void>((resolve) => shell.once('data', () => resolve()));
+        const ready = performance.now() - t0;
+        shell.close();
+        ssh.close();
+        const offset = (vm.spawnedAt ?? t0) - t0;
+        return [
+          { name: 'qemu spawned', atMs: offset },
+          ...(vm.phases ?? []).map((p) => ({ name: p.name, atMs: p.atMs + offset })),
+          { name: 'start() returned', atMs: started },
+          { name: 'shell channel open', atMs: opened },
+          { name: 'shell first bytes', atMs: ready },
+        ];
+      } finally {
+        await vm.destroy();
+      }
+    },
+  };
+}
+
+/** The kinds measured, in the order each round runs them. */
+const kinds: StartKind[] = [rawRestore, appStart(true), ...(withCold ? [rawCold, appStart(false)] : [])];
+
+function printTable(results: Map<string, Run[]>) {
+  for (const [name, runs] of results) {
+    if (!runs.length) continue;
+    console.log(`\n${name} (median of ${runs.length}; ms since the start was asked for, and the step's own ms)`);
+    const phases = runs[0]!.map((p) => p.name);
+    let prev = 0;
+    for (const phase of phases) {
+      const at = median(runs.map((r) => r.find((p) => p.name === phase)?.atMs ?? NaN));
+      console.log(`  ${phase.padEnd(28)} ${at.toFixed(0).padStart(7)}  +${(at - prev).toFixed(0).padStart(6)}`);
+      prev = at;
+    }
+  }
+}
+
 async function main() {
   const image = await testImage();
   const accel = await AccelProbe.cached();
   const root = await mkdtemp(path.join(os.tmpdir(), 'boot-bench-'));
-  // Fast boot on, with the app's snapshot folder, as the app runs it.
   const driver = new QemuDriver({ snapshotsDir: appPaths().snapshots });
-  const driverMs: number[] = [];
-  const snapshotMs: number[] = [];
-  const rawMs: number[] = [];
-  let overlayFresh = 0;
-  let overlayApparent = 0;
-  let overlayAfterBoot = 0;
+  const version = (await driver.checkInstalled()).version ?? '';
   console.log(`image ${image.version}, accel ${accel.accel} (${accel.reason}), ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
-
+  await driver.prepareFastBoot(image, { memoryMb: MEMORY_MB, cpus: CPUS });
+  const key = machineKey({ accel, memoryMb: MEMORY_MB, cpus: CPUS, image, cmdline: image.manifest.kernelCmdline }, version, 'qemu-system-x86_64');
+  const template = path.join(appPaths().snapshots, key);
+  await stat(path.join(template, 'ready'));
+  const env: BenchEnv = { image, accel, driver, template, root };
+  const results = new Map<string, Run[]>(kinds.map((k) => [k.name, []]));
   try {
     for (let round = 1; round <= rounds; round++) {
-      // (b) raw QEMU: same image, same devices, same fw_cfg keys, no driver.
-      {
-        const dir = path.join(root, `raw-${round}`);
-        await mkdir(dir, { recursive: true });
-        const overlay = path.join(dir, 'overlay.qcow2');
-        await createOverlay(image.disk, overlay);
-        if (round === 1) {
-          overlayFresh = await duBytes(overlay);
-          overlayApparent = (await stat(overlay)).size;
+      for (const kind of kinds) {
+        try {
+          const run = await kind.run(env, round);
+          results.get(kind.name)!.push(run);
+          console.log(`round ${round}: ${kind.name.padEnd(24)} ${(run.at(-1)!.atMs / 1000).toFixed(2)} s`);
+        } catch (err) {
+          // A starved emulated guest can fail to boot (e.g. its timer check); the other kinds still count.
+          console.log(`round ${round}: ${kind.name.padEnd(24)} FAILED: ${(err as Error).message.split('\n')[0]}`);
         }
-        const keys = generateSandboxKeys();
-        await writeFile(path.join(dir, 'authorized_keys'), keys.clientPublicKey);
-        await writeFile(path.join(dir, 'host_key'), keys.hostPrivateKey, { mode: 0o600 });
-        const port = await freePort();
-        const t0 = performance.now();
-        const child = spawn('qemu-system-x86_64', [
-          '-nodefaults', '-display', 'none', '-machine', 'pc', '-accel', accel.accel, '-cpu', accel.cpu, '-smp', '2', '-m', '2048',
-          '-kernel', image.kernel, '-initrd', image.initrd, '-append', image.cmdline,
-          '-drive', `file=${overlay},if=virtio,format=qcow2`,
-          '-netdev', `user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${port}-:22`, '-device', 'virtio-net-pci,netdev=n0',
-          '-device', 'virtio-rng-pci', '-serial', `file:${path.join(dir, 'serial.log')}`,
-          '-fw_cfg', `name=opt/factory/authorized_keys,file=${path.join(dir, 'authorized_keys')}`,
-          '-fw_cfg', `name=opt/factory/ssh_host_ed25519_key,file=${path.join(dir, 'host_key')}`,
-        ], { stdio: 'ignore' });
-        const deadline = Date.now() + 300_000;
-        let ok = false;
-        while (Date.now() < deadline && child.exitCode === null) {
-          if (await probeSshBanner(port, 2000)) {
-            ok = true;
-            break;
-          }
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        const ms = performance.now() - t0;
-        if (round === 1) overlayAfterBoot = await duBytes(overlay);
-        child.kill('SIGKILL');
-        await new Promise((r) => child.once('exit', r));
-        if (!ok) throw new Error('raw QEMU never answered SSH');
-        rawMs.push(ms);
-        console.log(`round ${round}: raw qemu-system-x86_64 to SSH banner   ${(ms / 1000).toFixed(2)} s`);
-      }
-      // (a) through the driver, to a shell channel that has printed something.
-      for (const fastBoot of [false, true]) {
-        if (fastBoot && round === 1) await driver.prepareFastBoot(image);
-        const t0 = performance.now();
-        const vm = await driver.start({ sandboxDir: path.join(root, `driver-${round}-${fastBoot}`), image, fastBoot });
-        const ssh = await vm.ssh();
-        const shell = await ssh.shell({ cols: 80, rows: 24 });
-        await new Promise<void>((resolve) => shell.once('data', () => resolve()));
-        const ms = performance.now() - t0;
-        (fastBoot ? snapshotMs : driverMs).push(ms);
-        console.log(`round ${round}: QemuDriver.start() ${vm.bootMode} to shell-ready SSH ${(ms / 1000).toFixed(2)} s (bootMs ${vm.bootMs})`);
-        if (fastBoot && vm.bootMode !== 'snapshot') console.log(`  fast boot fell back: ${driver.lastFastBootError?.message}`);
-        shell.close();
-        ssh.close();
-        const stopT0 = performance.now();
-        await vm.destroy();
-        console.log(`round ${round}: destroy() ${(performance.now() - stopT0).toFixed(0)} ms`);
       }
     }
   } finally {
     await rm(root, { recursive: true, force: true });
   }
-
-  const d = median(driverMs);
-  const f = median(snapshotMs);
-  const r = median(rawMs);
+  printTable(results);
+  const total = (name: string) => median(results.get(name)?.map((r) => r.at(-1)!.atMs) ?? []);
+  const ratio = (a: string, b: string) => (results.has(a) && results.has(b) ? `${(total(a) / total(b)).toFixed(2)}` : 'n/a');
   console.log('\n== boot benchmark ==');
-  console.log(`raw qemu-system-x86_64 → SSH banner (median of ${rounds}):              ${(r / 1000).toFixed(2)} s`);
-  console.log(`QemuDriver cold boot → shell-ready SSH (median of ${rounds}):          ${(d / 1000).toFixed(2)} s  ratio ${(d / r).toFixed(2)}`);
-  console.log(`QemuDriver snapshot restore → shell-ready SSH (median of ${rounds}):   ${(f / 1000).toFixed(2)} s  ratio ${(f / r).toFixed(2)}`);
-  console.log(`fresh overlay: ${(overlayFresh / 1024).toFixed(0)} KiB used (du), ${(overlayApparent / 1024).toFixed(0)} KiB apparent; after boot to SSH: ${(overlayAfterBoot / 1024 / 1024).toFixed(1)} MiB used`);
-  console.log(`base image disk: ${(image.manifest.files.disk.bytes / 1e6).toFixed(0)} MB qcow2, ${(image.manifest.files.disk.virtualBytes / 2 ** 30).toFixed(0)} GiB virtual`);
+  for (const k of kinds) console.log(`${k.name.padEnd(24)} ${(total(k.name) / 1000).toFixed(2)} s`);
+  console.log(`app restore / raw restore: ${ratio('app restore → shell', 'raw restore → banner')}`);
+  console.log(`app restore / app cold:    ${ratio('app restore → shell', 'app cold → shell')}`);
+  console.log(`raw restore / raw cold:    ${ratio('raw restore → banner', 'raw cold → banner')}`);
+  console.log(`app cold / raw cold:       ${ratio('app cold → shell', 'raw cold → banner')}`);
 }
 
 main().catch((err: Error) => {
-  console.error(err.message);
+  console.error(err.stack ?? err.message);
   process.exit(1);
 });

@@ -8,7 +8,7 @@ import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import ssh2, { type ServerChannel } from 'ssh2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GUEST_SSH_PATHS, rekeyGuest, rekeyInput, rekeyScript, waitForSsh, type GuestProcess } from '../../../main/guest/guest-agent.js';
+import { GUEST_SSH_PATHS, loginAfterRekey, rekeyGuest, rekeyInput, rekeyScript, waitForSsh, type GuestProcess } from '../../../main/guest/guest-agent.js';
 import { generateSandboxKeys, type SandboxKeys } from '../../../main/ssh/sandbox-keys.js';
 import { HostKeyMismatchError } from '../../../main/ssh/sandbox-ssh.js';
 
@@ -132,17 +132,21 @@ describe('re-keying a restored guest', () => {
         }),
     });
     const first = await waitForSsh({ endpoint: { port: old.port, keys: template }, vm: running, timeoutMs: 10_000, ...errors });
-    const ssh = await rekeyGuest(first, { port: old.port, keys: fresh }, running, 10_000);
+    const kept = await rekeyGuest(first, { port: old.port, keys: fresh }, 10_000);
+    // The connection that ran the re-key stays open for the first shell.
+    expect(kept).toBe(first);
+    expect(kept.isClosed).toBe(false);
+    kept.close();
+    // A new login pins the new host key: the old sshd (old key) is retried past, not accepted.
+    const ssh = await loginAfterRekey({ port: old.port, keys: fresh }, running, 10_000);
     expect((await ssh.run('hostname')).stdout).toBe('reloaded\n');
     ssh.close();
-    await new Promise((r) => setTimeout(r, 100));
-    // The connection to the template's sshd was used up by the re-key.
-    expect(first.isClosed).toBe(true);
 
     expect(seen?.command).toBe(rekeyScript());
-    const [epoch, seed, pub, ...hostKey] = seen!.stdin.split('\n');
+    const [epoch, seed, machineId, pub, ...hostKey] = seen!.stdin.split('\n');
     expect(Math.abs(Number(epoch) - Date.now() / 1000)).toBeLessThan(10);
     expect(seed).toMatch(/^[0-9a-f]{128}$/);
+    expect(machineId).toMatch(/^[0-9a-f]{32}$/);
     expect(pub).toBe(fresh.clientPublicKey.trim());
     expect(hostKey.join('\n').trim()).toBe(fresh.hostPrivateKey.trim());
   });
@@ -158,7 +162,7 @@ describe('re-keying a restored guest', () => {
       },
     });
     const first = await waitForSsh({ endpoint: { port, keys }, vm: running, timeoutMs: 10_000, ...errors });
-    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, running, 5000)).rejects.toThrow(
+    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, 5000)).rejects.toThrow(
       /^re-keying the restored sandbox failed \(exit 2\): sh: 3: cannot create \/root\/\.ssh\/authorized_keys: Read-only file system$/,
     );
   });
@@ -173,7 +177,7 @@ describe('re-keying a restored guest', () => {
     });
     const first = await waitForSsh({ endpoint: { port, keys }, vm: running, timeoutMs: 10_000, ...errors });
     const started = Date.now();
-    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, running, 1500)).rejects.toThrow(
+    await expect(rekeyGuest(first, { port, keys: generateSandboxKeys('clone') }, 1500)).rejects.toThrow(
       /^re-keying the restored sandbox failed \(exit null\): no end within 1500 ms$/,
     );
     expect(Date.now() - started).toBeLessThan(5000);
@@ -186,7 +190,7 @@ describe('re-keying a restored guest', () => {
     expect(() => rekeyInput({ ...keys, hostPrivateKey: 'not a key' })).toThrow(/not an OpenSSH private key/);
     const lines = rekeyInput(keys, 1_700_000_000_000).split('\n');
     expect(lines[0]).toBe('1700000000.000');
-    expect(lines[2]).toBe(keys.clientPublicKey.trim());
+    expect(lines[3]).toBe(keys.clientPublicKey.trim());
   });
 
   it("touches exactly the guest files the image's init fills from fw_cfg and sshd reads", () => {
@@ -196,11 +200,11 @@ describe('re-keying a restored guest', () => {
     const script = rekeyScript();
     for (const file of GUEST_SSH_PATHS.authorizedKeys) {
       expect(init).toContain(`> ${file}`);
-      expect(script).toContain(`"$pub" > ${file}\n`);
+      expect(script).toContain(`put("${file}", "$pub\\n");`);
     }
     expect(init).toContain(`> ${GUEST_SSH_PATHS.hostKey}\n`);
     expect(sshd).toMatch(new RegExp(`^HostKey ${GUEST_SSH_PATHS.hostKey}$`, 'm'));
-    expect(script).toContain(`cat > ${GUEST_SSH_PATHS.hostKey}\n`);
+    expect(script).toContain(`put("${GUEST_SSH_PATHS.hostKey}", $hostkey, 0600);`);
     // Used unquoted in the script: plain absolute paths only.
     for (const file of [...GUEST_SSH_PATHS.authorizedKeys, GUEST_SSH_PATHS.hostKey, GUEST_SSH_PATHS.sshdPidFile]) expect(file).toMatch(/^(\/[A-Za-z0-9._-]+)+$/);
   });
