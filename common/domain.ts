@@ -90,6 +90,8 @@ export const SandboxInfo = z.object({
   accel: z.string().optional(),
   sshPort: z.number().optional(),
   bootMs: z.number().optional(),
+  /** The sandbox host it runs on (issue 14); absent for this machine. */
+  host: z.string().optional(),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 
@@ -140,6 +142,8 @@ export const Task = z.object({
   kind: z.enum(['pipeline', 'quick']).optional(),
   /** A quick sandbox the user keeps after its shell closes (until they destroy it). */
   keep: z.boolean().optional(),
+  /** Where its sandbox runs: 'local', or a sandbox host's name (absent: local). At creation 'any' may be asked for. */
+  host: z.string().max(32).optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -50,6 +50,11 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
     return [...this.live.values()].filter((v) => !v.hasExited).length;
   }
 
+  /** Domains of sandboxes this driver runs now (kept when the host is reaped). */
+  liveDomains(): Set<string> {
+    return new Set([...this.live.entries()].filter(([, v]) => !v.hasExited).map(([d]) => d));
+  }
+
   async checkInstalled(): Promise<{ ok: boolean; version?: string; installHint?: string }> {
     try {
       const host = await this.opts.connect();
@@ -185,6 +190,7 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
 export class RemoteVm implements RunningVmPort {
   readonly pid = -1;
   readonly accel: string;
+  readonly host: string;
   sshPort = 0;
   bootMs = 0;
   readonly exited: Promise<void>;
@@ -199,7 +205,7 @@ export class RemoteVm implements RunningVmPort {
 
   constructor(
     private readonly driver: LibvirtSandboxDriver,
-    private readonly host: SshHost,
+    private readonly conn: SshHost,
     readonly domain: string,
     readonly remoteDir: string,
     readonly sandboxDir: string,
@@ -207,10 +213,11 @@ export class RemoteVm implements RunningVmPort {
     virtType: string,
   ) {
     this.accel = virtType === 'kvm' ? 'kvm' : 'tcg';
+    this.host = conn.target.name;
     this.exited = new Promise((resolve) => (this.endNow = resolve));
     const onLost = () => this.end();
-    host.once('lost', onLost);
-    void this.exited.then(() => host.off('lost', onLost));
+    conn.once('lost', onLost);
+    void this.exited.then(() => conn.off('lost', onLost));
   }
 
   get hasExited(): boolean {
@@ -227,11 +234,11 @@ export class RemoteVm implements RunningVmPort {
 
   /** Waits until the guest's sshd answers through the host, with the pinned key. */
   async boot(sshPort: number, timeoutMs: number): Promise<void> {
-    this.forward = await this.host.localForward('127.0.0.1', sshPort);
+    this.forward = await this.conn.localForward('127.0.0.1', sshPort);
     this.sshPort = this.forward.port;
     const watch = setInterval(() => {
       // The domain ending by itself (a crash, a shutdown in the guest) ends the sandbox.
-      void this.host.run(['virsh', '-q', '-c', 'qemu:///system', 'domstate', this.domain]).then(
+      void this.conn.run(['virsh', '-q', '-c', 'qemu:///system', 'domstate', this.domain]).then(
         (r) => {
           if (r.code !== 0 || !/running|paused/.test(r.stdout)) this.end();
         },
@@ -244,9 +251,9 @@ export class RemoteVm implements RunningVmPort {
         endpoint: { port: this.forward.port, keys: this.keys },
         vm: this,
         timeoutMs: Math.max(timeoutMs, 1000),
-        exitedError: () => new FactoryError('SandboxBootFailed', `the sandbox ${this.domain} on ${this.host.target.name} ended before it answered SSH${this.serialSection()}`),
+        exitedError: () => new FactoryError('SandboxBootFailed', `the sandbox ${this.domain} on ${this.host} ended before it answered SSH${this.serialSection()}`),
         timeoutError: (login) =>
-          new FactoryError('SandboxBootTimeout', `the sandbox ${this.domain} on ${this.host.target.name} did not answer SSH within ${Math.round(timeoutMs / 1000)} s${login ? `: ${login.message}` : ''}${this.serialSection()}`),
+          new FactoryError('SandboxBootTimeout', `the sandbox ${this.domain} on ${this.host} did not answer SSH within ${Math.round(timeoutMs / 1000)} s${login ? `: ${login.message}` : ''}${this.serialSection()}`),
       });
     } catch (err) {
       await this.fetchSerial();
@@ -256,7 +263,7 @@ export class RemoteVm implements RunningVmPort {
   }
 
   private async fetchSerial(): Promise<void> {
-    const r = await this.host.run(['tail', '-n', '40', `${this.remoteDir}/serial.log`]).catch(() => undefined);
+    const r = await this.conn.run(['tail', '-n', '40', `${this.remoteDir}/serial.log`]).catch(() => undefined);
     if (r?.code === 0) this.serial = r.stdout.replace(/[^\x20-\x7e\n]/g, '?');
   }
 
@@ -284,9 +291,9 @@ export class RemoteVm implements RunningVmPort {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.end();
-      for (const sock of this.sockets) await this.host.unforwardStreamLocal(sock).catch(() => undefined);
+      for (const sock of this.sockets) await this.conn.unforwardStreamLocal(sock).catch(() => undefined);
       try {
-        if (!this.host.isClosed) await this.driver.removeDomain(this.host, this.domain);
+        if (!this.conn.isClosed) await this.driver.removeDomain(this.conn, this.domain);
       } finally {
         this.driver.forget(this.domain, this);
       }

@@ -8,7 +8,7 @@ import type { QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from '.
 export interface LiveSandbox {
   readonly taskId: string;
   /** What extensions may need of the task the sandbox serves (its repository, push permission). */
-  readonly task: Pick<Task, 'id' | 'repoPath' | 'allowPush'>;
+  readonly task: Pick<Task, 'id' | 'repoPath' | 'allowPush' | 'host'>;
   readonly sandboxDir: string;
   /** Environment from the sandbox extensions for every guest command (placeholders only). */
   readonly guestEnv: Record<string, string>;

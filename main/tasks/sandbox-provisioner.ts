@@ -29,6 +29,11 @@ export interface SandboxProvisionerDeps<Image> {
   emit: (e: FactoryEvent) => void;
   /** Per-sandbox add-ons (credential proxy, ...), prepared before boot and released after the VM ends. */
   extensions?: SandboxExtension[];
+  /**
+   * Where a task's sandbox runs (issue 14): the driver of the sandbox host it is placed on, or
+   * undefined for this machine (`qemu`). Placement may connect to hosts, so it is asked at boot.
+   */
+  placeSandbox?: (task: LiveSandbox['task']) => Promise<QemuDriverPort<Image> | undefined>;
   /** Guest boot limit; the driver's default when absent. */
   bootTimeoutMs?: number;
   /**
@@ -128,7 +133,9 @@ export class SandboxProvisioner<Image = unknown> {
       Object.assign(sandbox.guestEnv, prepared.guestEnv ?? {});
     }
     checkAborted(signal);
-    sandbox.vm = await this.deps.qemu.start({
+    const driver = (await this.deps.placeSandbox?.(sandbox.task)) ?? this.deps.qemu;
+    checkAborted(signal);
+    sandbox.vm = await driver.start({
       sandboxDir: sandbox.sandboxDir,
       image,
       memoryMb: settings.vmMemoryMb,
