@@ -188,7 +188,8 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
 
 /** One sandbox on a remote host. */
 export class RemoteVm implements RunningVmPort {
-  readonly pid = -1;
+  // No local process: 0 is never recorded as a QEMU pid to reap (the task book skips a falsy pid).
+  readonly pid = 0;
   readonly accel: string;
   readonly host: string;
   sshPort = 0;

@@ -33,6 +33,7 @@ export interface SandboxHostStatus {
 export class SandboxHosts {
   private readonly entries = new Map<string, HostEntry>();
   private readonly placed = new Map<string, string>();
+  private closed = false;
 
   constructor(private readonly deps: { settings: () => Settings; log: Logger; readKey?: (file: string) => Promise<string> }) {}
 
@@ -65,6 +66,7 @@ export class SandboxHosts {
       conn.once('lost', () => {
         entry.lost = true;
         this.deps.log.warn('the connection to a sandbox host was lost', { host: config.name });
+        this.reconnectLater(entry, 2000);
       });
       entry.conn = conn;
       // What this app left there and no longer runs goes before anything new starts.
@@ -82,6 +84,19 @@ export class SandboxHosts {
         entry.connecting = undefined;
       });
     return entry.connecting;
+  }
+
+  /**
+   * After a drop, tries again (2 s, doubling to a minute) until the host is back; the new
+   * connection removes what its lost sandboxes left running there.
+   */
+  private reconnectLater(entry: HostEntry, delayMs: number): void {
+    if (this.closed || this.entries.get(entry.config.name) !== entry) return;
+    const timer = setTimeout(() => {
+      if (this.closed || !entry.lost) return;
+      this.connect(entry).catch(() => this.reconnectLater(entry, Math.min(delayMs * 2, 60_000)));
+    }, delayMs);
+    timer.unref();
   }
 
   /** The driver of a named host (connecting when first used). */
@@ -132,6 +147,7 @@ export class SandboxHosts {
   }
 
   close(): void {
+    this.closed = true;
     for (const e of this.entries.values()) e.conn?.close();
   }
 }

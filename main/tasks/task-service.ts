@@ -453,7 +453,8 @@ export class TaskService<Image = unknown> {
       record,
       'booted',
       { sandbox: { accel: vm.accel, sshPort: vm.sshPort, bootMs: vm.bootMs, ...(vm.host ? { host: vm.host } : {}) } },
-      { sandboxDir: vm.sandboxDir, qemuPid: vm.pid },
+      // A remote sandbox has no local process to reap (pid 0).
+      { sandboxDir: vm.sandboxDir, ...(vm.pid > 0 ? { qemuPid: vm.pid } : {}) },
     );
     checkAborted(signal);
 
