@@ -137,6 +137,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
   // Sandbox hosts from Settings (issue 14): a task placed on one boots there through libvirt over SSH.
   const sandboxHosts = new SandboxHosts({ settings: () => settings.get(), log: log.child('sandbox-hosts') });
+  // Sandboxes a killed run left on a host go as soon as it answers; a host that does not is retried on use.
+  void sandboxHosts.connectAll();
   const provisioner = new SandboxProvisioner({
     paths,
     settings: () => settings.get(),

@@ -99,6 +99,11 @@ export class SandboxHosts {
     timer.unref();
   }
 
+  /** At start-up: connects to every host, which removes what an earlier run left there. Failures show in status(). */
+  async connectAll(): Promise<void> {
+    await Promise.all(this.deps.settings().sandboxHosts.map((h) => this.connect(this.entry(h.name)).catch(() => undefined)));
+  }
+
   /** The driver of a named host (connecting when first used). */
   driver(name: string): LibvirtSandboxDriver {
     return this.entry(name).driver;
