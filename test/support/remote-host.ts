@@ -172,6 +172,8 @@ export async function startRemoteHost(): Promise<RemoteHostRig> {
       for (const pid of r.stdout.split('\n').filter(Boolean).map(Number)) process.kill(pid, 'SIGKILL');
     },
     async stop() {
+      // Domains whose disks live in this rig's storage go with it (a test that failed half-way leaves some).
+      await exec(`for d in $(ls ${storageDir}/sandboxes 2>/dev/null); do virsh -q -c qemu:///system destroy "$d" >/dev/null 2>&1; done`).catch(() => undefined);
       sshd.kill('SIGTERM');
       await new Promise((r) => (sshd.exitCode !== null ? r(undefined) : sshd.once('exit', r)));
       rmSync(dir, { recursive: true, force: true });
