@@ -1,7 +1,7 @@
 // The host key of a sandbox host is a trust boundary: only a pinned SHA256
-// fingerprint is accepted. These run against a real sshd-less check of the
-// pin's format and the fingerprint computation; the live refusals (unknown
-// key, changed key) are in test/integration/remote-host.test.ts.
+// fingerprint is accepted. These need no server: the fingerprint as OpenSSH
+// shows it, and a malformed pin refused before any connection. The live
+// refusals (unknown key, changed key) are in test/integration/remote-host.test.ts.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SshHost, sshFingerprint } from '../../../main/remote/ssh-host.js';
