@@ -25,6 +25,15 @@ const DEFAULT_CMDLINE = 'root=/dev/vda rw rootfstype=ext4 console=ttyS0 net.ifna
 /** What the credential proxy's guest forward runs locally; remotely the socket is on the host instead. */
 const LOCAL_SOCAT = /^socat - UNIX-CONNECT:(\/[^\s,]+)$/;
 
+export interface HostCheck {
+  ok: boolean;
+  /** The QEMU version libvirt drives there. */
+  qemu?: string;
+  kvm: boolean;
+  freeBytes: number;
+  problems: string[];
+}
+
 export interface LibvirtDriverOptions {
   /** The host's name in settings. */
   hostName: string;
@@ -64,6 +73,30 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
     } catch (err) {
       return { ok: false, installHint: (err as Error).message };
     }
+  }
+
+  /**
+   * What Settings shows for a host: libvirt answers, its QEMU, whether KVM is there, socat (the proxy
+   * forward), the storage folder and its free space. Each problem is named; none throws.
+   */
+  async checkHost(): Promise<HostCheck> {
+    const problems: string[] = [];
+    const host = await this.opts.connect();
+    const version = await host.run([...VIRSH, 'version']);
+    const qemu = /hypervisor: QEMU ([0-9.]+)/.exec(version.stdout)?.[1];
+    if (version.code !== 0) problems.push(`libvirt does not answer: ${version.stderr.trim().slice(0, 200)}`);
+    else if (!qemu) problems.push('libvirt answers but has no QEMU hypervisor');
+    const kvm = (await host.run([...VIRSH, 'domcapabilities', '--virttype', 'kvm'])).code === 0;
+    if (this.opts.virtType === 'kvm' && !kvm) problems.push('KVM is not available on the host (set the host to qemu to emulate, much slower)');
+    if ((await host.run(['sh', '-c', 'command -v socat'])).code !== 0) problems.push('socat is missing on the host (the credential proxy needs it): apt-get install socat');
+    if ((await host.run(['sh', '-c', 'command -v qemu-img'])).code !== 0) problems.push('qemu-img is missing on the host: apt-get install qemu-utils');
+    await host.run(['mkdir', '-p', '-m', '0711', this.opts.storageDir]);
+    const df = await host.run(['df', '-Pk', this.opts.storageDir]);
+    const freeKb = Number(df.stdout.trim().split('\n').pop()?.split(/\s+/)[3]);
+    if (df.code !== 0 || !Number.isFinite(freeKb)) problems.push(`the storage folder ${this.opts.storageDir} cannot be used: ${df.stderr.trim().slice(0, 200)}`);
+    const freeBytes = Number.isFinite(freeKb) ? freeKb * 1024 : 0;
+    if (Number.isFinite(freeKb) && freeBytes < 4 * 1024 ** 3) problems.push(`only ${(freeBytes / 1024 ** 3).toFixed(1)} GB free in ${this.opts.storageDir}; the base image alone needs about 1.1 GB`);
+    return { ok: problems.length === 0, ...(qemu ? { qemu } : {}), kvm, freeBytes, problems };
   }
 
   /** The uid:gid libvirt runs QEMU as (DAC base label), to hand it the proxy socket. */

@@ -66,6 +66,15 @@ describe('a sandbox host reached over SSH', () => {
     expect((err as Error).message).toContain(rig.hostKeyFingerprint);
   });
 
+  it('checks the host as Settings would: libvirt with QEMU, socat, the storage folder and its free space', async () => {
+    const check = await driver.checkHost();
+    expect(check.problems).toEqual([]);
+    expect(check.qemu).toMatch(/^\d+\.\d+/);
+    expect(check.freeBytes).toBeGreaterThan(1024 ** 3);
+    // Whether libvirt offers KVM there comes from libvirt itself (here it may say so even though tests use TCG).
+    expect(typeof check.kvm).toBe('boolean');
+  });
+
   it('boots the base image under libvirt, reaches the guest through the host and leaves nothing at teardown', async () => {
     const image = await testImage();
     const sandboxDir = path.join(home, 'sandboxes', 'rmtboot1');
