@@ -38,6 +38,8 @@ export const apiInputs = {
     agent: z.string().max(64).optional(),
     /** Lets the sandbox push new branches under refs/heads/factory/<task-id>/ through the proxy (default off). */
     allowPush: z.boolean().optional(),
+    /** Where the sandbox runs: 'local' (default), a sandbox host's name, or 'any' (least loaded against capacity). */
+    host: z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'must be local, any or a sandbox host name').optional(),
     /**
      * Which of the repository's own egress requests (tasks.preflight) the user allows;
      * nothing the repository asks for is added without this. `remember` keeps them for

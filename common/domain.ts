@@ -92,6 +92,8 @@ export const SandboxInfo = z.object({
   bootMs: z.number().optional(),
   /** After Approve or Reject the sandbox is kept for inspection until this time (ISO), then destroyed. */
   keptUntil: z.string().optional(),
+  /** The sandbox host it runs on (issue 14); absent for this machine. */
+  host: z.string().optional(),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 
@@ -144,6 +146,8 @@ export const Task = z.object({
   keep: z.boolean().optional(),
   /** Hidden from the board (listed under "Archived", restorable) since then (ISO). */
   archivedAt: z.string().optional(),
+  /** Where its sandbox runs: 'local', or a sandbox host's name (absent: local). At creation 'any' may be asked for. */
+  host: z.string().max(32).optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -52,6 +52,7 @@ import { Listeners } from '../common/listeners.js';
 import { execInSandbox } from './exec/sandbox-exec.js';
 import { SessionHoldExecutor } from './sessions/session-hold.js';
 import { SessionService } from './sessions/session-service.js';
+import { SandboxHosts } from './remote/sandbox-hosts.js';
 import { SessionStore } from './sessions/session-store.js';
 import { sessionGraceMs } from './sessions/session-settings.js';
 
@@ -163,12 +164,23 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       : undefined;
   // The secret scan of returned work looks for the exact values of the credentials the sandbox could use.
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
+  // Sandbox hosts from Settings (issue 14): a task placed on one boots there through libvirt over SSH.
+  const sandboxHosts = new SandboxHosts({ settings: () => settings.get(), log: log.child('sandbox-hosts') });
+  // Sandboxes a killed run left on a host go as soon as it answers; a host that does not is retried on use.
+  void sandboxHosts.connectAll();
   const provisioner = new SandboxProvisioner({
     paths,
     settings: () => settings.get(),
     images,
     qemu,
     live,
+    placeSandbox: async (task) => {
+      if (!task.host || task.host === 'local') return undefined;
+      const runsHere = (id: string) => { const vm = live.get(id)?.vm; return !!vm && !vm.host; };
+      const localRunning = tasks.list().filter((t) => runsHere(t.id)).length;
+      await sandboxHosts.place(task.id, task.host, { running: localRunning, capacity: settings.get().maxParallelTasks });
+      return sandboxHosts.driverFor(task.id) as QemuDriverPort<unknown> | undefined;
+    },
     emit,
     extensions: [broker, ...(opts.sandboxExtensions ?? [])],
     ...(opts.bootTimeoutMs ? { bootTimeoutMs: opts.bootTimeoutMs } : {}),
@@ -287,6 +299,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.includeUncommitted !== undefined ? { includeUncommitted: input.includeUncommitted } : {}),
         ...(input.agent !== undefined ? { agent: input.agent } : {}),
         ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
+        ...(input.host !== undefined ? { host: input.host } : {}),
       }),
     // A quick sandbox has no stage to stop: cancelling it ends it (nothing left running).
     'tasks.stats': async ({ taskId }) => {
@@ -385,6 +398,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       // Shutting down goes on: the sandboxes are gone, so a proxy that did not close serves nobody.
       await broker.dispose().catch((err: unknown) => log.warn('closing the credential broker failed', { err }));
       await terminals.dispose();
+      sandboxHosts.close();
       eventListeners.clear();
       dataListeners.clear();
     },

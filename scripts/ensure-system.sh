@@ -24,6 +24,10 @@ if [[ "$purpose" == "test" ]]; then
     [chromium]=chromium
     [ssh]=openssh-client
     [curl]=curl
+    # A stand-in remote sandbox host: libvirt (QEMU domains) reached over SSH.
+    [virsh]=libvirt-clients
+    [libvirtd]=libvirt-daemon-system
+    [sshd]=openssh-server
   )
 fi
 

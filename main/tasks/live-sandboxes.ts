@@ -8,7 +8,7 @@ import type { QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort } from '.
 export interface LiveSandbox {
   readonly taskId: string;
   /** What extensions may need of the task the sandbox serves (its repository, push permission). */
-  readonly task: Pick<Task, 'id' | 'repoPath' | 'allowPush'>;
+  readonly task: Pick<Task, 'id' | 'repoPath' | 'allowPush' | 'host'>;
   /** Its folder; a VM taken from the warm pool brings its own (main/pool). */
   sandboxDir: string;
   /** Guest memory of its VM, from boot until it is closed (the warm pool's budget counts it). */

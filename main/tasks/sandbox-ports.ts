@@ -21,6 +21,8 @@ export interface RunningVmPort {
   sshPort: number;
   bootMs: number;
   sandboxDir: string;
+  /** The sandbox host it runs on (issue 14); absent for this machine. */
+  host?: string;
   ssh(): Promise<SandboxSshPort>;
   stop(): Promise<void>;
   destroy(): Promise<void>;

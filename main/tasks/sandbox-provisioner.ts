@@ -30,6 +30,11 @@ export interface SandboxProvisionerDeps<Image> {
   emit: (e: FactoryEvent) => void;
   /** Per-sandbox add-ons (credential proxy, ...), prepared before boot and released after the VM ends. */
   extensions?: SandboxExtension[];
+  /**
+   * Where a task's sandbox runs (issue 14): the driver of the sandbox host it is placed on, or
+   * undefined for this machine (`qemu`). Placement may connect to hosts, so it is asked at boot.
+   */
+  placeSandbox?: (task: LiveSandbox['task']) => Promise<QemuDriverPort<Image> | undefined>;
   /** Guest boot limit; the driver's default when absent. */
   bootTimeoutMs?: number;
   /**
@@ -132,9 +137,14 @@ export class SandboxProvisioner<Image = unknown> {
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
-    sandbox.memoryMb = settings.vmMemoryMb;
-    // A layer needs its own disk under the VM: only a sandbox on the bare image can come from the pool.
-    let pooled = opts.backingDisk ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb: settings.vmMemoryMb, cpus: settings.vmCpus });
+    const driver = (await this.deps.placeSandbox?.(sandbox.task)) ?? this.deps.qemu;
+    checkAborted(signal);
+    const local = driver === this.deps.qemu;
+    // This machine's memory: what the warm pool's budget counts.
+    if (local) sandbox.memoryMb = settings.vmMemoryMb;
+    // A layer needs its own disk under the VM, and the pool is on this machine:
+    // only a local sandbox on the bare image can come from the pool.
+    let pooled = opts.backingDisk || !local ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb: settings.vmMemoryMb, cpus: settings.vmCpus });
     if (pooled) {
       sandbox.sandboxDir = pooled.dir;
       sandbox.poolCleanup = pooled.cleanup;
@@ -175,7 +185,7 @@ export class SandboxProvisioner<Image = unknown> {
       await pooled.vm.destroy();
       pooled = undefined;
     }
-    sandbox.vm = await this.deps.qemu.start({
+    sandbox.vm = await driver.start({
       sandboxDir: sandbox.sandboxDir,
       image,
       memoryMb: settings.vmMemoryMb,

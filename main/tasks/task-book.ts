@@ -46,7 +46,7 @@ export class TaskBook {
   }
 
   /** A new task (not yet added) with an id no task of the book has, on its own branch, before anything ran. */
-  newTask(t: Pick<Task, 'title' | 'repoPath' | 'baseRef' | 'baseCommit' | 'agent'> & { allowPush: boolean }): Task {
+  newTask(t: Pick<Task, 'title' | 'repoPath' | 'baseRef' | 'baseCommit' | 'agent' | 'host'> & { allowPush: boolean }): Task {
     let id = newTaskId();
     while (this.records.has(id)) id = newTaskId();
     return {
@@ -62,6 +62,7 @@ export class TaskBook {
       stages: pendingStages(),
       ...(t.agent !== undefined ? { agent: t.agent } : {}),
       ...(t.allowPush ? { allowPush: true } : {}),
+      ...(t.host ? { host: t.host } : {}),
     };
   }
 

@@ -58,6 +58,8 @@ export interface CreateTaskInput {
   agent?: string;
   /** Git push through the proxy to refs/heads/factory/<id>/* (default off). */
   allowPush?: boolean;
+  /** Where the sandbox runs: 'local' (default), a sandbox host's name or 'any' (issue 14). */
+  host?: string;
   /** The repository's own egress requests the user approved at Start. */
   egressApproval?: { rules: EgressRule[]; remember: boolean };
 }
@@ -128,7 +130,7 @@ export class TaskService<Image = unknown> {
       throw new FactoryError('QemuMissing', `QEMU is not installed. ${qemu.installHint ?? 'Install qemu-system and qemu-utils with your package manager.'}`);
     }
     const plan = await this.deps.environment.plan(repo.repoPath, repo.baseCommit, config);
-    const task = this.book.newTask({ ...repo, title, agent, allowPush: !!input.allowPush });
+    const task = this.book.newTask({ ...repo, title, agent, allowPush: !!input.allowPush, ...(input.host ? { host: input.host } : {}) });
     const id = task.id;
     // Fails here, not in the background, when the agent is unknown.
     this.deps.runner.executorFor(task, config);
@@ -489,8 +491,9 @@ export class TaskService<Image = unknown> {
     await this.book.transition(
       record,
       'booted',
-      { sandbox: { accel: vm.accel, sshPort: vm.sshPort, bootMs: vm.bootMs } },
-      { sandboxDir: vm.sandboxDir, qemuPid: vm.pid },
+      { sandbox: { accel: vm.accel, sshPort: vm.sshPort, bootMs: vm.bootMs, ...(vm.host ? { host: vm.host } : {}) } },
+      // A remote sandbox has no local process to reap (pid 0).
+      { sandboxDir: vm.sandboxDir, ...(vm.pid > 0 ? { qemuPid: vm.pid } : {}) },
     );
     checkAborted(signal);
 
