@@ -19,6 +19,21 @@ export interface GuestForward {
  */
 export const DISK_DRIVE_ID = 'virtio0';
 
+/**
+ * A balloon that is never inflated, for its free page reporting: the guest
+ * tells QEMU which pages it freed and QEMU gives them back to the host, so a
+ * sandbox's host memory falls again after a build instead of staying at its
+ * peak. The guest loads virtio_balloon at boot (factory-init). Part of the
+ * machine key: a saved memory state of a machine without it does not restore.
+ */
+export const BALLOON_DEVICE = 'virtio-balloon-pci,id=balloon0,free-page-reporting=on';
+
+/**
+ * Every -device of the command line, in order. They are all in the machine key
+ * (warm-state.ts): a memory state saved with other devices does not load.
+ */
+export const MACHINE_DEVICES: readonly string[] = ['virtio-net-pci,netdev=net0', 'virtio-rng-pci', BALLOON_DEVICE];
+
 export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;
@@ -95,8 +110,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-append', spec.cmdline,
     '-drive', `file=${e(spec.overlay)},if=virtio,format=qcow2,discard=unmap`,
     '-netdev', netdev,
-    '-device', 'virtio-net-pci,netdev=net0',
-    '-device', 'virtio-rng-pci',
+    ...MACHINE_DEVICES.flatMap((d) => ['-device', d]),
     '-chardev', `file,id=serial0,path=${e(spec.serialLog)}`,
     '-serial', 'chardev:serial0',
     '-chardev', `socket,id=qmp0,path=${e(spec.qmpSocket)},server=on,wait=off`,

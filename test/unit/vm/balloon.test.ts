@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BALLOON_DEVICE, buildQemuArgs, MACHINE_DEVICES, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { machineKey, type MachineFields } from '../../../main/vm/warm-state.js';
+
+const spec: QemuLaunchSpec = {
+  name: 'factory-sb',
+  accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
+  memoryMb: 1024,
+  cpus: 2,
+  kernel: '/img/vmlinuz',
+  initrd: '/img/initrd.img',
+  cmdline: 'root=/dev/vda console=ttyS0',
+  overlay: '/sb/overlay.qcow2',
+  sshPort: 40022,
+  guestForwards: [],
+  serialLog: '/sb/serial.log',
+  qmpSocket: '/sb/qmp.sock',
+  pidFile: '/sb/qemu.pid',
+  fwCfg: [],
+};
+
+const machine: MachineFields = {
+  accel: { accel: 'tcg', cpu: 'max' },
+  memoryMb: 1024,
+  cpus: 2,
+  image: { kernel: '/img/vmlinuz', initrd: '/img/initrd.img', disk: '/img/disk.qcow2' },
+  cmdline: 'root=/dev/vda console=ttyS0',
+};
+
+const devices = (args: string[]) => args.flatMap((a, i) => (a === '-device' ? [args[i + 1]!] : []));
+
+/** Splits a QEMU option string at single commas (",," is a literal comma). */
+function options(value: string): string[] {
+  return value.split(/(?<!,),(?!,)/);
+}
+
+describe('the memory balloon on the QEMU command line', () => {
+  afterEach(() => {
+    vi.doUnmock('../../../main/vm/qemu-args.js');
+    vi.resetModules();
+  });
+
+  it('gives every sandbox one virtio balloon with free page reporting, so pages the guest frees go back to the host', () => {
+    const balloons = devices(buildQemuArgs(spec)).filter((d) => d.startsWith('virtio-balloon'));
+    expect(balloons).toHaveLength(1);
+    const [driver, ...props] = options(balloons[0]!);
+    expect(driver).toBe('virtio-balloon-pci');
+    expect(props).toContain('free-page-reporting=on');
+    // Never deflate-on-oom or a start size: the balloon is not meant to be inflated.
+    expect(props.filter((p) => !/^(id|free-page-reporting)=/.test(p))).toEqual([]);
+  });
+
+  it('keeps the balloon a device of its own that a path with commas cannot reach or add options to', () => {
+    const hostile = '/x,id=balloon0,free-page-reporting=off/overlay.qcow2';
+    const args = buildQemuArgs({ ...spec, overlay: hostile, serialLog: '/s,free-page-reporting=off', qmpSocket: '/q,,id=x' });
+    expect(devices(args)).toEqual([...MACHINE_DEVICES]);
+    for (const value of args) {
+      if (devices(args).includes(value)) continue;
+      // Outside the device list, the balloon's option only appears inside an escaped path.
+      for (const part of options(value)) expect(part).not.toMatch(/^(free-page-reporting|id=balloon0)/);
+    }
+    expect(args).toContain(BALLOON_DEVICE);
+  });
+
+  it('puts every device of the command line into the machine key, so no snapshot saved without the balloon is restored', () => {
+    expect(devices(buildQemuArgs(spec))).toEqual([...MACHINE_DEVICES]);
+    expect(MACHINE_DEVICES).toContain(BALLOON_DEVICE);
+  });
+
+  it('gives a machine with another device list another key (a state saved without the balloon does not load)', async () => {
+    const withBalloon = machineKey(machine, '7.2.22', 'qemu-system-x86_64');
+    vi.resetModules();
+    vi.doMock('../../../main/vm/qemu-args.js', async (importOriginal) => ({
+      ...(await importOriginal<typeof import('../../../main/vm/qemu-args.js')>()),
+      MACHINE_DEVICES: MACHINE_DEVICES.filter((d) => d !== BALLOON_DEVICE),
+    }));
+    const older = await import('../../../main/vm/warm-state.js');
+    const without = older.machineKey(machine, '7.2.22', 'qemu-system-x86_64');
+    expect(without).toMatch(/^[0-9a-f]{16}$/);
+    expect(without).not.toBe(withBalloon);
+    // And the key is stable for the same machine.
+    expect(older.machineKey(machine, '7.2.22', 'qemu-system-x86_64')).toBe(without);
+  });
+});
