@@ -21,7 +21,7 @@ import { SettingsSchema } from '../../main/state/settings.js';
 import { AccelProbe } from '../../main/vm/accel-probe.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
-import { hostMemory, ksmState, mib, processMemory, setKsm, sumMemory, type ProcessMemory } from '../support/host-memory.js';
+import { hostMemory, ksmState, mib, processMemory, pssOfOthers, setKsm, sumMemory, type ProcessMemory } from '../support/host-memory.js';
 
 const defaults = SettingsSchema.parse({});
 const count = Number(process.env.BENCH_SANDBOXES ?? 10);
@@ -39,13 +39,26 @@ const STAGE = [
   'echo stage-done',
 ].join('; ');
 
+/** The host before sandboxes start: its used memory and what every other process holds (Pss). */
+interface Before {
+  usedKiB: number;
+  othersKiB: number;
+}
+
 interface Row {
   step: string;
   sandboxes: number;
   usedBeforeKiB: number;
   usedAfterKiB: number;
+  /** The host's used memory added, less what other processes grew by meanwhile (the machine is shared). */
+  addedKiB: number;
+  othersGrewKiB: number;
   sum: ProcessMemory;
   guestUsedMiB: number[];
+}
+
+function readBefore(): Before {
+  return { usedKiB: hostMemory().usedKiB, othersKiB: pssOfOthers(new Set([process.pid])) };
 }
 
 const rows: Row[] = [];
@@ -69,6 +82,21 @@ async function guestUsed(vm: RunningVm): Promise<number> {
   }
 }
 
+/** What the guest kernel does with the balloon: bound or not, and the smallest block it reports. */
+async function balloonState(vm: RunningVm): Promise<string> {
+  const ssh = await vm.ssh({ username: 'root' });
+  try {
+    const r = await ssh.run(
+      'ls /sys/bus/virtio/drivers/virtio_balloon 2>/dev/null | grep -c virtio; cat /sys/module/page_reporting/parameters/page_reporting_order 2>/dev/null || echo -',
+      { timeoutMs: 60_000 },
+    );
+    const [bound, order] = r.stdout.trim().split('\n');
+    return `balloon devices bound in the guest: ${bound ?? '?'}, page reporting order ${order ?? '?'}`;
+  } finally {
+    ssh.close();
+  }
+}
+
 async function stage(vm: RunningVm): Promise<void> {
   const ssh = await vm.ssh();
   try {
@@ -79,16 +107,19 @@ async function stage(vm: RunningVm): Promise<void> {
   }
 }
 
-async function measure(step: string, vms: RunningVm[], usedBeforeKiB: number): Promise<Row> {
+async function measure(step: string, vms: RunningVm[], before: Before): Promise<Row> {
   const guestUsedMiB = await Promise.all(vms.map(guestUsed));
   const sum = sumMemory(vms.map((vm) => processMemory(vm.pid)));
-  const row: Row = { step, sandboxes: vms.length, usedBeforeKiB, usedAfterKiB: hostMemory().usedKiB, sum, guestUsedMiB };
+  const usedAfterKiB = hostMemory().usedKiB;
+  const othersGrewKiB = pssOfOthers(new Set([process.pid, ...vms.map((vm) => vm.pid)])) - before.othersKiB;
+  const addedKiB = usedAfterKiB - before.usedKiB - othersGrewKiB;
+  const row: Row = { step, sandboxes: vms.length, usedBeforeKiB: before.usedKiB, usedAfterKiB, addedKiB, othersGrewKiB, sum, guestUsedMiB };
   rows.push(row);
   const n = vms.length;
   console.log(
     `${step}: Pss ${mib(sum.pssKiB)} MiB (${mib(sum.pssKiB / n)}/sandbox), Rss ${mib(sum.rssKiB)} MiB, THP ${mib(sum.anonHugeKiB)} MiB, KSM ${mib(sum.ksmKiB)} MiB, ` +
-      `host used ${mib(usedBeforeKiB)} → ${mib(row.usedAfterKiB)} MiB (+${mib(row.usedAfterKiB - usedBeforeKiB)}, ${mib((row.usedAfterKiB - usedBeforeKiB) / n)}/sandbox), ` +
-      `guest used+cache ${guestUsedMiB.join(' ')} MiB`,
+      `host used ${mib(before.usedKiB)} → ${mib(usedAfterKiB)} MiB, other processes ${othersGrewKiB >= 0 ? '+' : ''}${mib(othersGrewKiB)} MiB, ` +
+      `added by the sandboxes ${mib(addedKiB)} MiB (${mib(addedKiB / n)}/sandbox), guest used+cache ${guestUsedMiB.join(' ')} MiB`,
   );
   return row;
 }
@@ -119,22 +150,23 @@ async function waitForKsm(maxSec: number): Promise<void> {
 }
 
 function printTable(): void {
-  const head = ['step', 'n', 'Pss sum', 'Pss/n', 'Rss sum', 'THP', 'KSM', 'used before', 'used after', 'added', 'added/n'];
+  const head = ['step', 'n', 'Pss sum', 'Pss/n', 'Rss sum', 'THP', 'KSM', 'used before', 'used after', 'others Δ', 'added', 'added/n'];
   const lines = rows.map((r) => {
-    const added = r.usedAfterKiB - r.usedBeforeKiB;
-    return [r.step, String(r.sandboxes), mib(r.sum.pssKiB), mib(r.sum.pssKiB / r.sandboxes), mib(r.sum.rssKiB), mib(r.sum.anonHugeKiB), mib(r.sum.ksmKiB), mib(r.usedBeforeKiB), mib(r.usedAfterKiB), mib(added), mib(added / r.sandboxes)];
+    const added = r.addedKiB;
+    return [r.step, String(r.sandboxes), mib(r.sum.pssKiB), mib(r.sum.pssKiB / r.sandboxes), mib(r.sum.rssKiB), mib(r.sum.anonHugeKiB), mib(r.sum.ksmKiB), mib(r.usedBeforeKiB), mib(r.usedAfterKiB), mib(r.othersGrewKiB), mib(added), mib(added / r.sandboxes)];
   });
   const width = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const fmt = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(width[i]!) : c.padStart(width[i]!))).join(' | ')} |`;
-  console.log('\n== density benchmark (MiB) ==');
+  console.log('\n== density benchmark (MiB; added = used after − used before − others Δ, the Pss other processes gained meanwhile) ==');
   console.log(fmt(head));
   console.log(`|${width.map((w, i) => (i === 0 ? ` ${'-'.repeat(w)} ` : ` ${'-'.repeat(w - 1)}: `)).join('|')}|`);
   for (const l of lines) console.log(fmt(l));
   const base = rows.find((r) => r.step === '1 idle');
   const many = rows.find((r) => r.step === `${count} idle`);
   if (base && many) {
-    const added = many.usedAfterKiB - many.usedBeforeKiB;
-    console.log(`\n${count} idle vs 1 idle, per sandbox: Pss ${(many.sum.pssKiB / count / base.sum.pssKiB).toFixed(2)}×, host used added ${(added / count / Math.max(1, base.usedAfterKiB - base.usedBeforeKiB)).toFixed(2)}×`);
+    const added = many.addedKiB;
+    const perOne = base.addedKiB > 0 ? `, host used added ${(added / count / base.addedKiB).toFixed(2)}×` : ' (the host reading of 1 sandbox was lost in other work)';
+    console.log(`\n${count} idle vs 1 idle, per sandbox: Pss ${(many.sum.pssKiB / count / base.sum.pssKiB).toFixed(2)}×${perOne}`);
     console.log(`goal: ${count} idle sandboxes add under 3 GiB to the host's used memory: ${mib(added)} MiB added (${added < 3 * 1024 * 1024 ? 'met' : 'NOT met'}); Pss sum ${mib(many.sum.pssKiB)} MiB`);
   }
 }
@@ -150,8 +182,9 @@ async function main() {
   // The snapshot is made once, before anything is measured.
   await driver.prepareFastBoot(image, { memoryMb, cpus });
   try {
-    let before = hostMemory().usedKiB;
+    let before = readBefore();
     const one = await startSandboxes(driver, image, root, 'one', 1);
+    console.log(`  ${await balloonState(one[0]!)}`);
     await sleep(idleSec);
     await measure('1 idle', one, before);
     await stage(one[0]!);
@@ -160,7 +193,7 @@ async function main() {
     await stopAll();
     await sleep(3);
 
-    before = hostMemory().usedKiB;
+    before = readBefore();
     const many = await startSandboxes(driver, image, root, 'many', count);
     await sleep(idleSec);
     await measure(`${count} idle`, many, before);

@@ -4,7 +4,7 @@
 // times. The host's used memory is MemTotal − MemAvailable, as `free` shows it.
 // KSM's knobs are root's choice: the benches read them, and only set them (as
 // root) for a measurement that puts them back afterwards.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** Fields of /proc/<pid>/smaps_rollup, KiB. */
 export interface ProcessMemory {
@@ -98,3 +98,20 @@ export function setKsm(want: { run: number; pagesToScan?: number; sleepMillisecs
 }
 
 export const mib = (kib: number): string => (kib / 1024).toFixed(0);
+
+/**
+ * Pss of every process on the host but those given, KiB: on a shared machine,
+ * what other work added between two readings of the used memory.
+ */
+export function pssOfOthers(except: ReadonlySet<number>): number {
+  let total = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d) || except.has(Number(d))) continue;
+    try {
+      total += field(readFileSync(`/proc/${d}/smaps_rollup`, 'utf8'), 'Pss');
+    } catch {
+      // Gone since the listing, or a kernel thread without a rollup: it holds nothing to count.
+    }
+  }
+  return total;
+}
