@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BALLOON_DEVICE, buildQemuArgs, MACHINE_DEVICES, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { BALLOON_DEVICE, buildQemuArgs, discardProblem, MACHINE_DEVICES, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
 import { machineKey, type MachineFields } from '../../../main/vm/warm-state.js';
 
 const spec: QemuLaunchSpec = {
@@ -80,5 +80,26 @@ describe('the memory balloon on the QEMU command line', () => {
     expect(without).not.toBe(withBalloon);
     // And the key is stable for the same machine.
     expect(older.machineKey(machine, '7.2.22', 'qemu-system-x86_64')).toBe(without);
+  });
+});
+
+describe('free page reporting and guest RAM mapped from a file', () => {
+  const balloonArgs = buildQemuArgs(spec);
+  const withRam = (object: string) => [...balloonArgs, '-object', object, '-machine', 'memory-backend=ram0'];
+
+  it('refuses a privately mapped RAM file next to free page reporting, which would punch holes in a snapshot other clones share', () => {
+    expect(discardProblem(withRam('memory-backend-file,id=ram0,size=1024M,mem-path=/snap/ram,share=off'))).toMatch(/punch holes/);
+    // share=off is QEMU's default.
+    expect(discardProblem(withRam('memory-backend-file,id=ram0,size=1024M,mem-path=/snap/ram'))).toMatch(/punch holes/);
+    expect(discardProblem([...balloonArgs, '-mem-path', '/snap/ram'])).toMatch(/punch holes/);
+    // A path that merely contains "share=on" does not make the mapping shared.
+    expect(discardProblem(withRam('memory-backend-file,id=ram0,mem-path=/snap/x,,share=on'))).toMatch(/punch holes/);
+  });
+
+  it('allows anonymous RAM, a shared RAM file (its holes are the guest\'s own), or a privately mapped file without free page reporting', () => {
+    expect(discardProblem(balloonArgs)).toBeUndefined();
+    expect(discardProblem(withRam('memory-backend-file,id=ram0,size=1024M,mem-path=/vm/ram,share=on'))).toBeUndefined();
+    const noBalloon = balloonArgs.map((a) => (a === BALLOON_DEVICE ? 'virtio-balloon-pci,id=balloon0' : a));
+    expect(discardProblem([...noBalloon, '-object', 'memory-backend-file,id=ram0,mem-path=/snap/ram,share=off'])).toBeUndefined();
   });
 });
