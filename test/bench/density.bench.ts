@@ -6,7 +6,8 @@
 // start) and after a stage in every guest (reads the disk, compresses a few MB,
 // allocates and frees 128 MiB, then exits; measured BENCH_SETTLE_SEC, default
 // 10 s, later). Figures: the sum of the QEMU processes' Pss and Rss
-// (/proc/<pid>/smaps_rollup) and the host's used memory (MemTotal −
+// (/proc/<pid>/smaps_rollup; of it, transparent huge pages and the TCG
+// translation cache) and the host's used memory (MemTotal −
 // MemAvailable) before and after. Nothing on the host is dropped or reset.
 // KSM is measured as found; as root with KSM off, the N sandboxes are measured
 // once more with KSM on (BENCH_KSM=0 skips it), and KSM's knobs are put back.
@@ -117,7 +118,7 @@ async function measure(step: string, vms: RunningVm[], before: Before): Promise<
   rows.push(row);
   const n = vms.length;
   console.log(
-    `${step}: Pss ${mib(sum.pssKiB)} MiB (${mib(sum.pssKiB / n)}/sandbox), Rss ${mib(sum.rssKiB)} MiB, THP ${mib(sum.anonHugeKiB)} MiB, KSM ${mib(sum.ksmKiB)} MiB, ` +
+    `${step}: Pss ${mib(sum.pssKiB)} MiB (${mib(sum.pssKiB / n)}/sandbox), Rss ${mib(sum.rssKiB)} MiB, THP ${mib(sum.anonHugeKiB)} MiB, TCG code ${mib(sum.jitKiB)} MiB, KSM ${mib(sum.ksmKiB)} MiB, ` +
       `host used ${mib(before.usedKiB)} → ${mib(usedAfterKiB)} MiB, other processes ${othersGrewKiB >= 0 ? '+' : ''}${mib(othersGrewKiB)} MiB, ` +
       `added by the sandboxes ${mib(addedKiB)} MiB (${mib(addedKiB / n)}/sandbox), guest used+cache ${guestUsedMiB.join(' ')} MiB`,
   );
@@ -150,10 +151,10 @@ async function waitForKsm(maxSec: number): Promise<void> {
 }
 
 function printTable(): void {
-  const head = ['step', 'n', 'Pss sum', 'Pss/n', 'Rss sum', 'THP', 'KSM', 'used before', 'used after', 'others Δ', 'added', 'added/n'];
+  const head = ['step', 'n', 'Pss sum', 'Pss/n', 'Rss sum', 'THP', 'TCG code', 'KSM', 'used before', 'used after', 'others Δ', 'added', 'added/n'];
   const lines = rows.map((r) => {
     const added = r.addedKiB;
-    return [r.step, String(r.sandboxes), mib(r.sum.pssKiB), mib(r.sum.pssKiB / r.sandboxes), mib(r.sum.rssKiB), mib(r.sum.anonHugeKiB), mib(r.sum.ksmKiB), mib(r.usedBeforeKiB), mib(r.usedAfterKiB), mib(r.othersGrewKiB), mib(added), mib(added / r.sandboxes)];
+    return [r.step, String(r.sandboxes), mib(r.sum.pssKiB), mib(r.sum.pssKiB / r.sandboxes), mib(r.sum.rssKiB), mib(r.sum.anonHugeKiB), mib(r.sum.jitKiB), mib(r.sum.ksmKiB), mib(r.usedBeforeKiB), mib(r.usedAfterKiB), mib(r.othersGrewKiB), mib(added), mib(added / r.sandboxes)];
   });
   const width = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const fmt = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(width[i]!) : c.padStart(width[i]!))).join(' | ')} |`;

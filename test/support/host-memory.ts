@@ -15,6 +15,8 @@ export interface ProcessMemory {
   anonHugeKiB: number;
   /** Pages of this process merged by KSM (kernels that report it). */
   ksmKiB: number;
+  /** Resident anonymous memory that is writable and executable: QEMU's TCG translation cache. */
+  jitKiB: number;
 }
 
 function field(text: string, name: string): number {
@@ -32,11 +34,22 @@ export function processMemory(pid: number): ProcessMemory {
     anonKiB: field(text, 'Anonymous'),
     anonHugeKiB: field(text, 'AnonHugePages'),
     ksmKiB: field(text, 'KSM'),
+    jitKiB: jitResident(pid),
   };
 }
 
+/** Sum of Rss over the anonymous rwx mappings of /proc/<pid>/smaps. */
+function jitResident(pid: number): number {
+  let total = 0;
+  for (const block of readFileSync(`/proc/${pid}/smaps`, 'utf8').split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    const head = block.slice(0, block.indexOf('\n'));
+    if (/^[0-9a-f]+-[0-9a-f]+ rwxp [0-9a-f]+ 00:00 0\s*$/.test(head)) total += field(block, 'Rss');
+  }
+  return total;
+}
+
 export function sumMemory(list: ProcessMemory[]): ProcessMemory {
-  const total: ProcessMemory = { rssKiB: 0, pssKiB: 0, anonKiB: 0, anonHugeKiB: 0, ksmKiB: 0 };
+  const total: ProcessMemory = { rssKiB: 0, pssKiB: 0, anonKiB: 0, anonHugeKiB: 0, ksmKiB: 0, jitKiB: 0 };
   for (const m of list) for (const k of Object.keys(total) as Array<keyof ProcessMemory>) total[k] += m[k];
   return total;
 }
