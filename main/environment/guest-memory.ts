@@ -25,7 +25,7 @@ export interface MemoryBounds {
 }
 
 /** The settings' defaults (vmMemoryMb, vmMemoryMaxMb). */
-export const DEFAULT_MEMORY_BOUNDS: Readonly<MemoryBounds> = { defaultMb: 1024, maxMb: 4096 };
+export const DEFAULT_MEMORY_BOUNDS: Readonly<MemoryBounds> = { defaultMb: 768, maxMb: 4096 };
 
 export interface GuestMemory {
   /** What the sandbox boots with. */
