@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BALLOON_DEVICE, buildQemuArgs, discardProblem, MACHINE_DEVICES, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { BALLOON_DEVICE, buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
 import { machineKey, type MachineFields } from '../../../main/vm/warm-state.js';
 
 const spec: QemuLaunchSpec = {
@@ -101,5 +101,24 @@ describe('free page reporting and guest RAM mapped from a file', () => {
     expect(discardProblem(withRam('memory-backend-file,id=ram0,size=1024M,mem-path=/vm/ram,share=on'))).toBeUndefined();
     const noBalloon = balloonArgs.map((a) => (a === BALLOON_DEVICE ? 'virtio-balloon-pci,id=balloon0' : a));
     expect(discardProblem([...noBalloon, '-object', 'memory-backend-file,id=ram0,mem-path=/snap/ram,share=off'])).toBeUndefined();
+  });
+});
+
+describe('the translation cache under software emulation', () => {
+  const accelOf = (args: string[]) => args[args.indexOf('-accel') + 1]!;
+
+  it('caps QEMU\'s translation cache of a TCG sandbox, which otherwise grows with every program the guest runs', () => {
+    const parts = options(accelOf(buildQemuArgs(spec)));
+    expect(parts[0]).toBe('tcg');
+    expect(parts).toContain('thread=multi');
+    expect(parts).toContain(`tb-size=${TCG_CACHE_MB}`);
+    // Below 128 MiB the agent CLIs ran up to twice as slow; QEMU's own default is 1 GiB.
+    expect(TCG_CACHE_MB).toBeGreaterThanOrEqual(128);
+    expect(TCG_CACHE_MB).toBeLessThan(1024);
+  });
+
+  it('gives KVM and HVF, which translate nothing, no TCG options', () => {
+    expect(accelOf(buildQemuArgs({ ...spec, accel: { accel: 'kvm', cpu: 'host', reason: 'probe ran' } }))).toBe('kvm');
+    expect(accelOf(buildQemuArgs({ ...spec, accel: { accel: 'hvf', cpu: 'host', reason: 'macOS' } }))).toBe('hvf');
   });
 });
