@@ -91,6 +91,8 @@ export const apiInputs = {
     defaultAgent: z.string().min(1).max(64).regex(/^[a-z0-9-]+$/, 'must be lowercase letters, digits or dashes').optional(),
     maxParallelTasks: z.number().int('must be a whole number').min(1, 'must be at least 1').max(32, 'must be at most 32').optional(),
     vmMemoryMb: z.number().int('must be a whole number of MiB').min(256, 'must be at least 256 MiB').max(65536, 'must be at most 64 GiB').optional(),
+    /** The most guest memory a repository's environment.memoryMb may ask for. */
+    vmMemoryMaxMb: z.number().int('must be a whole number of MiB').min(256, 'must be at least 256 MiB').max(65536, 'must be at most 64 GiB').optional(),
     vmCpus: z.number().int('must be a whole number').min(1, 'must be at least 1').max(64, 'must be at most 64').optional(),
     /** Days a finished terminal's log is kept (applied at the next start); 0 keeps logs forever. */
     terminalLogRetentionDays: z.number().int('must be a whole number of days').min(0, 'must be 0 (keep forever) or more').max(3650, 'must be at most 3650 days').optional(),
@@ -235,6 +237,8 @@ export interface SettingsView {
   defaultAgent: string;
   maxParallelTasks: number;
   vmMemoryMb: number;
+  /** Absent from an older host. */
+  vmMemoryMaxMb?: number;
   vmCpus: number;
   terminalLogRetentionDays: number;
   egressRules: EgressRule[];

@@ -7,6 +7,7 @@
 import semver from 'semver';
 import { z } from 'zod';
 import { repoPathProblem } from '../git/repo-files.js';
+import { MemoryMbSchema } from './guest-memory.js';
 
 export const MAX_DEBIAN_PACKAGES = 200;
 export const MAX_SETUP_COMMANDS = 32;
@@ -102,6 +103,8 @@ export const EnvironmentSchema = z.strictObject({
   cacheKeyFiles: z.array(RepoPathSchema).max(MAX_KEY_FILES, `at most ${MAX_KEY_FILES} files`).optional(),
   env: EnvVarsSchema.optional(),
   egress: z.array(EgressRequestSchema).max(MAX_EGRESS_REQUESTS, `at most ${MAX_EGRESS_REQUESTS} requests`).optional(),
+  /** Guest memory the repository asks for, held to the user's cap (guest-memory.ts). */
+  memoryMb: MemoryMbSchema.optional(),
 });
 export type EnvironmentInput = z.infer<typeof EnvironmentSchema>;
 
@@ -113,6 +116,7 @@ export interface EnvironmentConfig {
   cacheKeyFiles?: string[];
   env: Record<string, string>;
   egress: EgressRequest[];
+  memoryMb?: number;
 }
 
 export function toCommands(c: string | string[] | undefined): string[] {
@@ -128,5 +132,6 @@ export function resolveEnvironment(input: EnvironmentInput): EnvironmentConfig {
     ...(input.cacheKeyFiles ? { cacheKeyFiles: input.cacheKeyFiles } : {}),
     env: input.env ?? {},
     egress: input.egress ?? [],
+    ...(input.memoryMb !== undefined ? { memoryMb: input.memoryMb } : {}),
   };
 }

@@ -7,10 +7,12 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { FactoryError } from '../../common/contract.js';
 import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
+import type { EnvironmentConfig } from './env-schema.js';
 import type { PipelineConfig } from '../pipeline/config.js';
 import { DEFAULT_KEY_FILES, DETECTION_FILES, detect, readPackageJson, type PackageJsonFacts } from './detect.js';
 import { DEVCONTAINER_PATHS, MAX_DEVCONTAINER_BYTES, parseDevcontainer, type DevcontainerPlan } from './devcontainer.js';
 import { requestsToRules, type EgressRule } from './egress-request.js';
+import { DEFAULT_MEMORY_BOUNDS, guestMemory, type MemoryBounds } from './guest-memory.js';
 import { NODE_SPEC_FILES, NodeRegistry, specFromFile, type NodeSpec, type PackageDist } from './node-version.js';
 import { bashCommand, setupSteps, type SetupCommand, type SetupStep } from './setup-script.js';
 
@@ -32,6 +34,8 @@ export interface EnvironmentPlan {
   egressRequests: EgressRule[];
   unsupported: string[];
   cacheKey: string;
+  /** Guest memory for this repository's sandbox when it asked for some (held to the cap); else the user's default applies. */
+  memoryMb?: number;
 }
 
 export interface PlanInput {
@@ -45,6 +49,8 @@ export interface PlanInput {
   registry?: Pick<NodeRegistry, 'resolveNode' | 'nodeDist' | 'npmFor'>;
   /** Who the repository is, for the cache key; default its real path on this computer. */
   repoIdentity?: string;
+  /** The user's default and cap of guest memory (settings vmMemoryMb, vmMemoryMaxMb); default the settings' defaults. */
+  memory?: MemoryBounds;
 }
 
 const defaultRegistry = new NodeRegistry();
@@ -64,9 +70,11 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
   let pkg: PackageJsonFacts | undefined;
   if (present.has('package.json')) pkg = readPackageJson(await readText(repoPath, 'package.json', entries.get('package.json')!, MAX_PACKAGE_JSON));
 
+  // An environment that only sizes the guest leaves the setup to devcontainer.json or detection.
+  const environment = config.environment && !onlyMemory(config.environment) ? config.environment : undefined;
   let devcontainer: DevcontainerPlan | undefined;
   const dcPath = DEVCONTAINER_PATHS.find((p) => entries.has(p));
-  if (dcPath && !config.environment) {
+  if (dcPath && !environment) {
     devcontainer = parseDevcontainer(dcPath, await readEntry(repoPath, dcPath, entries.get(dcPath)!, MAX_DEVCONTAINER_BYTES));
     unsupported.push(...devcontainer.unsupported);
   }
@@ -77,7 +85,6 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
   let agentCommands: SetupCommand[] = [];
   let env: Record<string, string> = {};
   let needsNode = present.has('package.json');
-  const environment = config.environment;
   if (environment) {
     source = 'pipeline.json';
     debianPackages = [...environment.packages];
@@ -118,6 +125,8 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
   }
   if (debianPackages.length > 0) summary.push(`Debian: ${debianPackages.join(' ')}`);
   if (source === 'pipeline.json') summary.push(...[...rootCommands, ...agentCommands].map((c) => c.label));
+  const memory = guestMemory(config.environment?.memoryMb, input.memory ?? DEFAULT_MEMORY_BOUNDS);
+  if (memory.line) summary.push(memory.line);
 
   const steps = setupSteps({ debianPackages, node: nodeInstall, rootCommands, agentCommands, env });
   if (steps.length === 0) summary.push('nothing to set up');
@@ -132,7 +141,15 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
     format: PLAN_FORMAT, image: input.imageVersion, repository: identity, source,
     steps: steps.map((s) => [s.name, s.user, s.script]), env, node: node?.version ?? null, keyFiles,
   }));
-  return { source, summary, debianPackages, ...(node ? { node } : {}), steps, env, keyFiles, egressRequests, unsupported, cacheKey };
+  return {
+    source, summary, debianPackages, ...(node ? { node } : {}), steps, env, keyFiles, egressRequests, unsupported, cacheKey,
+    ...(memory.requestedMb !== undefined ? { memoryMb: memory.memoryMb } : {}),
+  };
+}
+
+function onlyMemory(e: EnvironmentConfig): boolean {
+  const { memoryMb, packages, node, setup, rootSetup, cacheKeyFiles, env, egress } = e;
+  return memoryMb !== undefined && packages.length + setup.length + rootSetup.length + egress.length + Object.keys(env).length === 0 && node === undefined && cacheKeyFiles === undefined;
 }
 
 /** pipeline.json's environment.node, else the version files, else engines.node; a package.json alone means the newest LTS. */

@@ -25,6 +25,7 @@ export const SandboxHostSetting = z.object({
   virtType: z.enum(['kvm', 'qemu']).default('kvm'),
 });
 export type SandboxHostSetting = z.infer<typeof SandboxHostSetting>;
+import { DEFAULT_MEMORY_BOUNDS } from '../environment/guest-memory.js';
 
 export const SettingsSchema = z.object({
   /** How many tasks may provision and run their pipeline at the same time. */
@@ -32,7 +33,9 @@ export const SettingsSchema = z.object({
   /** Agent used when a task does not choose one ('command' runs the pipeline.json commands). */
   defaultAgent: z.string().min(1).max(64).default('command'),
   /** Guest memory per sandbox. */
-  vmMemoryMb: z.number().int().min(256).max(65536).default(1024),
+  vmMemoryMb: z.number().int().min(256).max(65536).default(DEFAULT_MEMORY_BOUNDS.defaultMb),
+  /** The most guest memory a repository may ask for (pipeline.json environment.memoryMb). */
+  vmMemoryMaxMb: z.number().int().min(256).max(65536).default(DEFAULT_MEMORY_BOUNDS.maxMb),
   vmCpus: z.number().int().min(1).max(64).default(2),
   /** Logs of terminal sessions that ended longer ago are deleted at start-up; 0 keeps them forever. */
   terminalLogRetentionDays: z.number().int().min(0).max(3650).default(30),

@@ -16,9 +16,17 @@ export interface EnvironmentPlanPort {
   egressRequests: EgressRule[];
   unsupported: string[];
   cacheKey: string;
+  /** Guest memory the repository asked for, already held to the user's cap. */
+  memoryMb?: number;
 }
 
-export type PlanEnvironment = (input: { repoPath: string; commit: string; config: PipelineConfig; imageVersion: string }) => Promise<EnvironmentPlanPort>;
+export type PlanEnvironment = (input: {
+  repoPath: string;
+  commit: string;
+  config: PipelineConfig;
+  imageVersion: string;
+  memory?: { defaultMb: number; maxMb: number };
+}) => Promise<EnvironmentPlanPort>;
 
 export interface LayerPort {
   id: string;

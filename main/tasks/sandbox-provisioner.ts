@@ -132,7 +132,7 @@ export class SandboxProvisioner<Image = unknown> {
   }
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
-  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort } = {}): Promise<RunningVmPort> {
+  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number } = {}): Promise<RunningVmPort> {
     const started = Date.now();
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
@@ -140,11 +140,13 @@ export class SandboxProvisioner<Image = unknown> {
     const driver = (await this.deps.placeSandbox?.(sandbox.task)) ?? this.deps.qemu;
     checkAborted(signal);
     const local = driver === this.deps.qemu;
+    // The repository's ask, already held to the user's cap, or the setting.
+    const memoryMb = opts.memoryMb ?? settings.vmMemoryMb;
     // This machine's memory: what the warm pool's budget counts.
-    if (local) sandbox.memoryMb = settings.vmMemoryMb;
+    if (local) sandbox.memoryMb = memoryMb;
     // A layer needs its own disk under the VM, and the pool is on this machine:
     // only a local sandbox on the bare image can come from the pool.
-    let pooled = opts.backingDisk || !local ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb: settings.vmMemoryMb, cpus: settings.vmCpus });
+    let pooled = opts.backingDisk || !local ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb, cpus: settings.vmCpus });
     if (pooled) {
       sandbox.sandboxDir = pooled.dir;
       sandbox.poolCleanup = pooled.cleanup;
@@ -188,7 +190,7 @@ export class SandboxProvisioner<Image = unknown> {
     sandbox.vm = await driver.start({
       sandboxDir: sandbox.sandboxDir,
       image,
-      memoryMb: settings.vmMemoryMb,
+      memoryMb,
       cpus: settings.vmCpus,
       ...(guestForwards.length ? { guestForwards } : {}),
       ...(opts.backingDisk ? { backingDisk: opts.backingDisk } : {}),

@@ -24,6 +24,7 @@ const StoredPlan = z.object({
   egressRequests: z.array(EgressRule),
   unsupported: z.array(z.string()),
   cacheKey: z.string(),
+  memoryMb: z.number().int().min(256).max(65536).optional(),
 });
 
 export interface TaskEnvironmentDeps {
@@ -50,7 +51,8 @@ export class TaskEnvironment {
   constructor(private readonly deps: TaskEnvironmentDeps) {}
 
   plan(repoPath: string, commit: string, config: PipelineConfig): Promise<EnvironmentPlanPort> {
-    return this.deps.planEnvironment({ repoPath, commit, config, imageVersion: this.deps.imageVersion() });
+    const s = this.deps.settings();
+    return this.deps.planEnvironment({ repoPath, commit, config, imageVersion: this.deps.imageVersion(), memory: { defaultMb: s.vmMemoryMb, maxMb: s.vmMemoryMaxMb } });
   }
 
   async preflight(repoPath: string, plan: EnvironmentPlanPort): Promise<TaskPreflight> {

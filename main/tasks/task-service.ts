@@ -484,7 +484,7 @@ export class TaskService<Image = unknown> {
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
     const onLayer = cached ? { backingDisk: cached.layer.disk, ...(cached.layer.warm ? { warm: cached.layer.warm } : {}) } : {};
-    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...onLayer });
+    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...onLayer, ...(plan.memoryMb ? { memoryMb: plan.memoryMb } : {}) });
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
       .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));

@@ -30,6 +30,42 @@ export type GuestMemory = { kind: 'ram' } | { kind: 'file'; path: string; shared
 /** QEMU's id of the guest RAM backend, and so the RAM block's name in a saved state. */
 export const GUEST_RAM_ID = 'ram0';
 
+/**
+ * Every -device of the command line, in order. They are all in the machine key
+ * (warm-state.ts): a memory state saved with other devices does not load.
+ */
+export const MACHINE_DEVICES: readonly string[] = ['virtio-net-pci,netdev=net0', 'virtio-rng-pci'];
+
+/**
+ * No balloon: its free page reporting would be the way to give back what a
+ * guest freed, but see below; clones share the template's pages instead.
+ * Why these QEMU arguments must not run, or undefined. QEMU 7.2 gives back a
+ * discarded page of file-backed guest RAM by punching a hole in the file, even
+ * when the file is mapped privately (share=off): free page reporting in a clone
+ * that maps a snapshot's RAM file would zero that file under every other clone
+ * (seen here: a 1 GiB RAM file was down to 128 MiB allocated after one boot).
+ */
+export function discardProblem(args: readonly string[]): string | undefined {
+  if (!args.some((a) => a.startsWith('virtio-balloon') && /(^|,)free-page-reporting=on(,|$)/.test(a))) return undefined;
+  for (let i = 0; i < args.length - 1; i++) {
+    const value = args[i + 1]!;
+    const privateFile = args[i] === '-object' && value.startsWith('memory-backend-file,') && !/(^|[^,]),share=on(,|$)/.test(value);
+    if (privateFile || args[i] === '-mem-path') {
+      return 'free page reporting (virtio-balloon) with guest RAM mapped privately from a file: QEMU would punch holes in that file';
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Size of QEMU's translation cache under software emulation, MiB. Left to
+ * QEMU it grows with every program the guest runs: 60-70 MiB idle, 316 MiB
+ * after a few tools ran (over half of that sandbox's memory). Measured here:
+ * the agent CLIs (claude, codex --version three times) took 5.0-5.3 s with
+ * 128 MiB as without a cap (4.8-5.4 s), but 6.7-8.8 s with 64 and 9-12 s with 32.
+ */
+export const TCG_CACHE_MB = 128;
+
 export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;
@@ -88,7 +124,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
   ].join(',');
 
   if (!/^[A-Za-z0-9._-]{1,80}$/.test(spec.name)) throw new Error(`bad guest name ${JSON.stringify(spec.name)}`);
-  const accel = spec.accel.accel === 'tcg' ? 'tcg,thread=multi' : spec.accel.accel;
+  const accel = spec.accel.accel === 'tcg' ? `tcg,thread=multi,tb-size=${TCG_CACHE_MB}` : spec.accel.accel;
   if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 1_048_576) throw new Error(`bad guest memory size ${spec.memoryMb} MiB`);
   const memory = spec.memory ?? { kind: 'ram' };
   if (memory.kind === 'file' && !memory.path.startsWith('/')) throw new Error(`the guest memory file ${JSON.stringify(memory.path)} is not an absolute path`);
@@ -97,7 +133,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
       ? `memory-backend-ram,id=${GUEST_RAM_ID},size=${spec.memoryMb}M`
       : `memory-backend-file,id=${GUEST_RAM_ID},size=${spec.memoryMb}M,mem-path=${e(memory.path)},share=${memory.shared ? 'on' : 'off'}`;
 
-  return [
+  const args = [
     // First, so a crash cleanup finds them right after the program name.
     '-name', spec.name,
     '-pidfile', spec.pidFile,
@@ -116,8 +152,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-append', spec.cmdline,
     '-drive', `file=${e(spec.overlay)},if=virtio,format=qcow2,discard=unmap`,
     '-netdev', netdev,
-    '-device', 'virtio-net-pci,netdev=net0',
-    '-device', 'virtio-rng-pci',
+    ...MACHINE_DEVICES.flatMap((d) => ['-device', d]),
     '-chardev', `file,id=serial0,path=${e(spec.serialLog)}`,
     '-serial', 'chardev:serial0',
     '-chardev', `socket,id=qmp0,path=${e(spec.qmpSocket)},server=on,wait=off`,
@@ -127,4 +162,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
       return ['-fw_cfg', `name=opt/factory/${f.name},file=${e(f.file)}`];
     }),
   ];
+  const problem = discardProblem(args);
+  if (problem) throw new Error(problem);
+  return args;
 }

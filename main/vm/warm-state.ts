@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { MACHINE_DEVICES } from './qemu-args.js';
 import { sandboxFiles, type SandboxFiles } from './sandbox-files.js';
 
 /** The machine a memory state belongs to (anything that changes it invalidates the state). */
@@ -36,6 +37,7 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
         initrd: m.image.initrd,
         disk: m.image.disk,
         cmdline: m.cmdline,
+        devices: MACHINE_DEVICES,
       }),
     )
     .digest('hex')

@@ -33,6 +33,7 @@ export type SettingField = NumberField | MemoryField | ChoiceField | ToggleField
 export const SETTING_FIELDS: SettingField[] = [
   { key: 'maxParallelTasks', kind: 'number', integer: true, label: 'Tasks at the same time', help: 'How many tasks may boot and run their pipeline at once; more wait their turn.' },
   { key: 'vmMemoryMb', kind: 'memory', label: 'Memory per sandbox', help: 'Guest memory of each new sandbox (256 MiB to 64 GiB).' },
+  { key: 'vmMemoryMaxMb', kind: 'memory', label: 'Most memory a repository may ask for', help: 'A repository\u2019s .factory/pipeline.json may ask for more guest memory (environment.memoryMb); it gets at most this.' },
   { key: 'vmCpus', kind: 'number', integer: true, label: 'CPUs per sandbox', help: 'Virtual CPUs of each new sandbox.' },
   { key: 'defaultAgent', kind: 'choice', options: (s) => s.agents, errorNames: ['UnknownAgent'], label: 'Default agent', help: 'Used when neither the task nor the repository\u2019s pipeline.json chooses one; "command" runs the pipeline\u2019s commands.' },
   { key: 'terminalLogRetentionDays', kind: 'number', integer: true, unit: 'days', label: 'Keep terminal logs for', help: 'Logs of finished terminals older than this are deleted at the next start; 0 keeps them forever.' },

@@ -43,7 +43,7 @@ export class ScriptedApp implements HostedApp {
   keychain?: KeychainStatus;
   /** The settings as settings.get answers (the web host validates settings.set with the real contract first). */
   readonly settings: Record<string, unknown> = {
-    defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 2, terminalLogRetentionDays: 30,
+    defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmMemoryMaxMb: 4096, vmCpus: 2, terminalLogRetentionDays: 30,
     egressRules: defaultEgressRules(), layerBudgetGb: 20, guestTrustsHostCertificates: true,
     keepSandboxAfterDecisionMinutes: 0, editorCommand: 'code', warmPoolSize: 1, warmPoolMemoryBudgetMb: 0,
     agents: ['command', 'claude-code', 'codex'],
