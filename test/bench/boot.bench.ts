@@ -1,4 +1,4 @@
-// Boot benchmark, run with: npx tsx test/bench/boot.bench.ts
+// Boot benchmark, run with: bash test/support/with-keyring.sh npx tsx test/bench/boot.bench.ts
 // One run, kinds of start alternating round by round, each split into phases:
 //   raw restore   a bare qemu-system-x86_64 -incoming of the app's snapshot
 //                 template (same command line, no driver) until the forwarded
@@ -8,8 +8,10 @@
 //   raw cold      a bare qemu-system-x86_64 booting the image, to the banner;
 //   app cold      QemuDriver.start() booting cold, to the shell's first bytes.
 // Prints a table of phases (median ms since the start was asked for) and the
-// ratios. A new kind of start is one more entry in `kinds` (e.g. a pool take).
-// BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out.
+// ratios. A new kind of start is one more entry in `kinds`. Then a task's
+// Start taken from the warm pool against restores without it, alternating
+// (support/pool-start.ts), and its ratios to the restores above.
+// BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out, BENCH_POOL=0 the pool.
 import { spawn } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -27,10 +29,12 @@ import { templateRam } from '../../main/vm/snapshot-boot.js';
 import { machineKey } from '../../main/vm/warm-state.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { testImage } from '../support/image.js';
+import { measurePoolStart, printPoolFigures } from './support/pool-start.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const withCold = process.env.BENCH_COLD !== '0';
-const MEMORY_MB = 2048;
+// The app's default sandbox, as the pool starts it.
+const MEMORY_MB = 1024;
 const CPUS = 2;
 
 /** One measured start: phase name → ms since the start was asked for, in order; the last is "ready". */
@@ -259,6 +263,12 @@ async function main() {
   console.log(`app restore / app cold:    ${ratio('app restore → shell', 'app cold → shell')}`);
   console.log(`raw restore / raw cold:    ${ratio('raw restore → banner', 'raw cold → banner')}`);
   console.log(`app cold / raw cold:       ${ratio('app cold → shell', 'raw cold → banner')}`);
+  if (process.env.BENCH_POOL === '0') return;
+  // A task's Start from the warm pool (through the provisioner, as the app does), against the same run's restores.
+  const pool = await measurePoolStart({ rounds });
+  printPoolFigures(pool);
+  console.log(`pool take / raw restore:   ${(pool.medianPoolMs / total('raw restore → banner')).toFixed(2)}`);
+  console.log(`pool take / app restore:   ${pool.ratio.toFixed(2)}`);
 }
 
 main().catch((err: Error) => {

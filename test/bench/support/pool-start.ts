@@ -1,29 +1,26 @@
-// Warm pool benchmark, run with: bash test/support/with-keyring.sh npx tsx test/bench/pool.bench.ts
-// In one run and alternating, a task's Start to a shell-ready sandbox (boot
+// The warm pool's part of the boot bench (boot.bench.ts). In one run and alternating, a task's Start to a shell-ready sandbox (boot
 // through the provisioner with the real credential broker, then SSH and a shell
 // channel that has printed its first bytes), (a) taking a sandbox from the warm
 // pool and (b) restoring the image's snapshot without the pool. Each timed
 // start waits until the pool is idle, so neither measures against a refill.
-// Prints each, per phase, and the ratio. measurePoolStart is exported so
-// boot.bench.ts can call it.
+// Returns each, per phase, and the ratio; printPoolFigures prints them.
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { CredentialBroker, proxySocketPathFits } from '../../main/credentials/broker.js';
-import { KeychainStore } from '../../main/credentials/keychain.js';
-import { proxyGuestForward } from '../../main/credentials/routes.js';
-import { createFileLogger } from '../../main/log/logger.js';
-import { WarmPool } from '../../main/pool/warm-pool.js';
-import { appPaths } from '../../main/state/paths.js';
-import { SettingsSchema } from '../../main/state/settings.js';
-import { LiveSandboxes } from '../../main/tasks/live-sandboxes.js';
-import { SandboxProvisioner, warmPooledGuest } from '../../main/tasks/sandbox-provisioner.js';
-import { ImageStore } from '../../main/vm/image-store.js';
-import { killLeftoverQemu } from '../../main/vm/leftover-qemu.js';
-import { QemuDriver } from '../../main/vm/qemu-driver.js';
-import { vmSettingsFromEnv } from '../../main/vm/vm-settings.js';
-import { testImage } from '../support/image.js';
+import { CredentialBroker, proxySocketPathFits } from '../../../main/credentials/broker.js';
+import { KeychainStore } from '../../../main/credentials/keychain.js';
+import { proxyGuestForward } from '../../../main/credentials/routes.js';
+import { createFileLogger } from '../../../main/log/logger.js';
+import { WarmPool } from '../../../main/pool/warm-pool.js';
+import { appPaths } from '../../../main/state/paths.js';
+import { SettingsSchema } from '../../../main/state/settings.js';
+import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
+import { SandboxProvisioner, warmPooledGuest } from '../../../main/tasks/sandbox-provisioner.js';
+import { ImageStore } from '../../../main/vm/image-store.js';
+import { killLeftoverQemu } from '../../../main/vm/leftover-qemu.js';
+import { QemuDriver } from '../../../main/vm/qemu-driver.js';
+import { vmSettingsFromEnv } from '../../../main/vm/vm-settings.js';
+import { testImage } from '../../support/image.js';
 
 /** One Start, per phase: boot (pool take or restore, with the proxy), SSH connection, first bytes of a shell. */
 export interface StartPhases {
@@ -151,21 +148,12 @@ export async function measurePoolStart(opts: { rounds?: number; log?: (line: str
   return { fromPool, restore, ratio: medianPoolMs / medianRestoreMs, medianPoolMs, medianRestoreMs };
 }
 
-async function main(): Promise<void> {
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-  const f = await measurePoolStart({ rounds });
+/** Prints the figures of measurePoolStart: phase medians and the ratio. */
+export function printPoolFigures(f: PoolStartFigures, log: (line: string) => void = (l) => console.log(l)): void {
   const med = (xs: StartPhases[], k: keyof StartPhases) => median(xs.map((x) => x[k])).toFixed(0);
-  console.log('\n== warm pool benchmark ==');
-  console.log(`phase medians of ${rounds}    boot    ssh   shell   total (ms)`);
+  log(`\nwarm pool (median of ${f.fromPool.length})  boot    ssh   shell   total (ms)`);
   for (const [label, xs] of [['from the pool ', f.fromPool], ['snapshot, no pool', f.restore]] as const) {
-    console.log(`${label.padEnd(18)} ${med(xs, 'bootMs').padStart(6)} ${med(xs, 'sshMs').padStart(6)} ${med(xs, 'shellMs').padStart(6)} ${med(xs, 'totalMs').padStart(7)}`);
+    log(`  ${label.padEnd(18)} ${med(xs, 'bootMs').padStart(6)} ${med(xs, 'sshMs').padStart(6)} ${med(xs, 'shellMs').padStart(6)} ${med(xs, 'totalMs').padStart(7)}`);
   }
-  console.log(`Start → shell-ready from the pool: ${(f.medianPoolMs / 1000).toFixed(3)} s; snapshot restore without it: ${(f.medianRestoreMs / 1000).toFixed(3)} s; ratio ${f.ratio.toFixed(2)} (goal: ≤ 0.3 s from the pool)`);
-}
-
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  main().catch((err: Error) => {
-    console.error(err.stack ?? err.message);
-    process.exit(1);
-  });
+  log(`Start → shell-ready from the pool: ${(f.medianPoolMs / 1000).toFixed(3)} s; snapshot restore without it: ${(f.medianRestoreMs / 1000).toFixed(3)} s; ratio ${f.ratio.toFixed(2)} (goal: ≤ 0.3 s from the pool)`);
 }
