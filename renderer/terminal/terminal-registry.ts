@@ -15,6 +15,7 @@ import type { FactoryBridge, FactoryEvent, TerminalDataEvent } from '../../commo
 import type { TerminalInfo } from '../../common/domain.js';
 import { AckBatcher, DEFAULT_ACK, type AckBatcherOptions } from './ack-batcher.js';
 import { focusKeyAction } from './focus-keys.js';
+import { DEFAULT_PACING, WritePacer, type WritePacerOptions } from './write-pacer.js';
 
 export type TerminalPhase = 'attaching' | 'attached' | 'failed';
 export type TerminalRendererKind = 'none' | 'webgl' | 'dom';
@@ -38,6 +39,8 @@ export interface TerminalRegistryOptions {
   /** Try the WebGL renderer (falls back to the DOM renderer when unavailable or lost). */
   webgl: boolean;
   ack: AckBatcherOptions;
+  /** How output is paced into xterm.js (how often a flood redraws). */
+  pacing: WritePacerOptions;
   terminalOptions: ITerminalOptions;
 }
 
@@ -46,6 +49,7 @@ const DEFAULT_OPTIONS: TerminalRegistryOptions = {
   scrollbackLines: 10_000,
   webgl: true,
   ack: DEFAULT_ACK,
+  pacing: DEFAULT_PACING,
   terminalOptions: {
     fontFamily: 'ui-monospace, "SF Mono", Menlo, "DejaVu Sans Mono", Consolas, monospace',
     fontSize: 13,
@@ -73,6 +77,7 @@ interface Entry {
   /** Bumped on every attach so a late answer to an older attach is ignored. */
   generation: number;
   acks: AckBatcher;
+  pacer: WritePacer;
   refs: number;
   lastUsed: number;
   resizeTimer: ReturnType<typeof setTimeout> | null;
@@ -319,6 +324,7 @@ export class TerminalRegistry {
     } catch {
       /* older widths are fine */
     }
+    const acks = new AckBatcher((bytes) => this.sendAck(sessionId, bytes), this.opts.ack);
     const e: Entry = {
       sessionId,
       term,
@@ -329,7 +335,8 @@ export class TerminalRegistry {
       opened: false,
       interactive: true,
       generation: 0,
-      acks: new AckBatcher((bytes) => this.sendAck(sessionId, bytes), this.opts.ack),
+      acks,
+      pacer: new WritePacer((data, parsed) => term.write(data, parsed), (bytes) => acks.add(bytes), this.opts.pacing),
       refs: 0,
       lastUsed: Date.now(),
       resizeTimer: null,
@@ -361,6 +368,9 @@ export class TerminalRegistry {
   private attach(e: Entry): void {
     const gen = ++e.generation;
     e.acks.reset();
+    // Output held or unparsed is part of the scrollback the attach answer replays,
+    // and belongs to the old account on the host.
+    e.pacer.discard();
     this.update(e, { phase: 'attaching', error: null });
     this.bridge
       .call('terminal.attach', { sessionId: e.sessionId })
@@ -393,12 +403,7 @@ export class TerminalRegistry {
     // Before the attach answer arrives, bytes are part of the scrollback it carries
     // (the host flushes pending output into it; the transport is ordered).
     if (e.snapshot.phase !== 'attached') return;
-    const n = ev.data.byteLength;
-    const gen = e.generation;
-    e.term.write(ev.data, () => {
-      // Bytes written before a re-attach belong to the old account on the host.
-      if (gen === e.generation) e.acks.add(n);
-    });
+    e.pacer.push(ev.data);
   }
 
   private onEvent(ev: FactoryEvent): void {
@@ -502,6 +507,9 @@ export class TerminalRegistry {
 
   private destroy(e: Entry): void {
     e.generation++;
+    // Output held or unparsed never will be parsed here: acknowledge it, or the
+    // host would count it against a still-live session forever.
+    e.acks.add(e.pacer.close());
     e.acks.flush();
     if (e.resizeTimer) clearTimeout(e.resizeTimer);
     e.listeners.clear();
