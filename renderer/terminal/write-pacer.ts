@@ -3,9 +3,11 @@
 // raster, composite); during a flood that per-frame work, not parsing, is what
 // the renderer spends its CPU on (measured with test/bench/terminal-cpu.bench.ts).
 // So output arriving while a write went out less than `intervalMs` ago is held
-// and written as one piece when the interval ends: a flood redraws at most
-// 1000 / intervalMs times a second, while a keystroke's echo after a quiet
-// moment is written at once.
+// and written as one piece when the interval ends: output redraws at most
+// 1000 / intervalMs times a second, and once it has kept coming for
+// `floodAfterMs`, at most 1000 / floodIntervalMs times (a long flood is
+// unreadable anyway; each frame saved goes to the program making the output).
+// A keystroke's echo after a quiet moment is written at once.
 //
 // Nothing is dropped or reordered: pieces are written in arrival order, and
 // each piece's `parsed` callback runs after xterm.js parsed it (the flow-control
@@ -15,11 +17,14 @@
 export interface WritePacerOptions {
   /** Least time between two writes into xterm.js while output keeps coming. */
   intervalMs: number;
+  /** The same, once output has kept coming for floodAfterMs. */
+  floodIntervalMs: number;
+  floodAfterMs: number;
   /** Write at once when this many bytes are held, whatever the time. */
   maxHeldBytes: number;
 }
 
-export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, maxHeldBytes: 1024 * 1024 };
+export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 1024 * 1024 };
 
 type Timer = ReturnType<typeof setTimeout>;
 
@@ -27,6 +32,8 @@ export class WritePacer {
   private held: Uint8Array[] = [];
   private heldBytes = 0;
   private lastWrite = Number.NEGATIVE_INFINITY;
+  /** When the output that is still coming began (no quiet moment since). */
+  private streamStart = 0;
   private timer: Timer | null = null;
   private closed = false;
   /** Bytes handed to xterm.js and not yet parsed. */
@@ -42,8 +49,11 @@ export class WritePacer {
     private readonly opts: WritePacerOptions = DEFAULT_PACING,
     private readonly now: () => number = () => performance.now(),
   ) {
-    if (!(opts.intervalMs >= 0) || !(opts.maxHeldBytes > 0)) {
-      throw new Error(`invalid write pacing: interval ${opts.intervalMs} ms, max held ${opts.maxHeldBytes} bytes`);
+    const { intervalMs, floodIntervalMs, floodAfterMs, maxHeldBytes } = opts;
+    if (!(intervalMs >= 0) || !(floodIntervalMs >= intervalMs) || !(floodAfterMs >= 0) || !(maxHeldBytes > 0)) {
+      throw new Error(
+        `invalid write pacing: interval ${intervalMs} ms, flood interval ${floodIntervalMs} ms (not below the interval) after ${floodAfterMs} ms, max held ${maxHeldBytes} bytes`,
+      );
     }
   }
 
@@ -57,7 +67,11 @@ export class WritePacer {
     this.held.push(data);
     this.heldBytes += data.byteLength;
     if (this.timer !== null && this.heldBytes < this.opts.maxHeldBytes) return;
-    const wait = this.lastWrite + this.opts.intervalMs - this.now();
+    const now = this.now();
+    // Quiet for two flood intervals: this is new output, not more of the same.
+    if (now - this.lastWrite > 2 * this.opts.floodIntervalMs) this.streamStart = now;
+    const interval = now - this.streamStart >= this.opts.floodAfterMs ? this.opts.floodIntervalMs : this.opts.intervalMs;
+    const wait = this.lastWrite + interval - now;
     if (wait <= 0 || this.heldBytes >= this.opts.maxHeldBytes) this.flush();
     else this.timer = setTimeout(() => this.flush(), wait);
   }

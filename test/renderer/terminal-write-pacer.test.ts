@@ -2,12 +2,12 @@
 // (few redraws), a keystroke's echo after a quiet moment goes out at once, and
 // nothing is lost, reordered or left unacknowledged.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WritePacer } from '../../renderer/terminal/write-pacer.js';
+import { WritePacer, type WritePacerOptions } from '../../renderer/terminal/write-pacer.js';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
-function pacer(opts = { intervalMs: 40, maxHeldBytes: 1024 }) {
+function pacer(opts: Partial<WritePacerOptions> = {}) {
   const writes: string[] = [];
   const pendingParse: Array<() => void> = [];
   let parsed = 0;
@@ -18,7 +18,7 @@ function pacer(opts = { intervalMs: 40, maxHeldBytes: 1024 }) {
       pendingParse.push(done);
     },
     (n) => (parsed += n),
-    opts,
+    { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 1024, ...opts },
     () => clock,
   );
   return {
@@ -66,8 +66,31 @@ describe('WritePacer', () => {
     expect(t.p.pendingBytes).toBe(0);
   });
 
+  it('a flood that keeps coming is written less often after a second; a quiet moment starts over', () => {
+    const t = pacer({ maxHeldBytes: 1 << 30 });
+    const writesDuring = (ms: number) => {
+      const before = t.writes.length;
+      for (let i = 0; i < ms / 2; i++) {
+        t.p.push(bytes('x'.repeat(100)));
+        t.advance(2);
+      }
+      return t.writes.length - before;
+    };
+    const first = writesDuring(1000);
+    const second = writesDuring(1000);
+    expect(first).toBeGreaterThanOrEqual(20); // every 40 ms
+    expect(first).toBeLessThanOrEqual(26);
+    expect(second).toBeGreaterThanOrEqual(9); // every 100 ms
+    expect(second).toBeLessThanOrEqual(12);
+    t.advance(1000);
+    const quietAt = t.writes.length;
+    t.p.push(bytes('echo'));
+    expect(t.writes.length).toBe(quietAt + 1); // at once
+    expect(writesDuring(400)).toBeGreaterThanOrEqual(9); // back to every 40 ms
+  });
+
   it('writes at once when the held bytes reach the cap, whatever the time', () => {
-    const t = pacer({ intervalMs: 1000, maxHeldBytes: 100 });
+    const t = pacer({ intervalMs: 1000, floodIntervalMs: 1000, maxHeldBytes: 100 });
     t.p.push(bytes('a'));
     t.p.push(bytes('b'.repeat(60)));
     expect(t.writes).toEqual(['a']);
@@ -111,7 +134,9 @@ describe('WritePacer', () => {
   });
 
   it('refuses a pacing that would hold output forever', () => {
-    expect(() => new WritePacer(() => {}, () => {}, { intervalMs: 40, maxHeldBytes: 0 })).toThrow(/max held 0 bytes/);
-    expect(() => new WritePacer(() => {}, () => {}, { intervalMs: Number.NaN, maxHeldBytes: 10 })).toThrow(/interval NaN ms/);
+    const ok = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 10 };
+    expect(() => new WritePacer(() => {}, () => {}, { ...ok, maxHeldBytes: 0 })).toThrow(/max held 0 bytes/);
+    expect(() => new WritePacer(() => {}, () => {}, { ...ok, intervalMs: Number.NaN })).toThrow(/interval NaN ms/);
+    expect(() => new WritePacer(() => {}, () => {}, { ...ok, floodIntervalMs: 10 })).toThrow(/flood interval 10 ms \(not below the interval\)/);
   });
 });
