@@ -24,7 +24,13 @@ export interface WritePacerOptions {
   maxHeldBytes: number;
 }
 
-export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 1024 * 1024 };
+/**
+ * maxHeldBytes is half the host's high watermark (512 KiB, main/terminal/flow-control.ts):
+ * a fast flood is written as soon as half a window is held, so the host never
+ * waits out a whole interval with its window full (that would cap a local
+ * flood at 512 KiB per 100 ms).
+ */
+export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 256 * 1024 };
 
 type Timer = ReturnType<typeof setTimeout>;
 

@@ -73,7 +73,9 @@ async function main() {
     'import sys,time\nrate=float(sys.argv[2])*1048576\nf=open(sys.argv[1],"rb")\nt0=time.time();n=0\nout=sys.stdout.buffer\n' +
       'while True:\n  b=f.read(4096)\n  if not b: break\n  out.write(b);out.flush();n+=len(b)\n  d=n/rate-(time.time()-t0)\n  if d>0: time.sleep(d)\n',
   );
-  const cmd = RATE > 0 ? `python3 ${pacer} ${file} ${RATE}; echo ${END}` : `cat ${file}; echo ${END}`;
+  // The shell stays a moment after the end mark: Linux discards what is still in
+  // a pty's buffer when its session leader exits, and a paused reader leaves some there.
+  const cmd = `${RATE > 0 ? `python3 ${pacer} ${file} ${RATE}` : `cat ${file}`}; echo ${END}; sleep 2`;
 
   const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async () => { throw new Error('no shell here'); } });
   const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
