@@ -5,7 +5,8 @@ import '@xterm/xterm/css/xterm.css';
 import './terminal.css';
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore, type KeyboardEvent } from 'react';
 import type { FactoryBridge } from '../../common/contract.js';
-import { terminalRegistryFor, type TerminalRegistry, type TerminalSnapshot } from './terminal-registry.js';
+import { terminalRegistryFor } from './shared-registry.js';
+import type { TerminalRegistry, TerminalSnapshot } from './terminal-registry.js';
 
 export interface TerminalViewProps {
   sessionId: string;

@@ -6,60 +6,21 @@
 // Flow control: bytes are acknowledged in term.write's callback, i.e. after
 // xterm.js parsed them, so the host pauses the source when the renderer falls
 // behind (see main/terminal/flow-control.ts).
-import { Terminal, type ITerminalOptions } from '@xterm/xterm';
+import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { SearchAddon } from '@xterm/addon-search';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
-import { WebglAddon } from '@xterm/addon-webgl';
+import type { WebglAddon } from '@xterm/addon-webgl';
 import type { FactoryBridge, FactoryEvent, TerminalDataEvent } from '../../common/contract.js';
-import type { TerminalInfo } from '../../common/domain.js';
-import { AckBatcher, DEFAULT_ACK, type AckBatcherOptions } from './ack-batcher.js';
-import { focusKeyAction } from './focus-keys.js';
+import { AckBatcher } from './ack-batcher.js';
+import { DEFAULT_OPTIONS, SEARCH_DECORATIONS, type TerminalRegistryOptions, type TerminalSnapshot } from './registry-options.js';
+import { loadRenderer } from './renderer-choice.js';
+import { handleTerminalKey } from './terminal-keys.js';
+import { terminalText } from './terminal-text.js';
+import { WritePacer } from './write-pacer.js';
 
-export type TerminalPhase = 'attaching' | 'attached' | 'failed';
-export type TerminalRendererKind = 'none' | 'webgl' | 'dom';
-
-/** Metadata a view may render (immutable snapshot; never holds terminal bytes). */
-export interface TerminalSnapshot {
-  sessionId: string;
-  phase: TerminalPhase;
-  info: TerminalInfo | null;
-  error: string | null;
-  renderer: TerminalRendererKind;
-  /** Ctrl+M mode, shared by every terminal: Tab and Esc leave the terminal. */
-  tabMovesFocus: boolean;
-}
-
-export interface TerminalRegistryOptions {
-  /** Hidden instances kept alive after their view unmounts (least recently used go first). */
-  maxHidden: number;
-  /** Lines of scrollback in each xterm.js instance. */
-  scrollbackLines: number;
-  /** Try the WebGL renderer (falls back to the DOM renderer when unavailable or lost). */
-  webgl: boolean;
-  ack: AckBatcherOptions;
-  terminalOptions: ITerminalOptions;
-}
-
-const DEFAULT_OPTIONS: TerminalRegistryOptions = {
-  maxHidden: 8,
-  scrollbackLines: 10_000,
-  webgl: true,
-  ack: DEFAULT_ACK,
-  terminalOptions: {
-    fontFamily: 'ui-monospace, "SF Mono", Menlo, "DejaVu Sans Mono", Consolas, monospace',
-    fontSize: 13,
-    cursorBlink: true,
-    theme: { background: '#0f1115', foreground: '#d7dae0', selectionBackground: '#3a4356' },
-  },
-};
-
-const SEARCH_DECORATIONS = {
-  matchBackground: '#5a4a00',
-  matchOverviewRuler: '#d7b600',
-  activeMatchBackground: '#a66a00',
-  activeMatchColorOverviewRuler: '#ff9d00',
-};
+export type { TerminalPhase, TerminalRegistryOptions, TerminalSnapshot } from './registry-options.js';
+export type { TerminalRendererKind } from './renderer-choice.js';
 
 interface Entry {
   sessionId: string;
@@ -73,6 +34,7 @@ interface Entry {
   /** Bumped on every attach so a late answer to an older attach is ignored. */
   generation: number;
   acks: AckBatcher;
+  pacer: WritePacer;
   refs: number;
   lastUsed: number;
   resizeTimer: ReturnType<typeof setTimeout> | null;
@@ -152,7 +114,10 @@ export class TerminalRegistry {
     if (!e.opened) {
       e.term.open(e.host);
       e.opened = true;
-      this.loadRenderer(e);
+      e.webgl = loadRenderer(e.term, e.host, this.opts.webgl, (renderer) => {
+        if (renderer === 'dom') e.webgl = null;
+        this.update(e, { renderer });
+      });
     } else {
       e.term.refresh(0, e.term.rows - 1);
     }
@@ -267,18 +232,7 @@ export class TerminalRegistry {
   /** The terminal buffer as plain text (scrollback + screen), e.g. for tests and "copy all". */
   text(sessionId: string): string {
     const e = this.entries.get(sessionId);
-    if (!e) return '';
-    const buf = e.term.buffer.active;
-    const lines: string[] = [];
-    for (let i = 0; i < buf.length; i++) {
-      const line = buf.getLine(i);
-      if (!line) continue;
-      const s = line.translateToString(true);
-      if (line.isWrapped && lines.length > 0) lines[lines.length - 1] += s;
-      else lines.push(s);
-    }
-    while (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-    return lines.join('\n');
+    return e ? terminalText(e.term) : '';
   }
 
   /** Re-attaches every instance (after the transport reconnected): reset, replay, continue live. */
@@ -319,6 +273,7 @@ export class TerminalRegistry {
     } catch {
       /* older widths are fine */
     }
+    const acks = new AckBatcher((bytes) => this.sendAck(sessionId, bytes), this.opts.ack);
     const e: Entry = {
       sessionId,
       term,
@@ -329,7 +284,8 @@ export class TerminalRegistry {
       opened: false,
       interactive: true,
       generation: 0,
-      acks: new AckBatcher((bytes) => this.sendAck(sessionId, bytes), this.opts.ack),
+      acks,
+      pacer: new WritePacer((data, parsed) => term.write(data, parsed), (bytes) => acks.add(bytes), this.opts.pacing),
       refs: 0,
       lastUsed: Date.now(),
       resizeTimer: null,
@@ -361,6 +317,9 @@ export class TerminalRegistry {
   private attach(e: Entry): void {
     const gen = ++e.generation;
     e.acks.reset();
+    // Output held or unparsed is part of the scrollback the attach answer replays,
+    // and belongs to the old account on the host.
+    e.pacer.discard();
     this.update(e, { phase: 'attaching', error: null });
     this.bridge
       .call('terminal.attach', { sessionId: e.sessionId })
@@ -393,12 +352,7 @@ export class TerminalRegistry {
     // Before the attach answer arrives, bytes are part of the scrollback it carries
     // (the host flushes pending output into it; the transport is ordered).
     if (e.snapshot.phase !== 'attached') return;
-    const n = ev.data.byteLength;
-    const gen = e.generation;
-    e.term.write(ev.data, () => {
-      // Bytes written before a re-attach belong to the old account on the host.
-      if (gen === e.generation) e.acks.add(n);
-    });
+    e.pacer.push(ev.data);
   }
 
   private onEvent(ev: FactoryEvent): void {
@@ -418,68 +372,14 @@ export class TerminalRegistry {
   }
 
   private onKey(e: Entry, ev: KeyboardEvent): boolean {
-    if (ev.type !== 'keydown') return true;
-    switch (focusKeyAction(ev, { interactive: e.interactive, tabMovesFocus: this.tabMovesFocus })) {
-      case 'toggle-tab-focus':
-        ev.preventDefault();
-        this.setTabMovesFocus(!this.tabMovesFocus);
-        return false;
-      case 'leave':
-        ev.preventDefault();
-        e.term.blur();
-        e.onLeave?.();
-        return false;
-      case 'tab-out':
-        // Not handled by xterm.js, so the browser moves the focus as for any other element.
-        return false;
-      default:
-        break;
-    }
-    const mac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform);
-    const mod = mac ? ev.metaKey && !ev.ctrlKey : ev.ctrlKey && ev.shiftKey && !ev.metaKey;
-    if (!mod) return true;
-    switch (ev.code) {
-      case 'KeyC':
-        if (e.term.hasSelection()) {
-          void navigator.clipboard?.writeText(e.term.getSelection()).catch(() => {});
-          ev.preventDefault();
-        }
-        return false;
-      case 'KeyV':
-        // Let the browser fire its paste event; xterm.js turns it into input.
-        return false;
-      case 'KeyF':
-        if (e.onSearchOpen) {
-          ev.preventDefault();
-          e.onSearchOpen();
-          return false;
-        }
-        return true;
-      default:
-        return true;
-    }
-  }
-
-  private loadRenderer(e: Entry): void {
-    if (!this.opts.webgl || !webglAvailable(e.host!.ownerDocument)) {
-      this.update(e, { renderer: 'dom' });
-      return;
-    }
-    try {
-      const webgl = new WebglAddon();
-      webgl.onContextLoss(() => {
-        // The GPU went away: drop to the DOM renderer rather than a blank pane.
-        webgl.dispose();
-        e.webgl = null;
-        this.update(e, { renderer: 'dom' });
-      });
-      e.term.loadAddon(webgl);
-      e.webgl = webgl;
-      this.update(e, { renderer: 'webgl' });
-    } catch {
-      e.webgl = null;
-      this.update(e, { renderer: 'dom' });
-    }
+    return handleTerminalKey(ev, {
+      term: e.term,
+      interactive: e.interactive,
+      tabMovesFocus: this.tabMovesFocus,
+      toggleTabMovesFocus: () => this.setTabMovesFocus(!this.tabMovesFocus),
+      leave: () => e.onLeave?.(),
+      openSearch: e.onSearchOpen,
+    });
   }
 
   private applyInteractive(e: Entry, interactive: boolean): void {
@@ -502,6 +402,9 @@ export class TerminalRegistry {
 
   private destroy(e: Entry): void {
     e.generation++;
+    // Output held or unparsed never will be parsed here: acknowledge it, or the
+    // host would count it against a still-live session forever.
+    e.acks.add(e.pacer.close());
     e.acks.flush();
     if (e.resizeTimer) clearTimeout(e.resizeTimer);
     e.listeners.clear();
@@ -522,59 +425,6 @@ export class TerminalRegistry {
 
   private assertUsable(): void {
     if (this.disposed) throw new Error('the terminal registry is disposed');
-  }
-}
-
-/**
- * Replaced at build time by vite.config.ts: true only in the end-to-end test
- * build (`vite build --mode e2e`), false in the production build, where the
- * hook below is then removed as dead code. Undefined under vitest.
- */
-declare const __FACTORY_E2E_HOOKS__: boolean | undefined;
-
-/** One registry per bridge, so every view of a session shares its instance. */
-const registries = new WeakMap<FactoryBridge, TerminalRegistry>();
-
-export function terminalRegistryFor(bridge: FactoryBridge, options?: Partial<TerminalRegistryOptions>): TerminalRegistry {
-  let r = registries.get(bridge);
-  if (!r) {
-    r = new TerminalRegistry(bridge, options);
-    registries.set(bridge, r);
-    if (typeof __FACTORY_E2E_HOOKS__ !== 'undefined' && __FACTORY_E2E_HOOKS__) exposeForTests(r);
-  }
-  return r;
-}
-
-/**
- * Read-only hooks for end-to-end tests, in the e2e build only: the text of a
- * terminal (WebGL draws to a canvas, so the DOM has no text to read) and which
- * renderer it uses. A shipped app must not hand every page script its terminals.
- */
-function exposeForTests(r: TerminalRegistry): void {
-  if (typeof window === 'undefined') return;
-  (window as unknown as { __factoryTerminals?: unknown }).__factoryTerminals = {
-    text: (id: string) => r.text(id),
-    renderer: (id: string) => r.snapshot(id)?.renderer ?? null,
-    sessions: () => r.sessions(),
-  };
-}
-
-/**
- * WebGL2 backed by a GPU. A software rasteriser (SwiftShader, llvmpipe: what
- * Chromium falls back to without a GPU) draws slower than the DOM renderer and
- * takes CPU from parsing, so it counts as unavailable.
- */
-export function webglAvailable(doc: Document): boolean {
-  try {
-    const canvas = doc.createElement('canvas');
-    const gl = canvas.getContext('webgl2');
-    if (!gl) return false;
-    const info = gl.getExtension('WEBGL_debug_renderer_info');
-    const name = String(info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER));
-    gl.getExtension('WEBGL_lose_context')?.loseContext();
-    return !/swiftshader|llvmpipe|softpipe|software/i.test(name);
-  } catch {
-    return false;
   }
 }
 

@@ -7,9 +7,13 @@
 //   (c) the whole path: the same exec as a stage, through the web host's
 //       WebSocket into the real UI in Chromium, until xterm.js has parsed the
 //       last line (flow control engaged by the renderer's acknowledgements).
-// Prints throughput of each, the ratio (c)/(a), and peak memory of main (this
+// Prints throughput of each, the ratio (c)/(a), peak memory of main (this
 // process, which is the app's main process under the web host) and of the
-// Chromium renderer.
+// Chromium renderer, and the CPU seconds per MB each phase cost on the host
+// (the guest has as many vCPUs as the host has cores, so every host CPU second
+// of the viewer's path is taken from the guest that produces the output).
+// BENCH_BASELINE_STATIC_DIR=<another e2e renderer build> adds (c) through that
+// renderer too, alternating with this one in the same run (before/after).
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -25,6 +29,7 @@ import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
 import { openBrowser } from '../e2e/support/browser.js';
 import { ensureE2eRendererBuilt } from '../e2e/support/build.js';
 import { rendererRss } from '../support/chromium-memory.js';
+import { chromiumCpu, pidCpu, sum, waitedChildrenCpu } from '../support/process-cpu.js';
 import { testImage } from '../support/image.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
 
@@ -64,12 +69,19 @@ async function main() {
   const ssh = await vm.ssh();
   const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
   const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
+  const viewers = [{ key: 'chromium', label: 'into xterm.js in Chromium', app, host }];
+  const baselineDir = process.env.BENCH_BASELINE_STATIC_DIR;
+  if (baselineDir) {
+    const baseApp = new TerminalHostApp({ logDir: path.join(work, 'logs-baseline'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
+    viewers.push({ key: 'baseline', label: 'into xterm.js, baseline renderer', app: baseApp, host: await startWebHost(baseApp, { staticDir: baselineDir }) });
+  }
   const browser = await openBrowser();
-  const results = { openssh: [] as number[], opensshPty: [] as number[], session: [] as number[], chromium: [] as number[] };
-  let peakMain = 0;
-  let peakRenderer = 0;
-  let peakHeap = 0;
+  const results: Record<string, number[]> = { openssh: [], opensshPty: [], session: [], chromium: [], baseline: [] };
+  const peaks: Record<string, { main: number; renderer: number; heap: number }> = {};
   let pauses = 0;
+  // CPU seconds per MB, per phase: [qemu, ssh client or main, chromium].
+  const cpu: Record<string, Array<[number, number, number]>> = { opensshPty: [], session: [], chromium: [], baseline: [] };
+  const cpuNow = (): [number, number, number, number] => [pidCpu(vm.pid), pidCpu('self'), waitedChildrenCpu(), sum(chromiumCpu())];
   try {
     console.log(`accel ${vm.accel}, ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}, ${MB} MB of text, ${rounds} rounds`);
     // Text lines like build output: numbered, ~80 columns.
@@ -101,8 +113,11 @@ async function main() {
     for (let round = 1; round <= rounds; round++) {
       // (a) OpenSSH, no pty and with a pty.
       for (const [label, extra, into] of [['openssh', [] as string[], results.openssh], ['openssh -tt', ['-tt'], results.opensshPty]] as const) {
+        const c0 = cpuNow();
         const r = await run('ssh', [...extra, ...sshArgs, 'cat /root/flood.txt']);
         if (r.code !== 0) throw new Error(`${label} failed (${r.code}): ${r.stderr}`);
+        const c1 = cpuNow();
+        if (label === 'openssh -tt') cpu.opensshPty!.push([(c1[0] - c0[0]) / mb, (c1[2] - c0[2]) / mb, 0]);
         into.push(mb / (r.ms / 1000));
         console.log(`round ${round} ${label}: ${(mb / (r.ms / 1000)).toFixed(2)} MB/s`);
       }
@@ -110,17 +125,26 @@ async function main() {
       // (b) session layer, nobody viewing.
       {
         const svc = new TerminalService({ logDir: path.join(work, `logs-b${round}`), emit: () => {}, emitData: () => {} });
+        const c0 = cpuNow();
         const t0 = Date.now();
         const info = svc.register({ kind: 'stage', title: 'b', cols: 120, rows: 30, source: sshChannelSource(await ssh.exec('cat /root/flood.txt', { pty: { cols: 120, rows: 30 } })) });
         await svc.waitForExit(info.id);
         const ms = Date.now() - t0;
+        const c1 = cpuNow();
+        cpu.session!.push([(c1[0] - c0[0]) / mb, (c1[1] - c0[1]) / mb, 0]);
         results.session.push(mb / (ms / 1000));
         console.log(`round ${round} session layer (pty, no viewer): ${(mb / (ms / 1000)).toFixed(2)} MB/s`);
         await svc.dispose();
       }
 
       // (c) the whole path into xterm.js in Chromium.
-      {
+      for (const { key, label, app, host } of viewers) {
+        if (viewers.length > 1) {
+          await page.goto(host.url);
+          await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
+        }
+        const peak = (peaks[key] ??= { main: 0, renderer: 0, heap: 0 });
+        const c0 = cpuNow();
         const t0 = Date.now();
         const info = app.runStage(sshChannelSource(await ssh.exec(`cat /root/flood.txt; echo ${END}`, { pty: { cols: 120, rows: 30 } })));
         let exited = false;
@@ -132,9 +156,9 @@ async function main() {
         while (!done) {
           await new Promise((r) => setTimeout(r, exited ? 20 : 250));
           if (samples++ % 4 === 0 || exited) {
-            peakMain = Math.max(peakMain, process.memoryUsage().rss);
-            peakRenderer = Math.max(peakRenderer, rendererRss());
-            peakHeap = Math.max(peakHeap, await jsHeapUsed(cdp));
+            peak.main = Math.max(peak.main, process.memoryUsage().rss);
+            peak.renderer = Math.max(peak.renderer, rendererRss());
+            peak.heap = Math.max(peak.heap, await jsHeapUsed(cdp));
           }
           if (exited) {
             const tail = await page.evaluate(
@@ -146,6 +170,8 @@ async function main() {
           if (Date.now() - t0 > 30 * 60_000) throw new Error('the flood did not reach the renderer in 30 minutes');
         }
         const ms = Date.now() - t0;
+        const c1 = cpuNow();
+        cpu[key]!.push([(c1[0] - c0[0]) / mb, (c1[1] - c0[1]) / mb, (c1[3] - c0[3]) / mb]);
         const text = await page.evaluate((id) => (window as unknown as { __factoryTerminals: { text(id: string): string } }).__factoryTerminals.text(id), info.id);
         const lines = text.split('\n');
         const endAt = lines.lastIndexOf(END);
@@ -155,24 +181,38 @@ async function main() {
         }
         const st = app.terminals.stats(info.id);
         pauses += st.pauses;
-        results.chromium.push(mb / (ms / 1000));
-        console.log(`round ${round} into xterm.js in Chromium: ${(mb / (ms / 1000)).toFixed(2)} MB/s (pauses ${st.pauses}, renderer ${await page.getByTestId('terminal-pane').getAttribute('data-renderer')})`);
+        results[key]!.push(mb / (ms / 1000));
+        console.log(`round ${round} ${label}: ${(mb / (ms / 1000)).toFixed(2)} MB/s (pauses ${st.pauses}, renderer ${await page.getByTestId('terminal-pane').getAttribute('data-renderer')})`);
       }
     }
 
-    const a = median(results.openssh);
-    const c = median(results.chromium);
+    const a = median(results.openssh!);
+    const c = median(results.chromium!);
     console.log('');
     console.log(`median OpenSSH cat > /dev/null:        ${a.toFixed(2)} MB/s`);
-    console.log(`median OpenSSH -tt cat > /dev/null:    ${median(results.opensshPty).toFixed(2)} MB/s`);
-    console.log(`median session layer, pty, no viewer:  ${median(results.session).toFixed(2)} MB/s`);
-    console.log(`median into xterm.js in Chromium:      ${c.toFixed(2)} MB/s  (ratio to OpenSSH ${(c / a).toFixed(2)}, to OpenSSH -tt ${(c / median(results.opensshPty)).toFixed(2)})`);
+    console.log(`median OpenSSH -tt cat > /dev/null:    ${median(results.opensshPty!).toFixed(2)} MB/s`);
+    console.log(`median session layer, pty, no viewer:  ${median(results.session!).toFixed(2)} MB/s`);
+    console.log(`median into xterm.js in Chromium:      ${c.toFixed(2)} MB/s  (ratio to OpenSSH ${(c / a).toFixed(2)}, to OpenSSH -tt ${(c / median(results.opensshPty!)).toFixed(2)})`);
+    if (baselineDir) {
+      const b = median(results.baseline!);
+      console.log(`median baseline renderer:              ${b.toFixed(2)} MB/s  (ratio to OpenSSH ${(b / a).toFixed(2)}, to OpenSSH -tt ${(b / median(results.opensshPty!)).toFixed(2)})`);
+    }
     console.log(`flow-control pauses during (c): ${pauses}`);
-    console.log(`peak RSS main (this process): ${(peakMain / 1048576).toFixed(0)} MB; Chromium renderer RSS ${(peakRenderer / 1048576).toFixed(0)} MB, JS heap ${(peakHeap / 1048576).toFixed(0)} MB`);
+    const perMb = (k: string, i: number) => median(cpu[k]!.map((x) => x[i])).toFixed(3);
+    console.log(`host CPU s/MB (median): OpenSSH -tt: QEMU ${perMb('opensshPty', 0)}, ssh client ${perMb('opensshPty', 1)}`);
+    console.log(`                         session layer: QEMU ${perMb('session', 0)}, main ${perMb('session', 1)}`);
+    console.log(`                         into xterm.js: QEMU ${perMb('chromium', 0)}, main ${perMb('chromium', 1)}, Chromium ${perMb('chromium', 2)}`);
+    if (baselineDir) console.log(`              baseline renderer: QEMU ${perMb('baseline', 0)}, main ${perMb('baseline', 1)}, Chromium ${perMb('baseline', 2)}`);
+    for (const { key, label } of viewers) {
+      const p = peaks[key]!;
+      console.log(`peak during (c) ${label}: RSS main (this process) ${(p.main / 1048576).toFixed(0)} MB; Chromium renderer RSS ${(p.renderer / 1048576).toFixed(0)} MB, JS heap ${(p.heap / 1048576).toFixed(0)} MB`);
+    }
   } finally {
     await browser.close();
-    await host.close();
-    await app.dispose();
+    for (const v of viewers) {
+      await v.host.close();
+      await v.app.dispose();
+    }
     ssh.close();
     await vm.destroy();
     await rm(work, { recursive: true, force: true });

@@ -19,6 +19,7 @@ import { Listeners } from '../../common/listeners.js';
 import { spawnHostShell } from '../../main/terminal/host-shell.js';
 import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
+import { Terminal } from '@xterm/xterm';
 import { TerminalRegistry, TerminalView } from '../../renderer/terminal/index.js';
 
 // jsdom has no canvas; xterm.js and the WebGL addon probe it (null = unavailable,
@@ -219,13 +220,44 @@ describe('TerminalRegistry', () => {
     expect(await service.waitForExit(info.id)).toEqual({ code: 0, lost: false });
   });
 
+  it('a flood of small messages reaches xterm.js in a few large writes (few redraws), complete and acknowledged', async () => {
+    const { service } = setup({ batch: { delayMs: 1, maxChunkBytes: 4096 } });
+    const m = manualSource();
+    const info = service.register({ kind: 'stage', title: 'flood', cols: 80, rows: 24, source: m.source });
+    registry.acquire(info.id, { interactive: false });
+    await waitFor(() => registry.snapshot(info.id)?.phase === 'attached');
+    const writes = vi.spyOn(Terminal.prototype, 'write');
+    const before = service.stats(info.id).bytesEmitted;
+    // 10 bursts of 20 messages of 4 KiB each: 200 data events.
+    let line = 0;
+    for (let burst = 0; burst < 10; burst++) {
+      for (let i = 0; i < 20; i++) {
+        let chunk = '';
+        while (chunk.length < 4000) chunk += `${++line}\r\n`;
+        m.push(chunk.padEnd(4096, ' '));
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    m.push('END\r\n');
+    await waitFor(() => registry.text(info.id).endsWith('END'));
+    const dataWrites = writes.mock.calls.filter(([d]) => d instanceof Uint8Array).length;
+    writes.mockRestore();
+    expect(dataWrites).toBeLessThanOrEqual(12);
+    const lines = registry.text(info.id).split('\n').map((l) => l.trim());
+    expect(lines.at(-2)).toBe(String(line));
+    await waitFor(() => service.stats(info.id).unacked === 0);
+    const acked = bridge.calls.filter((c) => c.method === 'terminal.ack').reduce((n, c) => n + (c.input as { bytes: number }).bytes, 0);
+    expect(acked).toBe(service.stats(info.id).bytesEmitted - before);
+  });
+
   it('sends input to the session and shows the answer; resize reaches the pty', async () => {
     const { service } = setup();
     const info = service.register({ kind: 'shell', title: 'sh', cols: 80, rows: 24, source: ptyCommand('read line; echo "got:$line"; stty size; read _end') });
     registry.acquire(info.id);
     await waitFor(() => registry.snapshot(info.id)?.phase === 'attached');
     registry.paste(info.id, 'hello\r');
-    await waitFor(() => registry.text(info.id).includes('got:hello'));
+    // The two lines may come in two data events, the second up to a pacing interval later.
+    await waitFor(() => registry.text(info.id).includes('24 80'));
     expect(registry.text(info.id)).toMatch(/got:hello\n24 80/);
     await act(async () => {});
   });
@@ -268,6 +300,30 @@ describe('TerminalRegistry', () => {
     expect(registry.sessions()).toEqual([]);
     for (let i = 0; i < 10; i++) m.push(Buffer.alloc(4096, 0x41));
     await waitFor(() => bridge.service.stats(info.id).bytesEmitted === 40960);
+    await waitFor(() => !bridge.service.stats(info.id).paused && bridge.service.stats(info.id).unacked === 0);
+  });
+
+  it('an instance evicted with output not yet parsed still acknowledges it, so the host never stalls', async () => {
+    bridge = new LoopbackBridge(path.join(dir, 'logs'), { watermarks: { high: 8 * 1024, low: 1024 }, batch: { delayMs: 1, maxChunkBytes: 2048 } });
+    registry = new TerminalRegistry(bridge, { webgl: false, maxHidden: 0 });
+    const m = manualSource();
+    const info = bridge.service.register({ kind: 'shell', title: 't', cols: 80, rows: 24, source: m.source });
+    registry.acquire(info.id);
+    await waitFor(() => registry.snapshot(info.id)?.phase === 'attached');
+    const evicted = new Promise<void>((resolve) => {
+      const off = bridge.onTerminalData(() => {
+        // The second message arrives: evict while it is still on its way into xterm.js.
+        off();
+        queueMicrotask(() => {
+          registry.release(info.id);
+          resolve();
+        });
+      });
+    });
+    for (let i = 0; i < 3; i++) m.push(Buffer.alloc(2048, 0x41));
+    await evicted;
+    expect(registry.sessions()).toEqual([]);
+    await waitFor(() => bridge.service.stats(info.id).bytesEmitted === 6144);
     await waitFor(() => !bridge.service.stats(info.id).paused && bridge.service.stats(info.id).unacked === 0);
   });
 });
