@@ -22,7 +22,7 @@ import { createOverlay } from '../../main/vm/overlay.js';
 import { probeSshBanner } from '../../main/guest/guest-agent.js';
 import { appPaths } from '../../main/state/paths.js';
 import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
-import { buildQemuArgs } from '../../main/vm/qemu-args.js';
+import { buildQemuArgs, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
 import { QmpClient } from '../../main/vm/qmp-client.js';
 import { sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
@@ -73,6 +73,35 @@ async function waitBanner(port: number, child: { exitCode: number | null }, time
   throw new Error('raw QEMU never sent the SSH banner');
 }
 
+/** The command line of a hand-started VM in dir: the app's own (buildQemuArgs), with these keys and disk. */
+function rawArgs(
+  env: BenchEnv,
+  dir: string,
+  vm: { name: string; overlay: string; sshPort: number; keys: { authorizedKeys: string; hostKey: string } },
+  extra: Partial<QemuLaunchSpec> = {},
+): string[] {
+  return buildQemuArgs({
+    name: vm.name,
+    accel: env.accel,
+    memoryMb: MEMORY_MB,
+    cpus: CPUS,
+    kernel: env.image.kernel,
+    initrd: env.image.initrd,
+    cmdline: env.image.manifest.kernelCmdline,
+    overlay: vm.overlay,
+    sshPort: vm.sshPort,
+    guestForwards: [],
+    serialLog: path.join(dir, 'serial.log'),
+    qmpSocket: path.join(dir, 'qmp.sock'),
+    pidFile: path.join(dir, 'qemu.pid'),
+    fwCfg: [
+      { name: 'authorized_keys', file: vm.keys.authorizedKeys },
+      { name: 'ssh_host_ed25519_key', file: vm.keys.hostKey },
+    ],
+    ...extra,
+  });
+}
+
 /** (a) The template restored by hand: the same command line as a clone, QMP only for what QEMU 7.2 needs. */
 const rawRestore: StartKind = {
   name: 'raw restore → banner',
@@ -84,25 +113,9 @@ const rawRestore: StartKind = {
     await copyFile(t.overlay, overlay);
     const port = await freePort();
     const qmpSocket = path.join(dir, 'qmp.sock');
-    const args = buildQemuArgs({
-      name: `bench-raw-${round}`,
-      accel: env.accel,
-      memoryMb: MEMORY_MB,
+    const args = rawArgs(env, dir, { name: `bench-raw-${round}`, overlay, sshPort: port, keys: { authorizedKeys: t.authorizedKeys, hostKey: t.hostKey } }, {
       memory: { kind: 'file', path: templateRam(env.template), shared: false },
-      cpus: CPUS,
-      kernel: env.image.kernel,
-      initrd: env.image.initrd,
-      cmdline: env.image.manifest.kernelCmdline,
-      overlay,
-      sshPort: port,
-      guestForwards: [],
-      serialLog: path.join(dir, 'serial.log'),
       qmpSocket,
-      pidFile: path.join(dir, 'qemu.pid'),
-      fwCfg: [
-        { name: 'authorized_keys', file: t.authorizedKeys },
-        { name: 'ssh_host_ed25519_key', file: t.hostKey },
-      ],
     });
     const run: Run = [];
     const t0 = performance.now();
@@ -145,24 +158,11 @@ const rawCold: StartKind = {
     await writeFile(path.join(dir, 'authorized_keys'), keys.clientPublicKey);
     await writeFile(path.join(dir, 'host_key'), keys.hostPrivateKey, { mode: 0o600 });
     const port = await freePort();
-    const args = buildQemuArgs({
+    const args = rawArgs(env, dir, {
       name: `bench-cold-${round}`,
-      accel: env.accel,
-      memoryMb: MEMORY_MB,
-      cpus: CPUS,
-      kernel: env.image.kernel,
-      initrd: env.image.initrd,
-      cmdline: env.image.manifest.kernelCmdline,
       overlay,
       sshPort: port,
-      guestForwards: [],
-      serialLog: path.join(dir, 'serial.log'),
-      qmpSocket: path.join(dir, 'qmp.sock'),
-      pidFile: path.join(dir, 'qemu.pid'),
-      fwCfg: [
-        { name: 'authorized_keys', file: path.join(dir, 'authorized_keys') },
-        { name: 'ssh_host_ed25519_key', file: path.join(dir, 'host_key') },
-      ],
+      keys: { authorizedKeys: path.join(dir, 'authorized_keys'), hostKey: path.join(dir, 'host_key') },
     });
     const t0 = performance.now();
     const child = spawn('qemu-system-x86_64', args, { stdio: 'ignore' });

@@ -1,23 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB } from '../../../main/vm/qemu-args.js';
+import { launchSpec } from './launch-spec.js';
 import { machineKey, type MachineFields } from '../../../main/vm/warm-state.js';
 
-const spec: QemuLaunchSpec = {
-  name: 'factory-sb',
-  accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
-  memoryMb: 1024,
-  cpus: 2,
-  kernel: '/img/vmlinuz',
-  initrd: '/img/initrd.img',
-  cmdline: 'root=/dev/vda console=ttyS0',
-  overlay: '/sb/overlay.qcow2',
-  sshPort: 40022,
-  guestForwards: [],
-  serialLog: '/sb/serial.log',
-  qmpSocket: '/sb/qmp.sock',
-  pidFile: '/sb/qemu.pid',
-  fwCfg: [],
-};
+const spec = launchSpec({ memoryMb: 1024 });
 
 const machine: MachineFields = {
   accel: { accel: 'tcg', cpu: 'max' },

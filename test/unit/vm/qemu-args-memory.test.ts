@@ -2,24 +2,10 @@
 // ram0 (so a memory state saved by one kind of VM restores into another), a
 // snapshot template's file mapped shared, a clone's mapped private.
 import { describe, expect, it } from 'vitest';
-import { buildQemuArgs, GUEST_RAM_ID, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { buildQemuArgs, GUEST_RAM_ID } from '../../../main/vm/qemu-args.js';
+import { launchSpec } from './launch-spec.js';
 
-const base: QemuLaunchSpec = {
-  name: 'factory-sb',
-  accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
-  memoryMb: 2048,
-  cpus: 2,
-  kernel: '/img/vmlinuz',
-  initrd: '/img/initrd.img',
-  cmdline: 'root=/dev/vda console=ttyS0',
-  overlay: '/sb/overlay.qcow2',
-  sshPort: 40022,
-  guestForwards: [],
-  serialLog: '/sb/serial.log',
-  qmpSocket: '/sb/qmp.sock',
-  pidFile: '/sb/qemu.pid',
-  fwCfg: [],
-};
+const base = launchSpec();
 
 function option(args: string[], flag: string): string[] {
   return args.flatMap((a, i) => (a === flag ? [args[i + 1]!] : []));

@@ -1,24 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { buildQemuArgs, escapeOptionValue, type QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import { buildQemuArgs, escapeOptionValue } from '../../../main/vm/qemu-args.js';
+import { launchSpec } from './launch-spec.js';
 import { overlayArgs } from '../../../main/vm/overlay.js';
 import { qemuGuestName, qemuIdentityArgs, sandboxFiles } from '../../../main/vm/sandbox-files.js';
 
-const base: QemuLaunchSpec = {
-  name: 'factory-sb',
-  accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
-  memoryMb: 2048,
-  cpus: 2,
-  kernel: '/img/vmlinuz',
-  initrd: '/img/initrd.img',
-  cmdline: 'root=/dev/vda console=ttyS0 net.ifnames=0',
-  overlay: '/sb/overlay.qcow2',
-  sshPort: 40022,
-  guestForwards: [],
-  serialLog: '/sb/serial.log',
-  qmpSocket: '/sb/qmp.sock',
-  pidFile: '/sb/qemu.pid',
-  fwCfg: [{ name: 'authorized_keys', file: '/sb/keys/authorized_keys' }],
-};
+const base = launchSpec({ cmdline: 'root=/dev/vda console=ttyS0 net.ifnames=0', fwCfg: [{ name: 'authorized_keys', file: '/sb/keys/authorized_keys' }] });
 
 function option(args: string[], flag: string): string[] {
   return args.flatMap((a, i) => (a === flag ? [args[i + 1]!] : []));
