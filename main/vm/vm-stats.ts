@@ -34,7 +34,7 @@ export function clockTicks(): Promise<number> {
  * Fields of /proc/<pid>/stat. The command name (field 2) is in parentheses and may
  * itself hold spaces and parentheses, so the fields are counted from the last ')'.
  */
-export function parseProcStat(text: string): { cpuTicks: number; startTicks: number; rssPages: number } {
+export function parseProcStat(text: string): { state: string; cpuTicks: number; startTicks: number; rssPages: number } {
   const close = text.lastIndexOf(')');
   if (close < 0) throw new Error('no command name in /proc stat');
   const fields = text.slice(close + 2).trim().split(' ');
@@ -44,7 +44,7 @@ export function parseProcStat(text: string): { cpuTicks: number; startTicks: num
     if (!Number.isSafeInteger(v) || v < 0) throw new Error(`/proc stat field ${n} is not a count: ${JSON.stringify(fields[n - 3])}`);
     return v;
   };
-  return { cpuTicks: num(14) + num(15), startTicks: num(22), rssPages: num(24) };
+  return { state: fields[0] ?? '', cpuTicks: num(14) + num(15), startTicks: num(22), rssPages: num(24) };
 }
 
 /** Rss and Pss (bytes) from /proc/<pid>/smaps_rollup; undefined for a field it lacks. */
@@ -80,6 +80,9 @@ export async function readProcessCounters(pid: number, now: () => number = Date.
   try {
     const [stat, rollup] = await Promise.all([readFile(`/proc/${pid}/stat`, 'utf8'), readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '')]);
     const s = parseProcStat(stat);
+    // An exiting process (zombie or dead, or its memory already released) reads
+    // as 0 bytes: that is its end, not a figure to show.
+    if (s.state === 'Z' || s.state === 'X' || (!rollup && s.rssPages === 0)) return undefined;
     const mem = parseSmapsRollup(rollup);
     // Kernels before 4.14 have no smaps_rollup: Rss from stat, and Pss taken as Rss.
     const rssBytes = mem.rssBytes ?? s.rssPages * 4096;

@@ -3,6 +3,7 @@
 // waits. Hostile process names and reused pids are checked with real /proc text.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SandboxSample } from '../../../common/sandbox-stats.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
@@ -73,6 +74,17 @@ describe('sampling a process from /proc', () => {
     await exited;
     expect(await readProcessCounters(pid)).toBeUndefined();
     expect(await readProcessCounters(-1)).toBeUndefined();
+  });
+
+  it('a process that has exited but is not yet reaped (a zombie) reads as gone, not as 0 bytes', async () => {
+    // sh starts a short child and execs into a sleep that never reaps it: a zombie for 5 s.
+    const c = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    children.push(c);
+    const pid = Number((await new Promise<string>((r) => c.stdout!.once('data', (d: Buffer) => r(d.toString())))).trim());
+    const zombie = async () => (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).includes(') Z ');
+    for (let i = 0; i < 100 && !(await zombie()); i++) await sleep(20);
+    expect(await zombie()).toBe(true);
+    expect(await readProcessCounters(pid)).toBeUndefined();
   });
 
   it('a process named to look like more fields is read from after its last parenthesis', () => {
