@@ -302,6 +302,7 @@ export class WarmPool<Image = unknown> {
    * their task's records (which reap them and keep their logs).
    */
   private async reap(): Promise<void> {
+    // No pool folder yet (a first start): nothing to reap.
     const names = await readdir(this.deps.root).catch(() => [] as string[]);
     for (const name of names) {
       const dir = path.join(this.deps.root, name);
@@ -312,6 +313,7 @@ export class WarmPool<Image = unknown> {
         this.deps.log.warn('looking for a pooled QEMU left behind failed; its folder is kept', { dir, err });
         continue;
       }
+      // An entry that cannot be read as a folder holds no taken marker: it goes like any untaken one.
       const taken = (await readdir(dir).catch(() => [] as string[])).includes(TAKEN_MARKER);
       if (!taken) await rm(dir, { recursive: true, force: true });
     }

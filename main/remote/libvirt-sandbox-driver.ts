@@ -157,6 +157,7 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
       }
       throw lastError ?? new Error('the domain was not created');
     } catch (err) {
+      // The start's own error is the one to report; the host's reap removes what this leaves.
       await vm.destroy().catch(() => undefined);
       throw err;
     }
@@ -297,6 +298,7 @@ export class RemoteVm implements RunningVmPort {
   }
 
   private async fetchSerial(): Promise<void> {
+    // Only adds detail to an error already on its way; a link that cannot read the log leaves it out.
     const r = await this.conn.run(['tail', '-n', '40', `${this.remoteDir}/serial.log`]).catch(() => undefined);
     if (r?.code === 0) this.serial = r.stdout.replace(/[^\x20-\x7e\n]/g, '?');
   }
@@ -325,6 +327,7 @@ export class RemoteVm implements RunningVmPort {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.end();
+      // A forward of a dropped link is gone with it; the domain and folder below are what must go.
       for (const sock of this.sockets) await this.conn.unforwardStreamLocal(sock).catch(() => undefined);
       try {
         if (!this.conn.isClosed) await this.driver.removeDomain(this.conn, this.domain);

@@ -101,6 +101,7 @@ export class SandboxHosts {
 
   /** At start-up: connects to every host, which removes what an earlier run left there. Failures show in status(). */
   async connectAll(): Promise<void> {
+    // connect() records a failure on its host (status() shows it); a task placed there tries again.
     await Promise.all(this.deps.settings().sandboxHosts.map((h) => this.connect(this.entry(h.name)).catch(() => undefined)));
   }
 

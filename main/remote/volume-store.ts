@@ -79,6 +79,7 @@ export class VolumeStore {
       await host.check(['sh', '-c', 'chmod 0444 "$1"/* && : > "$1"/complete && chmod 0755 "$1" && mv -T "$1" "$2"', 'sh', tmp, dir]);
       return base;
     } finally {
+      // After a rename there is nothing left; after a failure the upload's own error is the one to report.
       await host.run(['rm', '-rf', '--', tmp]).catch(() => undefined);
     }
   }

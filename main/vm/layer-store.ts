@@ -218,6 +218,7 @@ export class LayerStore {
       await this.remove(b.id);
       removed.push(b.id);
     }
+    // A layer removed meanwhile (another app instance) takes no space.
     const sized = await Promise.all(layers.map(async (l) => ({ id: l.id, lastUsedAt: l.lastUsedAt, bytes: await layerBytes(l.dir).catch(() => 0) })));
     let total = sized.reduce((sum, l) => sum + l.bytes, 0);
     for (const l of sized.sort((a, b) => a.lastUsedAt.localeCompare(b.lastUsedAt))) {
@@ -326,6 +327,7 @@ async function takeWarm(from: string, to: string): Promise<void> {
 /** Bytes a layer folder takes: its disk and, when there, its memory state. */
 async function layerBytes(dir: string): Promise<number> {
   let total = await diskBytes(path.join(dir, DISK));
+  // A layer without saved memory has no warm files: they count nothing.
   for (const rel of warmFileList(path.join(dir, WARM))) total += await diskBytes(path.join(dir, WARM, rel)).catch(() => 0);
   return total;
 }

@@ -383,6 +383,7 @@ export class QemuVm {
     for (const disk of sandboxDisks(this.files).reverse()) await rm(disk, { force: true });
     await rm(this.files.overlay, { force: true });
     await rm(this.files.keysDir, { recursive: true, force: true });
+    // A sandbox folder already gone has no warm overlays left to remove.
     for (const name of await readdir(this.sandboxDir).catch(() => [] as string[])) {
       if (/^warm-overlay(-[0-9]+)?$/.test(name)) await rm(path.join(this.sandboxDir, name), { recursive: true, force: true });
     }
@@ -402,6 +403,7 @@ async function saveMemory(qmp: QmpClient, file: string): Promise<void> {
     if (info.status === 'completed') break;
     if (info.status === 'failed' || info.status === 'cancelled') throw new Error(`saving the memory failed (${info.status}): ${info['error-desc'] ?? ''}`);
     if (Date.now() > deadline) {
+      // The timeout below is the failure to report; a cancel QEMU refuses changes nothing about it.
       await qmp.execute('migrate_cancel').catch(() => {});
       throw new Error('saving the memory did not complete within 120 s');
     }
