@@ -5,10 +5,10 @@
 import { useRef, useState } from 'react';
 import type { ApiInput, SettingsView } from '../../common/contract.js';
 import type { ErrorInfo } from '../../common/domain.js';
-import { useController, useFactory } from '../state/context.js';
-import { toErrorInfo } from '../state/store.js';
+import { useFactory } from '../state/context.js';
 import { EgressRulesSettings } from './environment/EgressRulesSettings.js';
 import { ErrorBox } from './ErrorBox.js';
+import { useSettingsDraft } from './settings-draft.js';
 import './look.css';
 
 export type SettingsPatch = ApiInput<'settings.set'>;
@@ -93,47 +93,29 @@ export function SettingsScreen() {
 }
 
 function GeneralSettings() {
-  const controller = useController();
   const saved = useFactory((s) => s.settings);
-  const [draft, setDraft] = useState<Draft>();
-  const [error, setError] = useState<ErrorInfo>();
+  const { draft, error, busy, done, edit: setDraft, discard, begin, save: send } = useSettingsDraft<Draft>();
   const [local, setLocal] = useState<{ key: string; problem: string }>();
-  const [busy, setBusy] = useState(false);
-  const [done, setDone] = useState(false);
   const saveButton = useRef<HTMLButtonElement>(null);
   if (!saved) return <p className="hint">Loading settings…</p>;
   // Only settings this host knows (an older host lacks some).
   const fields = SETTING_FIELDS.filter((f) => saved[f.key] !== undefined);
   const base: Draft = Object.assign({}, ...fields.map((f) => initial(f, saved[f.key])));
   const current = { ...base, ...draft };
-  const edit = (patch: Draft) => {
-    setDraft({ ...draft, ...patch });
-    setDone(false);
-  };
+  const edit = (patch: Draft) => setDraft({ ...draft, ...patch });
   const changed = fields.filter((f) => current[f.key] !== base[f.key] || (f.kind === 'memory' && current[`${f.key}:unit`] !== base[`${f.key}:unit`]));
 
   const save = async () => {
     if (busy || changed.length === 0) return;
-    setError(undefined);
+    begin();
     setLocal(undefined);
-    setDone(false);
     const patch: Record<string, unknown> = {};
     for (const f of changed) {
       const v = fieldValue(f, current);
       if ('error' in v) return setLocal({ key: f.key, problem: v.error });
       patch[f.key] = v.value;
     }
-    setBusy(true);
-    try {
-      await controller.saveSettings(patch as SettingsPatch);
-      setDraft(undefined);
-      setDone(true);
-    } catch (err) {
-      // The draft stays: the user fixes what they typed instead of typing it again.
-      setError(toErrorInfo(err));
-    } finally {
-      setBusy(false);
-    }
+    await send(patch as SettingsPatch);
   };
 
   const hostProblem = error ? fieldOfError(error, fields) : undefined;
@@ -161,8 +143,7 @@ function GeneralSettings() {
         </button>
         {changed.length ? (
           <button type="button" className="secondary" data-testid="settings-undo" onClick={() => {
-              setDraft(undefined);
-              setError(undefined);
+              discard();
               setLocal(undefined);
               // This button goes away with the changes: the focus goes to Save, not to the page body.
               saveButton.current?.focus();

@@ -1,12 +1,10 @@
 // The default egress rules every sandbox starts with (package registries, Debian
 // mirrors), per pipeline step: listed, edited, added, removed, saved with
 // settings.set. A rule the host refuses is named in the error.
-import { useState } from 'react';
-import type { ErrorInfo } from '../../../common/domain.js';
 import { EgressRule, STEP_NAMES, type StepName } from '../../../common/egress.js';
-import { useController, useFactory } from '../../state/context.js';
-import { toErrorInfo } from '../../state/store.js';
+import { useFactory } from '../../state/context.js';
 import { ErrorBox } from '../ErrorBox.js';
+import { useSettingsDraft } from '../settings-draft.js';
 
 interface RuleDraft {
   name: string;
@@ -54,36 +52,18 @@ export function fromDraft(d: RuleDraft, index: number): { rule: EgressRule } | {
 const EMPTY: RuleDraft = { name: '', host: '', port: '443', scheme: 'https', methods: '', pathPrefixes: '', addresses: '', steps: ['setup', 'build'] };
 
 export function EgressRulesSettings() {
-  const controller = useController();
   const saved = useFactory((s) => s.settings?.egressRules);
-  const [draft, setDraft] = useState<RuleDraft[]>();
-  const [error, setError] = useState<ErrorInfo>();
-  const [done, setDone] = useState(false);
-  const [busy, setBusy] = useState(false);
+  const { draft, error, busy, done, setError, edit, begin, save: send } = useSettingsDraft<RuleDraft[]>();
   const rows = draft ?? (saved ?? []).map(toDraft);
-  const edit = (next: RuleDraft[]) => {
-    setDraft(next);
-    setDone(false);
-  };
   const change = (i: number, patch: Partial<RuleDraft>) => edit(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)));
 
   const save = async () => {
-    setError(undefined);
-    setDone(false);
+    begin();
     const built = rows.map(fromDraft);
     const bad = built.find((b): b is { error: string } => 'error' in b);
     if (bad) return setError({ name: 'InvalidInput', message: bad.error });
-    setBusy(true);
-    try {
-      await controller.saveSettings({ egressRules: built.map((b) => (b as { rule: EgressRule }).rule) });
-      setDraft(undefined);
-      setDone(true);
-    } catch (err) {
-      // The host's message names the rule it refused; the rows stay as typed.
-      setError(toErrorInfo(err));
-    } finally {
-      setBusy(false);
-    }
+    // A refusal names the rule it refused; the rows stay as typed.
+    await send({ egressRules: built.map((b) => (b as { rule: EgressRule }).rule) });
   };
 
   if (!saved && !draft) return <p className="hint">Loading settings…</p>;
