@@ -7,7 +7,7 @@
 // restrict=on or guestfwd, so that netdev is passed through as QEMU
 // arguments), no host folder shared, no display, serial console to a file.
 // Every value is validated, and escaped where it lands in XML.
-import { escapeOptionValue, validateGuestForward, type GuestForward } from '../vm/qemu-args.js';
+import { userNetdev, type GuestForward } from '../vm/qemu-args.js';
 
 export interface DomainSpec {
   /** libvirt domain name, also the QEMU guest name. */
@@ -51,16 +51,9 @@ export function domainXml(spec: DomainSpec): string {
     if (!Number.isInteger(n) || n < 1 || n > max) throw new Error(`bad ${what} ${n}`);
   }
   for (const [what, p] of [['kernel', spec.kernel], ['initrd', spec.initrd], ['overlay', spec.overlay], ['serial log', spec.serialLog]] as const) checkHostPath(what, p);
-  for (const fwd of spec.guestForwards) validateGuestForward(fwd);
   if (/[\0-\x1f]/.test(spec.cmdline)) throw new Error('the kernel command line holds a control character');
   const x = escapeXml;
-  const netdev = [
-    'user',
-    'id=fnet0',
-    'restrict=on',
-    `hostfwd=tcp:127.0.0.1:${spec.sshPort}-:22`,
-    ...spec.guestForwards.map((f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:${escapeOptionValue(f.command)}`),
-  ].join(',');
+  const netdev = userNetdev('fnet0', spec.sshPort, spec.guestForwards);
   const fwCfg = spec.fwCfg.map((f) => {
     if (!/^[a-z0-9_.-]+$/.test(f.name)) throw new Error(`bad fw_cfg name ${JSON.stringify(f.name)}`);
     return `    <entry name='opt/factory/${f.name}' file='${x(checkHostPath('fw_cfg file', f.file))}'/>`;

@@ -110,18 +110,26 @@ export function validateGuestForward(fwd: GuestForward): void {
   }
 }
 
-export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
-  for (const fwd of spec.guestForwards) validateGuestForward(fwd);
-  if (!Number.isInteger(spec.sshPort) || spec.sshPort < 1 || spec.sshPort > 65535) throw new Error(`bad SSH port ${spec.sshPort}`);
-  const e = escapeOptionValue;
-
-  const netdev = [
+/**
+ * The sandbox's user-mode network, as a -netdev value: restrict=on (the guest
+ * reaches nothing but what is forwarded), SSH forwarded on 127.0.0.1 only, and
+ * each guest forward as a per-connection command. Local and remote VMs both use it.
+ */
+export function userNetdev(id: string, sshPort: number, guestForwards: readonly GuestForward[]): string {
+  for (const fwd of guestForwards) validateGuestForward(fwd);
+  if (!Number.isInteger(sshPort) || sshPort < 1 || sshPort > 65535) throw new Error(`bad SSH port ${sshPort}`);
+  return [
     'user',
-    'id=net0',
+    `id=${id}`,
     'restrict=on',
-    `hostfwd=tcp:127.0.0.1:${spec.sshPort}-:22`,
-    ...spec.guestForwards.map((f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:${e(f.command)}`),
+    `hostfwd=tcp:127.0.0.1:${sshPort}-:22`,
+    ...guestForwards.map((f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:${escapeOptionValue(f.command)}`),
   ].join(',');
+}
+
+export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
+  const e = escapeOptionValue;
+  const netdev = userNetdev('net0', spec.sshPort, spec.guestForwards);
 
   if (!/^[A-Za-z0-9._-]{1,80}$/.test(spec.name)) throw new Error(`bad guest name ${JSON.stringify(spec.name)}`);
   const accel = spec.accel.accel === 'tcg' ? `tcg,thread=multi,tb-size=${TCG_CACHE_MB}` : spec.accel.accel;
