@@ -3,6 +3,7 @@ import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatBytes, formatMemory } from './format.js';
 import { PoolStatus } from './PoolStatus.js';
+import { ShortcutsHelp } from './ShortcutsHelp.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -26,7 +27,7 @@ export function Header() {
   );
   const keychain = status?.keychain;
   return (
-    <header className="app-header" data-testid="system-status">
+    <header className="app-header" data-testid="system-status" data-region="header">
       <h1>Factory in a Box</h1>
       <nav className="views" aria-label="Screens">
         <button type="button" className={view === 'tasks' ? 'nav active' : 'nav'} aria-current={view === 'tasks' ? 'page' : undefined} data-testid="nav-tasks" onClick={() => controller.showView('tasks')}>
@@ -42,6 +43,7 @@ export function Header() {
           Settings
         </button>
       </nav>
+      <ShortcutsHelp />
       <div className="status-items">
         {connection !== 'open' ? (
           <span className="pill warn" data-testid="connection-status">

@@ -4,6 +4,7 @@ import type { TaskPreflight } from '../../common/environment.js';
 import { useController, useFactory } from '../state/context.js';
 import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../state/recent-repos.js';
 import { toErrorInfo } from '../state/store.js';
+import { isStartKey, keysOf } from '../keyboard/shortcuts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { chosenRules, initialChoices, needsDecision, PreflightPanel, type EgressChoices } from './environment/PreflightPanel.js';
 
@@ -44,8 +45,20 @@ export function NewTaskForm() {
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
   const pickFolder = controller.bridge.pickRepoFolder;
   const taskInput = useRef<HTMLTextAreaElement>(null);
+  const repoInput = useRef<HTMLInputElement>(null);
+  const form = useRef<HTMLFormElement>(null);
 
   useEffect(() => saveRepoDraft(repoPath), [repoPath]);
+
+  // The new-task shortcut: the first field still to fill takes the focus.
+  const formFocus = useFactory((s) => s.formFocus);
+  useEffect(() => {
+    if (!formFocus) return;
+    const field = repoInput.current?.value.trim() ? taskInput.current : repoInput.current;
+    field?.focus();
+    field?.scrollIntoView?.({ block: 'nearest' });
+    // The input's value, not the state: this runs only when the shortcut asks.
+  }, [formFocus]);
 
   // The tray's "New task…" (Electron) arrives here, with the folder it picked.
   useEffect(
@@ -131,9 +144,23 @@ export function NewTaskForm() {
   };
 
   const shown = preflight?.repoPath === repoPath.trim() ? preflight : undefined;
+  const startDisabled = starting || !repoPath.trim() || !title.trim();
 
   return (
-    <form className="new-task" data-testid="new-task-form" onSubmit={onSubmit}>
+    <form
+      ref={form}
+      className="new-task"
+      data-testid="new-task-form"
+      data-region="new-task"
+      aria-label="New task"
+      onSubmit={onSubmit}
+      onKeyDown={(e) => {
+        // Ctrl+Enter anywhere in the form starts, as Start would (not while Start is unavailable).
+        if (!isStartKey(e.nativeEvent)) return;
+        e.preventDefault();
+        if (!startDisabled) form.current?.requestSubmit();
+      }}
+    >
       <h2>New task</h2>
       <div
         className={`drop-zone${dragging ? ' dragging' : ''}`}
@@ -148,7 +175,9 @@ export function NewTaskForm() {
         <label>
           Repository
           <input
+            ref={repoInput}
             type="text"
+            aria-keyshortcuts={keysOf('new-task')}
             data-testid="repo-path-input"
             placeholder="/path/to/your/repository"
             value={repoPath}
@@ -204,6 +233,7 @@ export function NewTaskForm() {
         Task
         <textarea
           ref={taskInput}
+          aria-keyshortcuts={keysOf('new-task')}
           data-testid="task-text-input"
           placeholder="What should the agent do?"
           rows={3}
@@ -240,7 +270,7 @@ export function NewTaskForm() {
         />
       ) : null}
       <div className="actions">
-        <button type="submit" data-testid="start-button" disabled={starting || !repoPath.trim() || !title.trim()}>
+        <button type="submit" data-testid="start-button" aria-keyshortcuts="Control+Enter" title="Start (Ctrl+Enter in the form)" disabled={startDisabled}>
           {starting ? 'Starting…' : shown?.asked ? 'Start with these choices' : 'Start'}
         </button>
         <button

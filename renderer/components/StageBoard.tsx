@@ -31,8 +31,8 @@ export function StageBoard() {
   const ordered = onBoard.filter((t) => matchesFilter(t, filter));
   const repos = [...new Set(all.map((t) => t.repoPath).filter(Boolean))].sort();
   return (
-    <section className="board" data-testid="stage-board">
-      <h2>Tasks</h2>
+    <section className="board" data-testid="stage-board" data-region="board" aria-labelledby="board-heading">
+      <h2 id="board-heading">Tasks</h2>
       {all.length > 0 ? <BoardFilterBar filter={filter} repos={repos} onChange={setFilter} shown={ordered.length} total={onBoard.length} /> : null}
       {ordered.length === 0 ? (
         <p className="hint" data-testid="board-empty">
@@ -64,7 +64,7 @@ export function StageBoard() {
 function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
   const controller = useController();
   return (
-    <tr className={selected ? 'selected' : ''} data-testid={`task-row-${task.id}`} data-phase={task.phase}>
+    <tr className={selected ? 'selected' : ''} data-testid={`task-row-${task.id}`} data-phase={task.phase} data-region-focus={selected ? '' : undefined}>
       <td className="task-cell">
         <button type="button" className="link" title={task.title} data-testid={`task-select-${task.id}`} onClick={() => controller.open(task.id)}>
           {task.title}

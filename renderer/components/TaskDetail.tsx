@@ -5,6 +5,7 @@ import { useFocusRequest } from '../state/focus.js';
 import { EgressRefusals, SetupDetails } from './environment/TaskEnvironment.js';
 import { TaskArtifacts } from './environment/TaskArtifacts.js';
 import { ErrorBox } from './ErrorBox.js';
+import { InlineConfirm } from './InlineConfirm.js';
 import { formatDuration } from './format.js';
 import { ResourceSpark } from './ResourceSpark.js';
 import { ReviewPanel } from './ReviewPanel.js';
@@ -12,7 +13,8 @@ import { keptUntilTitle, sandboxWords } from './sandbox-words.js';
 import { TaskHousekeeping } from './TaskHousekeeping.js';
 import { SecurityPanel } from './SecurityPanel.js';
 import { StageTimeline } from './StageTimeline.js';
-import { TerminalTabs, type TerminalTab as Tab } from './TerminalTabs.js';
+import { TerminalPane } from './TerminalPane.js';
+import type { TerminalTab as Tab } from './TerminalTabs.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 
@@ -63,7 +65,7 @@ export function TaskDetail() {
 
 function NoTask() {
   return (
-    <section className="detail empty" data-testid="task-detail-empty">
+    <section className="detail empty" data-testid="task-detail-empty" data-region="task" aria-label="Task">
       <p className="hint">Select a task to see its terminals and result.</p>
     </section>
   );
@@ -100,122 +102,117 @@ function TaskView({ task }: { task: Task }) {
     ((task.phase === 'failed' || task.phase === 'cancelled') && (sandboxUp || task.sandbox.status === 'lost' || task.sandbox.status === 'none')));
 
   return (
-    <section className="detail" data-testid="task-detail" data-task-id={task.id}>
-      <div className="detail-head">
-        <div>
-          <h2 data-testid="task-title" ref={title} tabIndex={-1}>
-            {task.title}
-          </h2>
-          <p className="muted">
-            {task.repoPath ? (
-              <>
-                <code>{task.repoPath}</code> · base {task.baseRef} ({task.baseCommit.slice(0, 10)}) · branch <code>{task.branch}</code>
-              </>
-            ) : (
-              'no repository'
-            )}
-          </p>
-          <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1} title={keptUntilTitle(task.sandbox)}>
-            {sandboxWords(task.sandbox)}
-            {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
-            {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
-          </p>
-          <ResourceSpark taskId={task.id} running={sandboxUp} />
-        </div>
-        <div className="actions">
-          {retryable ? (
-            <button type="button" className="secondary" data-testid="retry-button" disabled={!!busy} onClick={() => void controller.retry(task.id)}>
-              {busy === 'retry' ? 'Retrying…' : 'Retry'}
-            </button>
-          ) : null}
-          {task.phase === 'failed' && sandboxUp && task.stages.find((s) => s.name === 'review')?.status === 'failed' ? (
+    <section className="detail" data-testid="task-detail" data-task-id={task.id} aria-label="Task">
+      {/* The main pane (F6 region "task"): the task, and in review its result; the terminals are a pane below it. */}
+      <div className="task-main" data-region="task">
+        <div className="detail-head">
+          <div>
+            <h2 data-testid="task-title" ref={title} tabIndex={-1} data-region-focus>
+              {task.title}
+            </h2>
+            <p className="muted">
+              {task.repoPath ? (
+                <>
+                  <code>{task.repoPath}</code> · base {task.baseRef} ({task.baseCommit.slice(0, 10)}) · branch <code>{task.branch}</code>
+                </>
+              ) : (
+                'no repository'
+              )}
+            </p>
+            <p className="muted" data-testid="sandbox-status" data-status={task.sandbox.status} ref={sandboxLine} tabIndex={-1} title={keptUntilTitle(task.sandbox)}>
+              {sandboxWords(task.sandbox)}
+              {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
+              {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
+            </p>
+            <ResourceSpark taskId={task.id} running={sandboxUp} />
+          </div>
+          <div className="actions">
+            {retryable ? (
+              <button type="button" className="secondary" data-testid="retry-button" disabled={!!busy} onClick={() => void controller.retry(task.id)}>
+                {busy === 'retry' ? 'Retrying…' : 'Retry'}
+              </button>
+            ) : null}
+            {task.phase === 'failed' && sandboxUp && task.stages.find((s) => s.name === 'review')?.status === 'failed' ? (
+              <button
+                type="button"
+                className="secondary"
+                data-testid="override-review-button"
+                title="Accept the change although the review failed, and go on with the document stage"
+                disabled={!!busy}
+                onClick={() => void controller.retry(task.id, undefined, { overrideReview: true })}
+              >
+                Override review
+              </button>
+            ) : null}
+            {active ? (
+              <button type="button" className="secondary" data-testid="cancel-button" disabled={!!busy} onClick={() => void controller.cancel(task.id)}>
+                Cancel
+              </button>
+            ) : null}
             <button
+              ref={destroyButton}
               type="button"
-              className="secondary"
-              data-testid="override-review-button"
-              title="Accept the change although the review failed, and go on with the document stage"
-              disabled={!!busy}
-              onClick={() => void controller.retry(task.id, undefined, { overrideReview: true })}
+              className="danger"
+              data-testid="destroy-button"
+              aria-expanded={confirmDestroy}
+              disabled={!!busy || destroyed}
+              onClick={() => setConfirmDestroy(true)}
             >
-              Override review
+              {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
             </button>
-          ) : null}
-          {active ? (
-            <button type="button" className="secondary" data-testid="cancel-button" disabled={!!busy} onClick={() => void controller.cancel(task.id)}>
-              Cancel
-            </button>
-          ) : null}
-          <button
-            ref={destroyButton}
-            type="button"
-            className="danger"
-            data-testid="destroy-button"
-            aria-expanded={confirmDestroy}
-            disabled={!!busy || destroyed}
-            onClick={() => setConfirmDestroy(true)}
-          >
-            {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
-          </button>
-          <TaskHousekeeping task={task} />
+            <TaskHousekeeping task={task} />
+          </div>
         </div>
+        {confirmDestroy && !destroyed ? (
+          <DestroyConfirm
+            task={task}
+            busy={!!busy}
+            onCancel={() => {
+              setConfirmDestroy(false);
+              destroyButton.current?.focus();
+            }}
+            onConfirm={() => {
+              setConfirmDestroy(false);
+              void controller.destroy(task.id);
+            }}
+          />
+        ) : null}
+        {task.error ? <ErrorBox testId="task-error" error={task.error} /> : null}
+        {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
+        {/* In review and after the decision, the result comes first: it is what the user is here for. */}
+        {resultFirst ? <ReviewPanel task={task} /> : null}
+        <SetupDetails task={task} />
+        <EgressRefusals task={task} />
+        <TaskArtifacts task={task} />
+        <StageTimeline task={task} />
+        {!resultFirst ? <ReviewPanel task={task} /> : null}
+        <SecurityPanel task={task} />
       </div>
-      {confirmDestroy && !destroyed ? (
-        <DestroyConfirm
-          task={task}
-          busy={!!busy}
-          onCancel={() => {
-            setConfirmDestroy(false);
-            destroyButton.current?.focus();
-          }}
-          onConfirm={() => {
-            setConfirmDestroy(false);
-            void controller.destroy(task.id);
-          }}
-        />
-      ) : null}
-      {task.error ? <ErrorBox testId="task-error" error={task.error} /> : null}
-      {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
-      {/* In review and after the decision, the result comes first: it is what the user is here for. */}
-      {resultFirst ? <ReviewPanel task={task} /> : null}
-      <SetupDetails task={task} />
-      <EgressRefusals task={task} />
-      <TaskArtifacts task={task} />
-      <StageTimeline task={task} />
-      <TerminalTabs task={task} tabs={tabs} current={current} />
-      {!resultFirst ? <ReviewPanel task={task} /> : null}
-      <SecurityPanel task={task} />
+      <TerminalPane task={task} tabs={tabs} current={current} />
     </section>
   );
 }
 
 /** Destroying ends QEMU and deletes the overlay: whatever is only in the sandbox is gone, so it asks first. */
 function DestroyConfirm({ task, busy, onCancel, onConfirm }: { task: Task; busy: boolean; onCancel: () => void; onConfirm: () => void }) {
-  const headingId = `destroy-confirm-${task.id}`;
   return (
-    <div
-      className="destroy-confirm"
-      role="group"
-      aria-labelledby={headingId}
-      data-testid="destroy-confirm"
-      onKeyDown={(e) => {
-        if (e.key === 'Escape') {
-          e.preventDefault();
-          onCancel();
-        }
-      }}
-    >
-      <p id={headingId}>
-        <strong>Destroy this sandbox?</strong> QEMU stops and the sandbox's disk is deleted: shells close, and anything not brought back is lost. Logs are kept.
-      </p>
-      <div className="actions">
-        {/* Cancel first and focused, so Enter or a double click cannot destroy. */}
-        <button type="button" className="secondary" data-testid="destroy-cancel-button" autoFocus onClick={onCancel}>
-          Keep it
-        </button>
-        <button type="button" className="danger" data-testid="destroy-confirmed-button" disabled={busy} onClick={onConfirm}>
-          Destroy sandbox
-        </button>
-      </div>
-    </div>
+    <InlineConfirm
+      id={`destroy-confirm-${task.id}`}
+      testId="destroy-confirm"
+      question={
+        <>
+          <strong>Destroy this sandbox?</strong> QEMU stops and the sandbox's disk is deleted: shells close, and anything not brought back is lost. Logs are kept.
+        </>
+      }
+      // Cancel first and focused, so Enter or a double click cannot destroy.
+      focus="cancel"
+      cancelLabel="Keep it"
+      cancelTestId="destroy-cancel-button"
+      confirmLabel="Destroy sandbox"
+      confirmTestId="destroy-confirmed-button"
+      busy={busy}
+      onCancel={onCancel}
+      onConfirm={onConfirm}
+    />
   );
 }

@@ -15,13 +15,25 @@ export interface TerminalTab {
   testId?: string;
 }
 
-export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: TerminalTab[]; current: TerminalTab | undefined }) {
+export interface TerminalTabsProps {
+  task: Task;
+  tabs: TerminalTab[];
+  current: TerminalTab | undefined;
+  panelId: string;
+  /** The terminal's height in pixels, or null when the pane is collapsed (the tab bar stays). */
+  height: number | null;
+  onToggle: () => void;
+  /** A tab was chosen while collapsed: show the terminal again. */
+  onExpand: () => void;
+}
+
+export function TerminalTabs({ task, tabs, current, panelId, height, onToggle, onExpand }: TerminalTabsProps) {
   const controller = useController();
   const busy = useFactory((s) => s.busy[task.id]);
   const list = useRef<HTMLDivElement>(null);
   const sandboxUp = task.sandbox.status === 'running';
   const tabId = (t: TerminalTab) => `tab-${t.sessionId}`;
-  const panelId = `terminal-panel-${task.id}`;
+  const collapsed = height === null;
 
   // Compared as data, not put in a selector: no escaping to get right (and jsdom has no CSS.escape).
   const focusTab = (sessionId: string) =>
@@ -37,6 +49,7 @@ export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: Termin
     if (next < 0 || !tabs[next]) return;
     e.preventDefault();
     controller.selectTab(task.id, tabs[next].sessionId);
+    onExpand();
     focusTab(tabs[next].sessionId);
   };
 
@@ -53,12 +66,17 @@ export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: Termin
                 type="button"
                 role="tab"
                 aria-selected={selected}
-                aria-controls={selected ? panelId : undefined}
+                aria-controls={selected && !collapsed ? panelId : undefined}
                 tabIndex={selected ? 0 : -1}
                 className={selected ? 'tab active' : 'tab'}
                 data-testid={t.testId ?? `terminal-tab-${t.kind === 'stage' ? t.label : t.sessionId}`}
                 data-session-id={t.sessionId}
-                onClick={() => controller.selectTab(task.id, t.sessionId)}
+                // F6 into the terminals lands on the tab shown.
+                data-region-focus={selected ? '' : undefined}
+                onClick={() => {
+                  controller.selectTab(task.id, t.sessionId);
+                  onExpand();
+                }}
               >
                 {t.label} <span className="muted">{t.state}</span>
               </button>
@@ -66,6 +84,17 @@ export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: Termin
           })}
         </div>
         <div className="tab-actions">
+          <button
+            type="button"
+            className="tab add"
+            data-testid="terminal-collapse-button"
+            aria-expanded={!collapsed}
+            aria-controls={collapsed || !current ? undefined : panelId}
+            title={collapsed ? 'Show the terminals (or choose a tab)' : 'Hide the terminals, leaving their tabs'}
+            onClick={onToggle}
+          >
+            {collapsed ? 'Show terminals' : 'Hide terminals'}
+          </button>
           <button
             type="button"
             className="tab add"
@@ -88,8 +117,8 @@ export function TerminalTabs({ task, tabs, current }: { task: Task; tabs: Termin
           </button>
         </div>
       </div>
-      {current ? (
-        <div role="tabpanel" id={panelId} aria-labelledby={tabId(current)} className="terminal-panel">
+      {collapsed ? null : current ? (
+        <div role="tabpanel" id={panelId} aria-labelledby={tabId(current)} className="terminal-panel" style={{ height }}>
           <TerminalSlot sessionId={current.sessionId} interactive={current.kind !== 'stage'} onLeave={() => focusTab(current.sessionId)} />
         </div>
       ) : (

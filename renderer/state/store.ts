@@ -49,6 +49,12 @@ export interface FactoryState {
    * body when the element that had it goes away. `n` makes each request new.
    */
   focusRequest?: FocusRequest;
+  /** A keyboard shortcut asked to approve or reject this task: its view asks the user to confirm first. */
+  decisionAsk?: { taskId: string; kind: 'approve' | 'reject'; n: number };
+  /** Bumped by the new-task shortcut: the form takes the focus. */
+  formFocus?: number;
+  /** The "Keyboard shortcuts" list is open. */
+  shortcutsOpen?: boolean;
 }
 
 export type View = 'tasks' | 'credentials' | 'environments' | 'settings';

@@ -30,6 +30,9 @@ export function handleTerminalKey(ev: KeyboardEvent, ctx: TerminalKeyContext): b
     case 'tab-out':
       // Not handled by xterm.js, so the browser moves the focus as for any other element.
       return false;
+    case 'region':
+      // Not sent to the program: the page's F6 handler moves to the next region.
+      return false;
     default:
       break;
   }

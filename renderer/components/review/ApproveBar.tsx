@@ -2,12 +2,14 @@
 // secrets), Approve is a deliberate second step: the first click lists what the
 // user has not seen, and only a differently worded button sends the approval,
 // naming exactly those confirmations. Cancel goes back.
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import type { Task } from '../../../common/domain.js';
 import { escapeContentLine } from '../../../common/review-text.js';
 import type { ReviewConfirmation, ReviewConfirmationKind } from '../../../common/review.js';
 import { useController, useFactory } from '../../state/context.js';
 import { useFocusRequest } from '../../state/focus.js';
+import { keysOf } from '../../keyboard/shortcuts.js';
+import { InlineConfirm } from '../InlineConfirm.js';
 import { NextSteps } from '../NextSteps.js';
 
 const KIND_WORDS: Record<ReviewConfirmationKind, string> = {
@@ -21,7 +23,23 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
   const error = useFactory((s) => s.actionErrors[task.id]);
   const [confirming, setConfirming] = useState(false);
   const decision = useRef<HTMLParagraphElement>(null);
+  const approveButton = useRef<HTMLButtonElement>(null);
+  const rejectButton = useRef<HTMLButtonElement>(null);
   useFocusRequest('decision', task.id, decision);
+  // Approve or Reject asked for by a shortcut: confirmed here first (a click on the button needs no second step).
+  const ask = useFactory((s) => (s.decisionAsk?.taskId === task.id ? s.decisionAsk : undefined));
+  const needsSeen = confirmations.length > 0;
+  useEffect(() => {
+    // Approving what was not shown keeps its own, stronger second step.
+    if (ask?.kind === 'approve' && needsSeen) {
+      setConfirming(true);
+      controller.store.setState({ decisionAsk: undefined });
+    }
+  }, [ask, needsSeen, controller]);
+  const endAsk = (back: HTMLButtonElement | null) => {
+    controller.store.setState({ decisionAsk: undefined });
+    back?.focus();
+  };
 
   if (task.decision) {
     return (
@@ -78,19 +96,62 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
       </div>
     );
   }
+  const asking = ask && !(ask.kind === 'approve' && needs.length) ? ask.kind : undefined;
   return (
     <>
       {refused}
+      {asking ? (
+        <InlineConfirm
+          id={`decision-confirm-${task.id}`}
+          testId={`${asking}-confirm`}
+          question={
+            asking === 'approve' ? (
+              <>
+                <strong>Approve this change?</strong> Branch <code>{task.branch}</code> is created in your repository; your checkout is not touched.
+              </>
+            ) : (
+              <>
+                <strong>Reject this change?</strong> What the sandbox returned is discarded.
+              </>
+            )
+          }
+          // Asked for by a shortcut: the user meant it, Enter confirms and Esc goes back.
+          focus="confirm"
+          tone={asking === 'approve' ? 'primary' : 'danger'}
+          confirmLabel={asking === 'approve' ? 'Approve' : 'Reject'}
+          confirmTestId={`${asking}-confirmed-button`}
+          cancelLabel="Cancel"
+          cancelTestId={`${asking}-cancel-button`}
+          busy={!!busy}
+          onCancel={() => endAsk(asking === 'approve' ? approveButton.current : rejectButton.current)}
+          onConfirm={() => {
+            controller.store.setState({ decisionAsk: undefined });
+            void (asking === 'approve' ? controller.approve(task.id) : controller.reject(task.id));
+          }}
+        />
+      ) : null}
       <div className="actions approve-bar">
         <button
+          ref={approveButton}
           type="button"
           data-testid="approve-button"
+          aria-keyshortcuts={keysOf('approve')}
+          title={`Approve (${keysOf('approve')})`}
           disabled={!!busy}
           onClick={() => (needs.length ? setConfirming(true) : void controller.approve(task.id))}
         >
           {busy === 'approve' ? 'Approving…' : needs.length ? 'Approve…' : 'Approve'}
         </button>
-        <button type="button" className="secondary" data-testid="reject-button" disabled={!!busy} onClick={() => void controller.reject(task.id)}>
+        <button
+          ref={rejectButton}
+          type="button"
+          className="secondary"
+          data-testid="reject-button"
+          aria-keyshortcuts={keysOf('reject')}
+          title={`Reject (${keysOf('reject')})`}
+          disabled={!!busy}
+          onClick={() => void controller.reject(task.id)}
+        >
           Reject
         </button>
       </div>
