@@ -28,7 +28,7 @@ export function SecurityPanel({ task }: { task: Task }) {
   }, [controller, task.id]);
 
   return (
-    <section className="security" data-testid="security-panel">
+    <section className="security" data-testid="security-panel" data-region="security">
       <h3>Sandbox security</h3>
       {report ? (
         <div

@@ -186,9 +186,9 @@ function TaskView({ task }: { task: Task }) {
         <TaskArtifacts task={task} />
         <StageTimeline task={task} />
         {!resultFirst ? <ReviewPanel task={task} /> : null}
-        <SecurityPanel task={task} />
       </div>
       <TerminalPane task={task} tabs={tabs} current={current} />
+      <SecurityPanel task={task} />
     </section>
   );
 }

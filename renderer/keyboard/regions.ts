@@ -16,7 +16,8 @@ const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]):not([t
 
 function shown(el: HTMLElement): boolean {
   // jsdom lays nothing out: there every element counts as shown.
-  return !el.closest('[hidden]') && (el.getClientRects().length > 0 || navigator.userAgent.includes('jsdom'));
+  if (navigator.userAgent.includes('jsdom')) return !el.closest('[hidden]');
+  return el.getClientRects().length > 0 && el.getBoundingClientRect().height > 0;
 }
 
 export function regionsIn(root: ParentNode): HTMLElement[] {

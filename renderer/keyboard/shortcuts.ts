@@ -17,7 +17,7 @@ export interface Shortcut {
 }
 
 export const SHORTCUTS: readonly Shortcut[] = [
-  { id: 'cycle-regions', keys: 'F6', does: 'Move to the next part of the window (header, new task, board, task, terminals), also out of a terminal' },
+  { id: 'cycle-regions', keys: 'F6', does: 'Move to the next part of the window (header, new task, board, task, terminals, sandbox security), also out of a terminal' },
   { id: 'cycle-regions-back', keys: 'Shift+F6', does: 'Move to the previous part of the window' },
   { id: 'new-task', keys: 'Alt+N', does: 'New task: go to the task form' },
   { id: 'next-task', keys: 'Alt+ArrowDown', does: 'Select the next task on the board' },

@@ -100,37 +100,38 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
   return (
     <>
       {refused}
-      {asking ? (
-        <InlineConfirm
-          id={`decision-confirm-${task.id}`}
-          testId={`${asking}-confirm`}
-          question={
-            asking === 'approve' ? (
-              <>
-                <strong>Approve this change?</strong> Branch <code>{task.branch}</code> is created in your repository; your checkout is not touched.
-              </>
-            ) : (
-              <>
-                <strong>Reject this change?</strong> What the sandbox returned is discarded.
-              </>
-            )
-          }
-          // Asked for by a shortcut: the user meant it, Enter confirms and Esc goes back.
-          focus="confirm"
-          tone={asking === 'approve' ? 'primary' : 'danger'}
-          confirmLabel={asking === 'approve' ? 'Approve' : 'Reject'}
-          confirmTestId={`${asking}-confirmed-button`}
-          cancelLabel="Cancel"
-          cancelTestId={`${asking}-cancel-button`}
-          busy={!!busy}
-          onCancel={() => endAsk(asking === 'approve' ? approveButton.current : rejectButton.current)}
-          onConfirm={() => {
-            controller.store.setState({ decisionAsk: undefined });
-            void (asking === 'approve' ? controller.approve(task.id) : controller.reject(task.id));
-          }}
-        />
-      ) : null}
       <div className="actions approve-bar">
+        {/* In the sticky bar, so the bar never covers the question. */}
+        {asking ? (
+          <InlineConfirm
+            id={`decision-confirm-${task.id}`}
+            testId={`${asking}-confirm`}
+            question={
+              asking === 'approve' ? (
+                <>
+                  <strong>Approve this change?</strong> Branch <code>{task.branch}</code> is created in your repository; your checkout is not touched.
+                </>
+              ) : (
+                <>
+                  <strong>Reject this change?</strong> What the sandbox returned is discarded.
+                </>
+              )
+            }
+            // Asked for by a shortcut: the user meant it, Enter confirms and Esc goes back.
+            focus="confirm"
+            tone={asking === 'approve' ? 'primary' : 'danger'}
+            confirmLabel={asking === 'approve' ? 'Approve' : 'Reject'}
+            confirmTestId={`${asking}-confirmed-button`}
+            cancelLabel="Cancel"
+            cancelTestId={`${asking}-cancel-button`}
+            busy={!!busy}
+            onCancel={() => endAsk(asking === 'approve' ? approveButton.current : rejectButton.current)}
+            onConfirm={() => {
+              controller.store.setState({ decisionAsk: undefined });
+              void (asking === 'approve' ? controller.approve(task.id) : controller.reject(task.id));
+            }}
+          />
+        ) : null}
         <button
           ref={approveButton}
           type="button"
