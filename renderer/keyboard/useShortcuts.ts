@@ -24,6 +24,8 @@ export function useShortcuts(): void {
 export function runShortcut(controller: FactoryController, id: ShortcutId): boolean {
   const store = controller.store;
   const s = store.getState();
+  // The shortcuts list is modal: behind it nothing can take the focus.
+  if (s.shortcutsOpen) return false;
   switch (id) {
     case 'cycle-regions':
     case 'cycle-regions-back':

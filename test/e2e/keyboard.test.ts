@@ -5,6 +5,7 @@
 // reject (asking first); the terminal pane resizes and collapses by keyboard.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { describeViolations, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
 import { focused, tabTo } from './support/keyboard.js';
 import { ScriptedApp } from './support/scripted-app.js';
@@ -200,6 +201,7 @@ describe.skipIf(!!missing)('keyboard only', () => {
     expect(await page.getByTestId('approve-button').getAttribute('aria-keyshortcuts')).toBe('Alt+A');
     await page.keyboard.press('Alt+KeyA');
     expect(await focused(page)).toMatchObject({ testId: 'approve-confirmed-button', invisible: null });
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.keyboard.press('Escape');
     expect(await page.getByTestId('approve-confirm').count()).toBe(0);
     expect(await focused(page)).toMatchObject({ testId: 'approve-button', invisible: null });
@@ -243,6 +245,7 @@ describe.skipIf(!!missing)('keyboard only', () => {
     expect(await page.getByTestId('terminal-collapse-button').getAttribute('aria-expanded')).toBe('false');
     // The tabs stay, one key from the terminal; and with the terminals out of the way Approve is in the window.
     expect(await page.getByTestId('terminal-tab-document').count()).toBe(1);
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.getByTestId('task-title').evaluate((e) => e.scrollIntoView({ block: 'start' }));
     expect(await inViewAndOnTop(page, 'approve-button')).toBe(true);
 
@@ -255,6 +258,14 @@ describe.skipIf(!!missing)('keyboard only', () => {
     await pressUntilRegion(page, 'terminals');
     await page.keyboard.press('Enter');
     await expect.poll(async () => (await paneSize(page)).panel).toBe(before.panel + 40);
+    // The mouse drags it too: up makes the terminals taller, and the height is kept.
+    const grip = (await splitter.boundingBox())!;
+    await page.mouse.move(grip.x + grip.width / 2, grip.y + grip.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(grip.x + grip.width / 2, grip.y + grip.height / 2 - 100, { steps: 5 });
+    await page.mouse.up();
+    await expect.poll(async () => (await paneSize(page)).panel).toBe(before.panel + 140);
+    expect(await page.evaluate(() => JSON.parse(localStorage.getItem('factory.terminalPane') ?? '{}'))).toEqual({ height: before.panel + 140, collapsed: false });
 
     await page.getByTestId('review-file').first().waitFor();
     expect(await page.getByTestId('reject-button').getAttribute('aria-keyshortcuts')).toBe('Alt+R');
@@ -278,7 +289,13 @@ describe.skipIf(!!missing)('keyboard only', () => {
     expect(await focused(page)).toMatchObject({ testId: 'shortcuts-close-button', invisible: null });
     const rows = await page.getByTestId('shortcut-row').allTextContents();
     for (const keys of ['F6', 'Alt+N', 'Ctrl+Enter', 'Alt+↓', 'Alt+↑', 'Alt+A', 'Alt+R']) expect(rows.some((r) => r.startsWith(keys))).toBe(true);
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.keyboard.press('Escape');
+    await expect.poll(() => dialog.isVisible()).toBe(false);
+    // The header's button opens the same list.
+    await page.getByTestId('shortcuts-button').click();
+    await expect.poll(() => dialog.isVisible()).toBe(true);
+    await page.getByTestId('shortcuts-close-button').click();
     await expect.poll(() => dialog.isVisible()).toBe(false);
   });
 });

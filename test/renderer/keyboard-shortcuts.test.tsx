@@ -188,8 +188,12 @@ describe('approve and reject by shortcut, in the app', () => {
     await waitFor(() => expect(bridge.calls.filter((c) => c.method === 'tasks.approve')).toEqual([{ method: 'tasks.approve', input: { taskId: 't1' } }]));
   });
 
-  it('Alt+R asks before rejecting; Alt+A does nothing while the user types in a field', async () => {
-    const { bridge } = await openReview({ 'tasks.review': () => review(), 'tasks.reject': () => ({}) });
+  it('Alt+R asks before rejecting; Alt+A does nothing while the user types in a field or the shortcuts list is open', async () => {
+    const { bridge, controller } = await openReview({ 'tasks.review': () => review(), 'tasks.reject': () => ({}) });
+    act(() => controller.store.setState({ shortcutsOpen: true }));
+    fireEvent.keyDown(document.body, { key: 'a', code: 'KeyA', altKey: true });
+    expect(screen.queryByTestId('approve-confirm')).toBeNull();
+    act(() => controller.store.setState({ shortcutsOpen: false }));
     const field = screen.getByTestId('task-text-input');
     field.focus();
     fireEvent.keyDown(field, { key: 'a', code: 'KeyA', altKey: true });
