@@ -3,6 +3,7 @@ import { errorHelp } from '../../common/errors.js';
 import { ErrorBox } from './ErrorBox.js';
 import { formatBytes, formatMemory } from './format.js';
 import { PoolStatus } from './PoolStatus.js';
+import { HostsStatus } from './hosts/HostsStatus.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -113,6 +114,7 @@ export function Header() {
               ) : null}
             </span>
             <PoolStatus />
+            <HostsStatus />
             <span className="pill muted" title={status.dataDir}>
               {status.host} host
             </span>
