@@ -71,6 +71,8 @@ export function hostsApi(deps: HostsApiDeps): HostsApi {
       const setting = await hostToSave(draft as Parameters<typeof hostToSave>[0], hostKeyFingerprint as string, previous, deps.access);
       const next = previous ? hosts.map((h) => (h === previous ? setting : h)) : [...hosts, setting];
       deps.settings.set({ sandboxHosts: next });
+      // Connect now, so the list shows the host's state (a failure shows there as its last error).
+      void deps.hosts.connectAll();
       return list();
     },
     'hosts.remove': async ({ name }) => {
