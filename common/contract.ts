@@ -8,6 +8,7 @@ import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
 import type { ErrorName } from './errors.js';
 import { EgressRule } from './egress.js';
+import { HostCheckInput, HostName, HostSaveInput, type HostCheckResult, type SandboxHostView } from './sandbox-hosts.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
 import type { SandboxSample, SandboxStats } from './sandbox-stats.js';
 import type {
@@ -111,6 +112,14 @@ export const apiInputs = {
     /** Guest memory running and pooled sandboxes may hold before the pool stops refilling; 0: half of the computer's. */
     warmPoolMemoryBudgetMb: z.number().int().min(0).max(4 * 1024 * 1024).optional(),
   }),
+  /** Sandbox hosts (issue 14): the configured ones with their live state. */
+  'hosts.list': z.object({}),
+  /** Connects with a draft host: its presented host key, and once that is verified, what libvirt there offers. Saves nothing. */
+  'hosts.check': HostCheckInput,
+  /** Adds or changes a host; hostKeyFingerprint must be the one the host presents now (pinned from then on). */
+  'hosts.save': HostSaveInput,
+  /** Removes a host; refused while a sandbox runs there, naming its tasks. */
+  'hosts.remove': z.object({ name: HostName }),
   /** Hides a finished task from the board (listed under "Archived"), or restores it. A running task cannot be archived. */
   'tasks.archive': z.object({ taskId: id, archived: z.boolean() }),
   // The next steps on an approved task, on the host with the user's own git (main/git/branch-actions.ts).
@@ -204,6 +213,10 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.openEditor': { command: string };
   'settings.get': SettingsView;
   'settings.set': SettingsView;
+  'hosts.list': SandboxHostView[];
+  'hosts.check': HostCheckResult;
+  'hosts.save': SandboxHostView[];
+  'hosts.remove': SandboxHostView[];
   'terminal.list': TerminalInfo[];
   'terminal.openShell': TerminalInfo;
   'terminal.openHostShell': TerminalInfo;

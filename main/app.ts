@@ -52,6 +52,7 @@ import { Listeners } from '../common/listeners.js';
 import { execInSandbox } from './exec/sandbox-exec.js';
 import { SessionHoldExecutor } from './sessions/session-hold.js';
 import { SessionService } from './sessions/session-service.js';
+import { hostsApi } from './remote/hosts-api.js';
 import { SandboxHosts } from './remote/sandbox-hosts.js';
 import { SessionStore } from './sessions/session-store.js';
 import { sessionGraceMs } from './sessions/session-settings.js';
@@ -325,6 +326,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.preflight': async (input) => tasks.preflight(input),
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
+    ...hostsApi({ settings, hosts: sandboxHosts, tasks: () => tasks.list() }),
     'layers.list': async () => environment.layers(),
     'layers.remove': async ({ id }) => environment.removeLayer(id),
     'settings.get': async () => ({ ...settings.get(), agents: choosableAgents() }),

@@ -3,10 +3,10 @@
 // hosts' state for the board. A connection is made on demand; every new
 // connection (the first after start-up, or after a drop) first removes what
 // this app left on that host and no longer runs (a killed app, a lost link).
-import { readFile } from 'node:fs/promises';
 import { FactoryError } from '../../common/contract.js';
 import type { Logger } from '../log/logger.js';
 import type { SandboxHostSetting, Settings } from '../state/settings.js';
+import { sshTargetOf, type HostAccess } from './host-check.js';
 import { LibvirtSandboxDriver } from './libvirt-sandbox-driver.js';
 import { placeSandbox } from './placement.js';
 import { SshHost } from './ssh-host.js';
@@ -35,7 +35,7 @@ export class SandboxHosts {
   private readonly placed = new Map<string, string>();
   private closed = false;
 
-  constructor(private readonly deps: { settings: () => Settings; log: Logger; readKey?: (file: string) => Promise<string> }) {}
+  constructor(private readonly deps: { settings: () => Settings; log: Logger; access?: HostAccess }) {}
 
   private entry(name: string): HostEntry {
     const config = this.deps.settings().sandboxHosts.find((h) => h.name === name);
@@ -53,16 +53,8 @@ export class SandboxHosts {
     if (entry.conn && !entry.conn.isClosed) return Promise.resolve(entry.conn);
     entry.connecting ??= (async () => {
       const { config } = entry;
-      const at = config.destination.lastIndexOf('@');
-      const privateKey = await (this.deps.readKey ?? ((f: string) => readFile(f, 'utf8')))(config.keyFile);
-      const conn = await SshHost.connect({
-        name: config.name,
-        host: config.destination.slice(at + 1),
-        username: config.destination.slice(0, at),
-        port: config.port,
-        privateKey,
-        ...(config.hostKeyFingerprint ? { hostKeyFingerprint: config.hostKeyFingerprint } : {}),
-      });
+      // The key from its file or the user's agent; the host key as pinned (or known_hosts lists it).
+      const conn = await SshHost.connect(await sshTargetOf(config, this.deps.access ?? {}));
       conn.once('lost', () => {
         entry.lost = true;
         this.deps.log.warn('the connection to a sandbox host was lost', { host: config.name });

@@ -3,15 +3,16 @@
 // never a shell line built from untrusted parts), file uploads (SFTP), the
 // jump to a guest's forwarded SSH port and the remote end of the credential
 // proxy (a streamlocal forward back to a socket on this machine).
-// The host key is a trust boundary: only a pinned SHA256 fingerprint is
-// accepted; an unknown key is refused showing its fingerprint, a changed one
-// is refused loudly.
+// The host key is a trust boundary: only a pinned SHA256 fingerprint, or a key
+// the user's known_hosts lists for this host, is accepted; an unknown key is
+// refused showing its fingerprint, a changed one is refused loudly.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import ssh2, { type ClientChannel, type SFTPWrapper } from 'ssh2';
 import { FactoryError } from '../../common/contract.js';
 import { shellQuote } from '../../common/shell-quote.js';
+import { lookupKnownHosts, type KnownHostsVerdict } from './known-hosts.js';
 
 export interface SshHostTarget {
   /** The host's name in settings (for messages). */
@@ -19,9 +20,14 @@ export interface SshHostTarget {
   host: string;
   port: number;
   username: string;
-  privateKey: string;
-  /** "SHA256:<base64>" as `ssh-keygen -lf` prints it; absent = not pinned yet (refused). */
+  /** The client key (OpenSSH format); or agent, or both. */
+  privateKey?: string;
+  /** The user's SSH agent socket (SSH_AUTH_SOCK): its keys are offered, none leaves it. */
+  agent?: string;
+  /** "SHA256:<base64>" as `ssh-keygen -lf` prints it; absent = not pinned yet (refused unless knownHosts lists it). */
   hostKeyFingerprint?: string;
+  /** The text of the user's known_hosts: a key it lists for host:port is accepted, another key listed there is refused. */
+  knownHosts?: string;
   readyTimeoutMs?: number;
 }
 
@@ -70,42 +76,61 @@ export class SshHost extends EventEmitter {
     if (target.hostKeyFingerprint !== undefined && !FINGERPRINT.test(target.hostKeyFingerprint)) {
       return Promise.reject(new FactoryError('InvalidInput', `the pinned host key of sandbox host ${JSON.stringify(target.name)} is not a SHA256 fingerprint like ssh-keygen -l prints`));
     }
+    if (!target.privateKey && !target.agent) {
+      return Promise.reject(new FactoryError('InvalidInput', `sandbox host ${JSON.stringify(target.name)} has neither a key file nor an SSH agent to log in with`));
+    }
     return new Promise((resolve, reject) => {
       const client = new ssh2.Client();
       let presented: string | undefined;
+      let listed: KnownHostsVerdict = 'unknown';
       let settled = false;
+      const where = `sandbox host ${target.name} (${target.host}:${target.port})`;
       client.on('error', (err: Error) => {
         if (settled) return;
         settled = true;
         client.end();
-        if (presented && !target.hostKeyFingerprint) {
-          reject(new FactoryError('RemoteHostKeyUnknown', `sandbox host ${target.name} (${target.host}:${target.port}) presented the host key ${presented}, which is not pinned; check it on the host (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) and pin it in Settings`));
-        } else if (presented && presented !== target.hostKeyFingerprint) {
-          reject(new FactoryError('RemoteHostKeyChanged', `WARNING: the host key of sandbox host ${target.name} (${target.host}:${target.port}) has CHANGED: it presented ${presented}, the pinned key is ${target.hostKeyFingerprint}; someone may be intercepting the connection. Refusing to connect`));
+        if (presented && target.hostKeyFingerprint && presented !== target.hostKeyFingerprint) {
+          reject(new FactoryError('RemoteHostKeyChanged', `WARNING: the host key of ${where} has CHANGED: it presented ${presented}, the pinned key is ${target.hostKeyFingerprint}; someone may be intercepting the connection. Refusing to connect`, presented));
+        } else if (presented && !target.hostKeyFingerprint && (listed === 'mismatch' || listed === 'revoked')) {
+          const why = listed === 'revoked' ? 'a key your known_hosts marks @revoked' : 'a key other than the one your ~/.ssh/known_hosts lists for it';
+          reject(new FactoryError('RemoteHostKeyChanged', `WARNING: ${where} presented ${why} (${presented}); someone may be intercepting the connection. Refusing to connect`, presented));
+        } else if (presented && !target.hostKeyFingerprint && listed !== 'match') {
+          reject(new FactoryError('RemoteHostKeyUnknown', `${where} presented the host key ${presented}, which is not pinned; check it on the host (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) and pin it in Settings`, presented));
         } else {
-          reject(new FactoryError('RemoteHostUnreachable', `cannot reach sandbox host ${target.name} (${target.host}:${target.port}): ${err.message}`));
+          reject(new FactoryError('RemoteHostUnreachable', `cannot reach ${where}: ${err.message}`));
         }
       });
       client.once('ready', () => {
         if (settled) return void client.end();
         settled = true;
-        resolve(new SshHost(target, client));
+        const conn = new SshHost(target, client);
+        conn.presentedFingerprint = presented;
+        conn.verifiedBy = target.hostKeyFingerprint ? 'pinned' : 'known_hosts';
+        resolve(conn);
       });
       client.connect({
         host: target.host,
         port: target.port,
         username: target.username,
-        privateKey: target.privateKey,
+        ...(target.privateKey ? { privateKey: target.privateKey } : {}),
+        ...(target.agent ? { agent: target.agent } : {}),
         readyTimeout: target.readyTimeoutMs ?? 20_000,
         keepaliveInterval: 5_000,
         keepaliveCountMax: 3,
         hostVerifier: (key: Buffer) => {
           presented = sshFingerprint(key);
-          return target.hostKeyFingerprint !== undefined && presented === target.hostKeyFingerprint;
+          if (target.hostKeyFingerprint !== undefined) return presented === target.hostKeyFingerprint;
+          // Nothing unverified is accepted: without a pin, only a key known_hosts lists for this very host:port.
+          listed = target.knownHosts ? lookupKnownHosts(target.knownHosts, target.host, target.port, key) : 'unknown';
+          return listed === 'match';
         },
       });
     });
   }
+
+  /** The fingerprint the host presented, and what vouched for it. */
+  presentedFingerprint: string | undefined;
+  verifiedBy: 'pinned' | 'known_hosts' = 'pinned';
 
   get isClosed(): boolean {
     return this.closed;

@@ -6,26 +6,11 @@ import { z } from 'zod';
 import { defaultEgressRules, EgressRule } from '../../common/egress.js';
 import { EditorCommand, MAX_KEEP_MINUTES } from '../../common/domain.js';
 
-/** A machine sandboxes may run on, reached over SSH (issue 14). Every field reaches a command line or XML there: validated. */
-export const SandboxHostSetting = z.object({
-  /** How tasks and the board name it; 'local' and 'any' are placements, not names. */
-  name: z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'must be lowercase letters, digits and dashes').refine((n) => n !== 'local' && n !== 'any', 'local and any are reserved'),
-  /** user@host; neither part may start with a dash (it would read as an option). */
-  destination: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}@[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/, 'must be user@host'),
-  port: z.number().int().min(1).max(65535).default(22),
-  /** The private key file for this host (OpenSSH format, unencrypted). */
-  keyFile: z.string().min(1).max(4096),
-  /** The host key as `ssh-keygen -lf` prints it; a host without one is refused, showing the key it presented. */
-  hostKeyFingerprint: z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}$/).optional(),
-  /** Sandboxes at once on this host. */
-  capacity: z.number().int().min(1).max(256),
-  /** The folder on the host for base images and sandbox disks. */
-  storageDir: z.string().regex(/^\/[A-Za-z0-9._/+-]{1,4000}$/).refine((p) => !p.split('/').includes('..'), 'no ..').default('/var/lib/factory-in-a-box'),
-  /** 'kvm' on a host with KVM (the point of one); 'qemu' emulates. */
-  virtType: z.enum(['kvm', 'qemu']).default('kvm'),
-});
-export type SandboxHostSetting = z.infer<typeof SandboxHostSetting>;
+import { SandboxHostSetting } from '../../common/sandbox-hosts.js';
 import { DEFAULT_MEMORY_BOUNDS } from '../environment/guest-memory.js';
+
+/** A machine sandboxes may run on, reached over SSH (issue 14); one schema with the hosts.* API. */
+export { SandboxHostSetting };
 
 export const SettingsSchema = z.object({
   /** How many tasks may provision and run their pipeline at the same time. */

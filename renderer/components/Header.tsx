@@ -4,6 +4,7 @@ import { ErrorBox } from './ErrorBox.js';
 import { formatBytes, formatMemory } from './format.js';
 import { PoolStatus } from './PoolStatus.js';
 import { ShortcutsHelp } from './ShortcutsHelp.js';
+import { HostsStatus } from './hosts/HostsStatus.js';
 
 export function Header() {
   const status = useFactory((s) => s.status);
@@ -115,6 +116,7 @@ export function Header() {
               ) : null}
             </span>
             <PoolStatus />
+            <HostsStatus />
             <span className="pill muted" title={status.dataDir}>
               {status.host} host
             </span>

@@ -6,6 +6,7 @@ import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../
 import { toErrorInfo } from '../state/store.js';
 import { isStartKey, keysOf } from '../keyboard/shortcuts.js';
 import { ErrorBox } from './ErrorBox.js';
+import { RunOnSelect } from './hosts/RunOnSelect.js';
 import { chosenRules, initialChoices, needsDecision, PreflightPanel, type EgressChoices } from './environment/PreflightPanel.js';
 
 /** The agents a task can choose; '' leaves it to the repo's .factory/pipeline.json, then the settings. */
@@ -33,6 +34,8 @@ export function NewTaskForm() {
   const [title, setTitle] = useState('');
   const [agent, setAgent] = useState('');
   const [allowPush, setAllowPush] = useState(false);
+  // 'local', a sandbox host's name, or 'any'; offered only when hosts exist.
+  const [runOn, setRunOn] = useState('local');
   const settings = useFactory((s) => s.settings);
   const settingsError = useFactory((s) => s.settingsError);
   const [error, setError] = useState<ErrorInfo>();
@@ -131,6 +134,7 @@ export function NewTaskForm() {
       const requests = pf.result.egressRequests.length;
       await controller.createTask(path, title, agent || undefined, {
         allowPush,
+        ...(runOn !== 'local' ? { host: runOn } : {}),
         ...(requests ? { egressApproval: { rules: chosenRules(pf.result, pf.choices), remember: pf.choices.remember } } : {}),
       });
       setRecent(rememberRepo(repoPath));
@@ -256,6 +260,7 @@ export function NewTaskForm() {
           Use {agentLabel(agent)} by default
         </button>
       ) : null}
+      <RunOnSelect value={runOn} onChange={setRunOn} />
       <label className="checkbox" title="Off: the sandbox may fetch from the repository's https origin through the proxy but never push">
         <input type="checkbox" data-testid="allow-push-checkbox" checked={allowPush} onChange={(e) => setAllowPush(e.target.checked)} />
         Allow push to factory/&lt;id&gt;/* through the proxy

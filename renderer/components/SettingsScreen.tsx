@@ -8,6 +8,7 @@ import type { ErrorInfo } from '../../common/domain.js';
 import { useFactory } from '../state/context.js';
 import { EgressRulesSettings } from './environment/EgressRulesSettings.js';
 import { ErrorBox } from './ErrorBox.js';
+import { SandboxHostsSettings } from './hosts/SandboxHostsSettings.js';
 import { useSettingsDraft } from './settings-draft.js';
 import './look.css';
 
@@ -88,6 +89,7 @@ export function SettingsScreen() {
       <h2 id="settings-heading">Settings</h2>
       <GeneralSettings />
       <EgressRulesSettings />
+      <SandboxHostsSettings />
     </section>
   );
 }

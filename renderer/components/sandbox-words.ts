@@ -1,5 +1,6 @@
 // How the card and the task view name a sandbox's state: "sandbox running",
-// "sandbox destroyed", or, for one kept after the decision, until when.
+// "sandbox destroyed", or, for one kept after the decision, until when; and
+// where it runs when that is a sandbox host ("sandbox running on kvm-box").
 import type { SandboxInfo } from '../../common/domain.js';
 
 /** HH:MM in local time (24 h), as the card shows a deadline at most a day ahead. */
@@ -10,8 +11,9 @@ export function clockTime(iso: string): string {
 }
 
 export function sandboxWords(s: SandboxInfo): string {
-  if (s.keptUntil && s.status === 'running') return `sandbox kept until ${clockTime(s.keptUntil)}`;
-  return `sandbox ${s.status}`;
+  const where = s.host ? ` on ${s.host}` : '';
+  if (s.keptUntil && s.status === 'running') return `sandbox${where} kept until ${clockTime(s.keptUntil)}`;
+  return `sandbox ${s.status}${where}`;
 }
 
 /** The full local date and time of a kept sandbox's deadline (a tooltip), or undefined. */

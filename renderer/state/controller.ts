@@ -159,7 +159,7 @@ export class FactoryController {
     repoPath: string,
     title: string,
     agent?: string,
-    opts: { allowPush?: boolean; egressApproval?: { rules: EgressRule[]; remember: boolean } } = {},
+    opts: { allowPush?: boolean; egressApproval?: { rules: EgressRule[]; remember: boolean }; host?: string } = {},
   ): Promise<Task> {
     askNotificationPermission();
     const task = await this.bridge.call('tasks.create', {
@@ -168,6 +168,7 @@ export class FactoryController {
       ...(agent ? { agent } : {}),
       ...(opts.allowPush ? { allowPush: true } : {}),
       ...(opts.egressApproval ? { egressApproval: opts.egressApproval } : {}),
+      ...(opts.host ? { host: opts.host } : {}),
     });
     const s = this.store.getState();
     this.store.setState({ tasks: { ...s.tasks, [task.id]: task }, selectedTaskId: task.id });

@@ -74,6 +74,7 @@ describe('a task on a remote sandbox host', () => {
             name: 'rig',
             destination: 'root@127.0.0.1',
             port: rig.port,
+            keySource: 'file',
             keyFile: rig.keyFile,
             hostKeyFingerprint: rig.hostKeyFingerprint,
             capacity: 1,
