@@ -300,6 +300,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.agent !== undefined ? { agent: input.agent } : {}),
         ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
         ...(input.host !== undefined ? { host: input.host } : {}),
+        ...(input.egressApproval !== undefined ? { egressApproval: input.egressApproval } : {}),
       }),
     // A quick sandbox has no stage to stop: cancelling it ends it (nothing left running).
     'tasks.stats': async ({ taskId }) => {
