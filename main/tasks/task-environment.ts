@@ -37,9 +37,10 @@ export interface TaskEnvironmentDeps {
   workDir: (taskId: string) => string;
 }
 
-/** Two rules name the same destination and scope. */
+/** Two rules name the same destination and scope (address ranges included: they widen where a host may resolve to). */
 function sameRule(a: EgressRule, b: EgressRule): boolean {
-  const norm = (r: EgressRule) => JSON.stringify([r.scheme, r.host, r.port, [...(r.methods ?? [])].sort(), [...(r.pathPrefixes ?? [])].sort(), [...(r.steps ?? [])].sort()]);
+  const sorted = (x?: string[]) => [...(x ?? [])].sort();
+  const norm = (r: EgressRule) => JSON.stringify([r.scheme, r.host, r.port, sorted(r.methods), sorted(r.pathPrefixes), sorted(r.steps), sorted(r.addresses)]);
   return norm(a) === norm(b);
 }
 
@@ -73,12 +74,12 @@ export class TaskEnvironment {
    * list in the settings. Returns what the task starts with.
    */
   approve(repoPath: string, plan: EnvironmentPlanPort, approval?: { rules: EgressRule[]; remember: boolean }): TaskEgress {
-    const rules = approval?.rules ?? [];
-    for (const rule of rules) {
-      if (!plan.egressRequests.some((r) => sameRule(r, rule))) {
-        throw new FactoryError('InvalidInput', `egressApproval: ${describe(rule)} is not among the egress this repository asks for`);
-      }
-    }
+    // What is granted is the repository's own request as planned, never the caller's copy of it.
+    const rules = (approval?.rules ?? []).map((rule) => {
+      const asked = plan.egressRequests.find((r) => sameRule(r, rule));
+      if (!asked) throw new FactoryError('InvalidInput', `egressApproval: ${describe(rule)}${rule.addresses?.length ? ` with address ranges ${rule.addresses.join(', ')}` : ''} is not among the egress this repository asks for`);
+      return asked;
+    });
     if (approval?.remember && rules.length) this.rememberForRepo(repoPath, rules);
     return { allowed: rules, refusals: [] };
   }
