@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { FactoryError } from '../../common/contract.js';
 import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
 import { EgressRule, type EgressRefusal } from '../../common/egress.js';
+import { checkEgressRules } from '../credentials/egress-policy.js';
 import type { LayerInfo, TaskPreflight } from '../../common/environment.js';
 import type { PipelineConfig } from '../pipeline/config.js';
 import type { Settings } from '../state/settings.js';
@@ -114,9 +115,18 @@ export class TaskEnvironment {
   /** Allows a destination for a task (and its repository from now on), live in its sandbox's proxy. */
   allow(task: Task, rule: EgressRule, scope: 'task' | 'repository'): TaskEgress {
     const egress: TaskEgress = task.egress ?? { allowed: [], refusals: [] };
+    // A rule the proxy would refuse is never remembered (it would fail every later Start of the repository).
+    checkEgressRules([rule]);
+    try {
+      this.deps.egress.allowEgress(task.id, [rule]);
+    } catch (err) {
+      // For the repository, a sandbox that has ended is no reason to refuse: its next tasks get the rule.
+      if (scope === 'task' || !(err instanceof FactoryError && err.name === 'NotFound')) throw err;
+      this.rememberForRepo(task.repoPath, [rule]);
+      return egress;
+    }
     if (scope === 'repository') this.rememberForRepo(task.repoPath, [rule]);
     const allowed = egress.allowed.some((r) => sameRule(r, rule)) ? egress.allowed : [...egress.allowed, rule];
-    this.deps.egress.allowEgress(task.id, [rule]);
     return { ...egress, allowed };
   }
 

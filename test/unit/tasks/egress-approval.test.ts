@@ -70,4 +70,32 @@ describe("a repository's egress requests", () => {
     expect(await a.api['tasks.list']({})).toEqual([]);
     expect((await a.api['tasks.preflight']({ repoPath: repo.dir })).egressRequests[0]!.allowedAlways).toBe(false);
   });
+
+  it('a rule the proxy would refuse is refused when saved, naming it, not at every later Start', async () => {
+    const a = await app();
+    const before = (await a.api['settings.get']({})).egressRules;
+    const lan: EgressRule = { name: 'LAN mirror', host: 'mirror.example.org', port: 80, scheme: 'http', addresses: ['127.0.0.0/8'] };
+    await expect(a.api['settings.set']({ egressRules: [...before, lan] }))
+      .rejects.toMatchObject({ name: 'InvalidInput', message: expect.stringMatching(/"LAN mirror".*127\.0\.0\.0\/8 reaches loopback/) });
+    await expect(a.api['settings.set']({ egressRules: [{ ...lan, addresses: ['0.0.0.0/0'] }] })).rejects.toMatchObject({ name: 'InvalidInput' });
+    expect((await a.api['settings.get']({})).egressRules).toEqual(before);
+  });
+
+  it('"Always allow for this repository" after the sandbox ended is kept for the next tasks; a bad rule is never kept', async () => {
+    const a = await app();
+    const repo = await repoAsking();
+    const asked = (await a.api['tasks.preflight']({ repoPath: repo.dir })).egressRequests[0]!.rule;
+    const task = await a.api['tasks.create']({ repoPath: repo.dir, title: 'x', agent: 'command' });
+    await expect.poll(async () => (await a.api['tasks.get']({ taskId: task.id })).phase).toBe('failed');
+    // A rule whose range reaches loopback: refused by name, and not remembered.
+    await expect(a.api['egress.allow']({ taskId: task.id, scope: 'repository', rule: { ...asked, addresses: ['127.0.0.1/32'] } }))
+      .rejects.toMatchObject({ name: 'InvalidInput' });
+    // For this task only: there is no sandbox to let it through, which is said.
+    await expect(a.api['egress.allow']({ taskId: task.id, scope: 'task', rule: asked })).rejects.toMatchObject({ name: 'NotFound' });
+    expect((await a.api['tasks.preflight']({ repoPath: repo.dir })).egressRequests[0]!.allowedAlways).toBe(false);
+    // For the repository: the sandbox is gone, but the next tasks get it.
+    const allowed = await a.api['egress.allow']({ taskId: task.id, scope: 'repository', rule: asked });
+    expect(allowed.egress?.allowed).toEqual([]);
+    expect((await a.api['tasks.preflight']({ repoPath: repo.dir })).egressRequests[0]!.allowedAlways).toBe(true);
+  });
 });
