@@ -16,6 +16,7 @@ import {
 import { isQuickSandbox, type KeychainStatus, type SystemStatus, type Task } from '../common/domain.js';
 import { CredentialBroker, proxySocketPathFits } from './credentials/broker.js';
 import { proxyGuestForward } from './credentials/routes.js';
+import { checkEgressRules } from './credentials/egress-policy.js';
 import { WarmPool } from './pool/warm-pool.js';
 import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
@@ -301,6 +302,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(input.agent !== undefined ? { agent: input.agent } : {}),
         ...(input.allowPush !== undefined ? { allowPush: input.allowPush } : {}),
         ...(input.host !== undefined ? { host: input.host } : {}),
+        ...(input.egressApproval !== undefined ? { egressApproval: input.egressApproval } : {}),
       }),
     // A quick sandbox has no stage to stop: cancelling it ends it (nothing left running).
     'tasks.stats': async ({ taskId }) => {
@@ -334,6 +336,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (patch.defaultAgent !== undefined && !choosableAgents().includes(patch.defaultAgent)) {
         throw new FactoryError('UnknownAgent', `no agent named ${JSON.stringify(patch.defaultAgent)}; available: ${choosableAgents().join(', ')}`);
       }
+      if (patch.egressRules) checkEgressRules(patch.egressRules);
       const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as Partial<Settings>;
       const next = settings.set(defined);
       // A new pool size or sandbox size applies now.

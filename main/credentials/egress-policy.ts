@@ -3,6 +3,7 @@
 // pipeline step and decides one request at a time, naming why it refuses.
 // The address guard (net-guard.ts) runs after it on every destination.
 import { EgressRule, egressHostMatches, egressHostProblem, plainPathProblem, type EgressRefusal, type StepName } from '../../common/egress.js';
+import { FactoryError } from '../../common/contract.js';
 import { Listeners } from '../../common/listeners.js';
 import type { AuditLog } from './audit.js';
 import { rangeAllowance } from './net-guard.js';
@@ -103,6 +104,19 @@ export class EgressPolicy {
       return { allowed: false, reason: `rule "${r.name}" allows only paths under ${(r.pathPrefixes ?? DEFAULT_PREFIXES).join(', ')}, not ${pathOnly.slice(0, 200)}` };
     }
     return { allowed: true, rule: byPath };
+  }
+}
+
+/**
+ * Refuses rules a sandbox's proxy would refuse (as InvalidInput, naming the rule
+ * and the problem), so a bad rule is refused where it is saved, not at every
+ * later Start.
+ */
+export function checkEgressRules(rules: EgressRule[]): void {
+  try {
+    new EgressPolicy(rules);
+  } catch (err) {
+    throw new FactoryError('InvalidInput', (err as Error).message);
   }
 }
 

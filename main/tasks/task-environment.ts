@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { FactoryError } from '../../common/contract.js';
 import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
 import { EgressRule, type EgressRefusal } from '../../common/egress.js';
+import { checkEgressRules } from '../credentials/egress-policy.js';
 import type { LayerInfo, TaskPreflight } from '../../common/environment.js';
 import type { PipelineConfig } from '../pipeline/config.js';
 import type { Settings } from '../state/settings.js';
@@ -37,9 +38,10 @@ export interface TaskEnvironmentDeps {
   workDir: (taskId: string) => string;
 }
 
-/** Two rules name the same destination and scope. */
+/** Two rules name the same destination and scope (address ranges included: they widen where a host may resolve to). */
 function sameRule(a: EgressRule, b: EgressRule): boolean {
-  const norm = (r: EgressRule) => JSON.stringify([r.scheme, r.host, r.port, [...(r.methods ?? [])].sort(), [...(r.pathPrefixes ?? [])].sort(), [...(r.steps ?? [])].sort()]);
+  const sorted = (x?: string[]) => [...(x ?? [])].sort();
+  const norm = (r: EgressRule) => JSON.stringify([r.scheme, r.host, r.port, sorted(r.methods), sorted(r.pathPrefixes), sorted(r.steps), sorted(r.addresses)]);
   return norm(a) === norm(b);
 }
 
@@ -73,12 +75,12 @@ export class TaskEnvironment {
    * list in the settings. Returns what the task starts with.
    */
   approve(repoPath: string, plan: EnvironmentPlanPort, approval?: { rules: EgressRule[]; remember: boolean }): TaskEgress {
-    const rules = approval?.rules ?? [];
-    for (const rule of rules) {
-      if (!plan.egressRequests.some((r) => sameRule(r, rule))) {
-        throw new FactoryError('InvalidInput', `egressApproval: ${describe(rule)} is not among the egress this repository asks for`);
-      }
-    }
+    // What is granted is the repository's own request as planned, never the caller's copy of it.
+    const rules = (approval?.rules ?? []).map((rule) => {
+      const asked = plan.egressRequests.find((r) => sameRule(r, rule));
+      if (!asked) throw new FactoryError('InvalidInput', `egressApproval: ${describe(rule)}${rule.addresses?.length ? ` with address ranges ${rule.addresses.join(', ')}` : ''} is not among the egress this repository asks for`);
+      return asked;
+    });
     if (approval?.remember && rules.length) this.rememberForRepo(repoPath, rules);
     return { allowed: rules, refusals: [] };
   }
@@ -113,9 +115,18 @@ export class TaskEnvironment {
   /** Allows a destination for a task (and its repository from now on), live in its sandbox's proxy. */
   allow(task: Task, rule: EgressRule, scope: 'task' | 'repository'): TaskEgress {
     const egress: TaskEgress = task.egress ?? { allowed: [], refusals: [] };
+    // A rule the proxy would refuse is never remembered (it would fail every later Start of the repository).
+    checkEgressRules([rule]);
+    try {
+      this.deps.egress.allowEgress(task.id, [rule]);
+    } catch (err) {
+      // For the repository, a sandbox that has ended is no reason to refuse: its next tasks get the rule.
+      if (scope === 'task' || !(err instanceof FactoryError && err.name === 'NotFound')) throw err;
+      this.rememberForRepo(task.repoPath, [rule]);
+      return egress;
+    }
     if (scope === 'repository') this.rememberForRepo(task.repoPath, [rule]);
     const allowed = egress.allowed.some((r) => sameRule(r, rule)) ? egress.allowed : [...egress.allowed, rule];
-    this.deps.egress.allowEgress(task.id, [rule]);
     return { ...egress, allowed };
   }
 

@@ -8,8 +8,8 @@
 //      skipped); prints both and their ratio (goal: second ≤ 0.25 × first);
 //  (b) the layer's size on disk;
 //  (c) the project install step through the proxy (npm ci in the sandbox, from its
-//      terminal's timing) against `npm ci` of the same lockfile on the host with an
-//      empty npm cache, as a ratio.
+//      terminal's timing) and the whole setup (Node and npm ci) against `npm ci` of
+//      the same lockfile on the host with an empty npm cache, as ratios.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -79,6 +79,9 @@ async function main() {
     fs.rmSync(hostDir, { recursive: true, force: true });
     fs.rmSync(cache, { recursive: true, force: true });
     console.log(`(c) npm ci: sandbox through the proxy ${fmt(guestMs)} (npm's own figure), host direct ${fmt(hostMs)}; ratio ${(guestMs / hostMs).toFixed(2)}`);
+    // The whole setup (proxy settings, Node from the registry, npm ci), all through the proxy, against the same host npm ci.
+    const setupMs = first.task.setup?.durationMs ?? NaN;
+    console.log(`    whole setup through the proxy ${fmt(setupMs)} vs host npm ci ${fmt(hostMs)}; ratio ${(setupMs / hostMs).toFixed(2)}`);
   } finally {
     await app.dispose();
     repo.cleanup();
