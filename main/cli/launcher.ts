@@ -25,12 +25,17 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   const sock = socketPath(opts.dataDir);
   const first = await tryConnect(sock);
   if (first) return first;
-  const holder = readPid(path.join(opts.dataDir, LOCK_FILE));
+  const lockFile = path.join(opts.dataDir, LOCK_FILE);
+  const holder = readPid(lockFile);
   const running = holder !== undefined && pidAlive(holder);
   let exited: string | undefined;
+  /** An app we did not start whose socket we wait for (its pid): it ending means no answer will come. */
+  let other = running ? holder : undefined;
+  let childPid: number | undefined;
   if (!running) {
     if (opts.noStart) throw new FactoryError('AppNotRunning', `no Factory in a Box app runs on ${opts.dataDir}`);
     const child = startHeadless(opts.dataDir);
+    childPid = child.pid;
     child.once('exit', (code, signal) => (exited = signal ?? `exit status ${code}`));
     opts.progress(`factory: no app was running; starting one in the background (log: ${path.join(opts.dataDir, 'logs', HEADLESS_LOG)})`);
   } else {
@@ -39,10 +44,21 @@ export async function connectOrStart(opts: LaunchOptions): Promise<FactoryClient
   const timeoutMs = opts.startTimeoutMs ?? 120_000;
   const deadline = Date.now() + timeoutMs;
   let lastNote = Date.now();
+  const ended = (how: string) =>
+    new FactoryError('AppStartFailed', `the app ended before it opened its socket (${how}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
   while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 250));
     // An app that ended (e.g. it could not open its socket) will not answer: say why now.
-    if (exited) throw new FactoryError('AppStartFailed', `the app ended before it opened its socket (${exited}). The last lines of its log:\n${logTail(opts.dataDir, 20)}`);
+    if (exited) {
+      const how = exited;
+      exited = undefined;
+      // Unless another command started one on this folder at the same moment and took the lock first: ours gave way, that one answers.
+      const winner = readPid(lockFile);
+      if (winner === undefined || winner === childPid || !pidAlive(winner)) throw ended(how);
+      opts.progress(`factory: another command started the app (pid ${winner}) at the same time; waiting for it…`);
+      other = winner;
+    }
+    if (other !== undefined && !pidAlive(other)) throw ended(`pid ${other} is gone`);
     const client = await tryConnect(sock);
     if (client) {
       opts.progress('factory: the app is ready');

@@ -61,6 +61,8 @@ function isEntry(): boolean {
 }
 
 if (isEntry()) {
+  // `npm run factory -- …` (from a clone) runs in the package's folder: the user's paths are relative to where they typed it.
+  if (process.env.npm_lifecycle_event === 'factory' && process.env.npm_package_name === 'factory-in-a-box' && process.env.INIT_CWD) process.chdir(process.env.INIT_CWD);
   void runCli(process.argv.slice(2)).then((code) => {
     // Let stdout drain before leaving (a pipe may be slow).
     process.stdout.write('', () => process.exit(code));

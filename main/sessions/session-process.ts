@@ -37,7 +37,11 @@ export function readStat(pid: number, procRoot = '/proc'): ProcStat | undefined 
   return { comm: text.slice(open + 1, close), ppid, start };
 }
 
-/** Without /proc (macOS): ps, which both procps and BSD ps answer alike; lstart is the start time. */
+/**
+ * Without /proc (macOS): ps, which both procps and BSD ps answer alike. lstart is
+ * the start time, read as seconds since the epoch: the app's API takes a start
+ * time as digits, as /proc gives it.
+ */
 export function psStat(pid: number): ProcStat | undefined {
   let out: string;
   try {
@@ -48,7 +52,9 @@ export function psStat(pid: number): ProcStat | undefined {
   }
   const m = /^(\d+)\s+(\S+\s+\S+\s+\d+\s+[\d:]+\s+\d+)\s+(.+)$/.exec(out);
   if (!m) return undefined;
-  return { ppid: Number(m[1]), start: m[2]!.replace(/\s+/g, ' '), comm: path.basename(m[3]!) };
+  const startMs = Date.parse(m[2]!.replace(/\s+/g, ' '));
+  if (!Number.isFinite(startMs)) return undefined;
+  return { ppid: Number(m[1]), start: String(Math.floor(startMs / 1000)), comm: path.basename(m[3]!) };
 }
 
 const defaultReader = (pid: number): ProcStat | undefined => (fs.existsSync('/proc/self/stat') ? readStat(pid) : psStat(pid));

@@ -72,7 +72,8 @@ export class SessionService {
         this.goneSince.delete(input.sessionId);
         return { task: await this.waitReady(task.id), resumed: true };
       }
-      if (known.state === 'quarantined') {
+      // Kept after a leak finding: refused while the sandbox is there; once the user destroyed it, a new one.
+      if (known.state === 'quarantined' && task && LIVE.has(task.sandbox.status)) {
         throw new FactoryError('InvalidTransition', `session ${input.sessionId}'s sandbox (task ${known.taskId}) is kept for inspection after a leak finding; destroy it in the app first`);
       }
       await store.remove(input.sessionId);
@@ -149,6 +150,12 @@ export class SessionService {
   private async reapOnce(now: number): Promise<void> {
     const alive = this.deps.alive ?? processAlive;
     for (const record of this.deps.store.all()) {
+      if (record.state === 'quarantined' && !this.starting.has(record.sessionId)) {
+        // The user destroyed the kept sandbox (or removed its task): nothing is left to keep.
+        const task = this.tryGet(record.taskId);
+        if (!task || !LIVE.has(task.sandbox.status)) await this.deps.store.remove(record.sessionId);
+        continue;
+      }
       if (record.state !== 'active' || record.pid === undefined || this.starting.has(record.sessionId)) continue;
       if (alive(record.pid, record.pidStart)) {
         this.goneSince.delete(record.sessionId);

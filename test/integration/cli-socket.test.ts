@@ -60,6 +60,22 @@ function rawClient() {
   return { socket, lines, isClosed: () => closed, waitFor, reply: (id: unknown) => lines.find((l) => l.id === id) };
 }
 
+/** The headless apps running on a data folder (from /proc: their command line and environment). */
+function appsOn(dir: string): number[] {
+  const pids: number[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      const env = fs.readFileSync(`/proc/${name}/environ`, 'utf8').split('\0');
+      if (cmd.includes('--headless') && env.includes(`FACTORY_DATA_DIR=${dir}`)) pids.push(Number(name));
+    } catch {
+      // Gone while we looked, or not ours to read: not an app of this test.
+    }
+  }
+  return pids;
+}
+
 function rssKb(pid: number): number {
   const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m?.[1]);
@@ -184,6 +200,34 @@ describe('starting the app', () => {
       await stopApp(dir);
       expect(fs.existsSync(path.join(dir, 'factory.sock'))).toBe(false);
       expect(fs.existsSync(path.join(dir, 'factory.lock'))).toBe(false);
+    } finally {
+      await stopApp(dir);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('three commands typed at once where no app runs all get their answer from one app', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fcli-'));
+    // A slow machine: the app opens its socket 5 s after it took the data folder's lock, so the
+    // apps the other commands started have found the lock taken and ended before any socket exists.
+    const slow = path.join(dir, 'slow-socket.cjs');
+    fs.writeFileSync(
+      slow,
+      `const net = require('net'); const listen = net.Server.prototype.listen;
+       net.Server.prototype.listen = function (...a) { if (String(a[0]).endsWith('factory.sock')) { setTimeout(() => listen.apply(this, a), 5000); return this; } return listen.apply(this, a); };`,
+    );
+    try {
+      // Each finds no app and starts one; one takes the data folder, the others give way to it.
+      const env = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${slow}`.trim() };
+      const results = await Promise.all([0, 1, 2].map(() => runCli(dir, ['ls', '--json'], { env })));
+      for (const r of results) {
+        expect(r.code, r.stderr).toBe(0);
+        expect(z.array(Task).parse(JSON.parse(r.stdout))).toEqual([]);
+      }
+      // One app runs on the folder: the one holding its lock (the others end once they find it taken).
+      const pid = appPid(dir)!;
+      expect(alive(pid)).toBe(true);
+      await expect.poll(() => appsOn(dir), { timeout: 30_000 }).toEqual([pid]);
     } finally {
       await stopApp(dir);
       fs.rmSync(dir, { recursive: true, force: true });

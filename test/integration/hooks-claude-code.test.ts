@@ -167,8 +167,8 @@ afterAll(async () => {
 });
 
 describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real CLI and real sandboxes', () => {
-  it('hooks install --project writes the three hooks into the repository\'s .claude/settings.json', async () => {
-    if (!binary) return console.warn('skipped: the Claude Code binary is not cached and FACTORY_OFFLINE=1');
+  it('hooks install --project writes the three hooks into the repository\'s .claude/settings.json', async (ctx) => {
+    if (!binary) ctx.skip(); // offline and not cached: FACTORY_OFFLINE=1 without a fetched CLI
     const r = await new Promise<number | null>((resolve) => spawn(path.join(root, 'bin', 'factory'), ['hooks', 'install', '--project'], { cwd: repo.dir, stdio: 'ignore' }).on('exit', resolve));
     expect(r).toBe(0);
     const settings = JSON.parse(fs.readFileSync(path.join(repo.dir, '.claude', 'settings.json'), 'utf8'));
@@ -176,8 +176,8 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(settings.hooks.SessionStart[0].hooks[0].command).toMatch(/^factory (--data-dir \S+ )?hook session-start # added by factory hooks install$/);
   });
 
-  it('a session gets a sandbox, the model works in it through factory exec, and the session end checks and destroys it', async () => {
-    if (!binary) return;
+  it('a session gets a sandbox, the model works in it through factory exec, and the session end checks and destroys it', async (ctx) => {
+    if (!binary) ctx.skip();
     sandboxLine = 'echo hi > file && cat file';
     let release!: () => void;
     firstTurnHeld = new Promise<void>((r) => (release = r));
@@ -219,8 +219,8 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     console.log(`session start → first model turn: ${startMs} ms; whole session incl. leak check and teardown: ${totalMs} ms`);
   }, 8 * 60_000);
 
-  it('a session that copies the credential into its sandbox: the hooks exit 2 naming it, and the sandbox is kept', async () => {
-    if (!binary) return;
+  it('a session that copies the credential into its sandbox: the hooks exit 2 naming it, and the sandbox is kept', async (ctx) => {
+    if (!binary) ctx.skip();
     fs.writeFileSync(wrapperLog, '');
     sandboxLine = `echo ${LEAK_VALUE} > leaked.txt && sync`;
     const { code, out } = await startClaude().done;
@@ -245,8 +245,8 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
   }, 8 * 60_000);
 
-  it('a Claude Code killed mid-session loses its sandbox within the grace period', async () => {
-    if (!binary) return;
+  it('a Claude Code killed mid-session loses its sandbox within the grace period', async (ctx) => {
+    if (!binary) ctx.skip();
     fs.writeFileSync(wrapperLog, '');
     sandboxLine = 'sleep 1';
     let release!: () => void;

@@ -80,6 +80,44 @@ describe('the reaper of session sandboxes', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('after the user destroyed a sandbox kept for a leak, the resumed session gets a new one and the old record goes', async () => {
+    const store = new SessionStore(path.join(dir, 'sessions.json'));
+    const hold = new SessionHoldExecutor();
+    // The task service as the user left it: t1 quarantined, then destroyed in the app.
+    const status: Record<string, string> = { t1: 'running' };
+    let next = 1;
+    const svc = new SessionService({
+      store,
+      hold,
+      ports: {
+        ...ports,
+        getTask: (id) => task(id, status[id], id === 't1' ? 'cancelled' : 'running'),
+        createTask: async () => {
+          const id = `t${++next}`;
+          status[id] = 'running';
+          void hold.runStage({ stage: 'request', task: task(id), signal: new AbortController().signal } as never);
+          return task(id);
+        },
+      },
+      graceMs: 0,
+      log,
+    });
+    await store.put({ sessionId: 's1', taskId: 't1', repoPath: '/r', createdAt: '', state: 'quarantined' });
+    // While the sandbox is kept, the session is refused, and the reaper keeps the record.
+    await expect(svc.start({ sessionId: 's1', cwd: process.cwd(), source: 'resume' })).rejects.toMatchObject({ name: 'InvalidTransition' });
+    await svc.reap();
+    expect(store.get('s1')?.state).toBe('quarantined');
+    status.t1 = 'destroyed';
+    const again = await svc.start({ sessionId: 's1', cwd: process.cwd(), source: 'resume' });
+    expect([again.task.id, again.resumed]).toEqual(['t2', false]);
+    expect(new SessionStore(path.join(dir, 'sessions.json')).get('s1')).toMatchObject({ taskId: 't2', state: 'active' });
+    hold.release('t2');
+    // A quarantined session that never comes back is forgotten once its sandbox is gone.
+    await store.put({ sessionId: 's2', taskId: 't1', repoPath: '/r', createdAt: '', state: 'quarantined' });
+    await svc.reap();
+    expect(new SessionStore(path.join(dir, 'sessions.json')).get('s2')).toBeUndefined();
+  });
+
   it('Stop only checks; SessionEnd checks, then destroys', async () => {
     const { proc, store } = await sessionWith(true);
     const svc = new SessionService({ store, hold: new SessionHoldExecutor(), ports, graceMs: 0, log });
