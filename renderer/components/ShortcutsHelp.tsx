@@ -19,6 +19,7 @@ export function ShortcutsHelp() {
       // jsdom has no showModal: the open attribute shows it there.
       if (typeof d.showModal === 'function') d.showModal();
       else d.setAttribute('open', '');
+      d.querySelector<HTMLElement>('[data-testid="shortcuts-close-button"]')?.focus();
     } else if (!open && d.open) {
       if (typeof d.close === 'function') d.close();
       else d.removeAttribute('open');
@@ -47,7 +48,7 @@ export function ShortcutsHelp() {
       <dialog
         ref={dialog}
         className="shortcuts-help"
-        aria-labelledby="shortcuts-heading"
+        aria-label="Keyboard shortcuts"
         data-testid="shortcuts-dialog"
         onCancel={(e) => {
           // Esc: close through the store, so it and the dialog agree.
@@ -55,31 +56,36 @@ export function ShortcutsHelp() {
           close();
         }}
       >
-        <h2 id="shortcuts-heading">Keyboard shortcuts</h2>
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Keys</th>
-              <th scope="col">What they do</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((r) => (
-              <tr key={r.keys} data-testid="shortcut-row">
-                <td>
-                  <kbd>{keysLabel(r.keys)}</kbd>
-                </td>
-                <td>{r.does}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        <p className="hint">Shortcuts other than F6 do nothing while you type in a field or a terminal.</p>
-        <div className="actions">
-          <button type="button" data-testid="shortcuts-close-button" autoFocus onClick={close}>
-            Close
-          </button>
-        </div>
+        {/* Drawn only while open: a closed list is no part of the page. */}
+        {open ? (
+          <>
+            <h2>Keyboard shortcuts</h2>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Keys</th>
+                  <th scope="col">What they do</th>
+                </tr>
+              </thead>
+              <tbody>
+                {rows.map((r) => (
+                  <tr key={r.keys} data-testid="shortcut-row">
+                    <td>
+                      <kbd>{keysLabel(r.keys)}</kbd>
+                    </td>
+                    <td>{r.does}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            <p className="hint">Shortcuts other than F6 do nothing while you type in a field or a terminal.</p>
+            <div className="actions">
+              <button type="button" data-testid="shortcuts-close-button" onClick={close}>
+                Close
+              </button>
+            </div>
+          </>
+        ) : null}
       </dialog>
     </>
   );
