@@ -1,8 +1,10 @@
 // Boot benchmark, run with: bash test/support/with-keyring.sh npx tsx test/bench/boot.bench.ts
 // One run, kinds of start alternating round by round, each split into phases:
 //   raw restore   a bare qemu-system-x86_64 -incoming of the app's snapshot
-//                 template (same command line, no driver) until the forwarded
-//                 port sends the SSH banner;
+//                 template (same command line, no driver), its identity
+//                 (made beforehand) written into the identity port at once,
+//                 until the forwarded port sends the SSH banner: a template's
+//                 sshd listens only once it has a clone's host key;
 //   app restore   QemuDriver.start() (snapshot) until an SSH shell channel has
 //                 printed its first bytes;
 //   raw cold      a bare qemu-system-x86_64 booting the image, to the banner;
@@ -20,6 +22,8 @@ import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
 import { AccelProbe, type AccelChoice } from '../../main/vm/accel-probe.js';
 import { createOverlay } from '../../main/vm/overlay.js';
 import { probeSshBanner } from '../../main/guest/guest-agent.js';
+import { identityMessage } from '../../main/guest/identity-channel.js';
+import net from 'node:net';
 import { appPaths } from '../../main/state/paths.js';
 import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
 import { buildQemuArgs, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
@@ -93,6 +97,7 @@ function rawArgs(
     guestForwards: [],
     serialLog: path.join(dir, 'serial.log'),
     qmpSocket: path.join(dir, 'qmp.sock'),
+    identitySocket: path.join(dir, 'identity.sock'),
     pidFile: path.join(dir, 'qemu.pid'),
     fwCfg: [
       { name: 'authorized_keys', file: vm.keys.authorizedKeys },
@@ -117,10 +122,12 @@ const rawRestore: StartKind = {
       memory: { kind: 'file', path: templateRam(env.template), shared: false },
       qmpSocket,
     });
+    const identity = identityMessage(generateSandboxKeys());
     const run: Run = [];
     const t0 = performance.now();
     const mark = (name: string) => run.push({ name, atMs: performance.now() - t0 });
     const child = spawn('qemu-system-x86_64', [...args, '-incoming', 'defer'], { stdio: 'ignore' });
+    let identityPort: net.Socket | undefined;
     try {
       let qmp: QmpClient | undefined;
       while (!qmp) {
@@ -129,6 +136,12 @@ const rawRestore: StartKind = {
         if (child.exitCode !== null) throw new Error('raw QEMU exited');
       }
       mark('qmp');
+      identityPort = await new Promise<net.Socket>((resolve, reject) => {
+        const s = net.createConnection({ path: path.join(dir, 'identity.sock') }, () => resolve(s));
+        s.once('error', reject);
+      });
+      identityPort.on('error', () => {});
+      identityPort.write(identity);
       await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
       await qmp.execute('migrate-incoming', { uri: `exec:cat ${path.join(env.template, 'state')}` });
       while (((await qmp.execute('query-status')) as { status: string }).status === 'inmigrate') await sleep(10);
@@ -140,6 +153,7 @@ const rawRestore: StartKind = {
       qmp.close();
       return run;
     } finally {
+      identityPort?.destroy();
       child.kill('SIGKILL');
       if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
     }
