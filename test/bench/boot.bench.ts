@@ -15,6 +15,7 @@
 // (support/pool-start.ts), and its ratios to the restores above.
 // BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out, BENCH_POOL=0 the pool.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -43,6 +44,22 @@ const CPUS = 2;
 
 /** One measured start: phase name → ms since the start was asked for, in order; the last is "ready". */
 type Run = Array<{ name: string; atMs: number }>;
+
+/**
+ * CPU time QEMU used from its start until ready, per kind of start: the guest's
+ * work, which unlike wall time hardly depends on what else the host runs.
+ */
+const qemuCpu = new Map<string, number[]>();
+function noteQemuCpu(kind: string, pid: number | undefined): void {
+  try {
+    // utime and stime, fields 14 and 15, in clock ticks (100 per second on Linux).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const ms = (Number(fields[11]) + Number(fields[12])) * 10;
+    qemuCpu.set(kind, [...(qemuCpu.get(kind) ?? []), ms]);
+  } catch {
+    // No /proc (not Linux): the wall times are still measured.
+  }
+}
 
 interface BenchEnv {
   image: BaseImage;
@@ -150,6 +167,7 @@ const rawRestore: StartKind = {
       mark('cont');
       await waitBanner(port, child, 60_000);
       mark('ssh banner');
+      noteQemuCpu(rawRestore.name, child.pid);
       qmp.close();
       return run;
     } finally {
@@ -205,6 +223,7 @@ function appStart(fastBoot: boolean): StartKind {
         const opened = performance.now() - t0;
         await new Promise<void>((resolve) => shell.once('data', () => resolve()));
         const ready = performance.now() - t0;
+        noteQemuCpu(fastBoot ? 'app restore → shell' : 'app cold → shell', vm.pid);
         shell.close();
         ssh.close();
         const offset = (vm.spawnedAt ?? t0) - t0;
@@ -274,6 +293,7 @@ async function main() {
   console.log('\n== boot benchmark ==');
   for (const k of kinds) console.log(`${k.name.padEnd(24)} ${(total(k.name) / 1000).toFixed(2)} s`);
   console.log(`app restore / raw restore: ${ratio('app restore → shell', 'raw restore → banner')}`);
+  for (const [name, ms] of qemuCpu) console.log(`QEMU CPU until ready, ${name.padEnd(22)} ${median(ms).toFixed(0)} ms (median of ${ms.length})`);
   console.log(`app restore / app cold:    ${ratio('app restore → shell', 'app cold → shell')}`);
   console.log(`raw restore / raw cold:    ${ratio('raw restore → banner', 'raw cold → banner')}`);
   console.log(`app cold / raw cold:       ${ratio('app cold → shell', 'raw cold → banner')}`);
