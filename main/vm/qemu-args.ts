@@ -31,10 +31,23 @@ export type GuestMemory = { kind: 'ram' } | { kind: 'file'; path: string; shared
 export const GUEST_RAM_ID = 'ram0';
 
 /**
+ * The guest's name of the virtio-serial port a restored clone gets its identity
+ * through (main/guest/identity-channel.ts): the host writes into the socket
+ * chardev `identity0`, a waiter the template left in the guest reads it.
+ */
+export const IDENTITY_PORT_NAME = 'org.factory.identity';
+
+/**
  * Every -device of the command line, in order. They are all in the machine key
  * (warm-state.ts): a memory state saved with other devices does not load.
  */
-export const MACHINE_DEVICES: readonly string[] = ['virtio-net-pci,netdev=net0', 'virtio-rng-pci'];
+export const MACHINE_DEVICES: readonly string[] = [
+  'virtio-net-pci,netdev=net0',
+  'virtio-rng-pci',
+  // The identity port (see IDENTITY_PORT_NAME): its chardev is the host's side.
+  'virtio-serial-pci,id=vser0',
+  `virtserialport,bus=vser0.0,chardev=identity0,name=${IDENTITY_PORT_NAME}`,
+];
 
 /**
  * No balloon: its free page reporting would be the way to give back what a
@@ -82,6 +95,8 @@ export interface QemuLaunchSpec {
   guestForwards: GuestForward[];
   serialLog: string;
   qmpSocket: string;
+  /** The unix socket QEMU listens on for the host's side of the identity port. */
+  identitySocket: string;
   pidFile: string;
   /** Files handed to the guest through fw_cfg, named opt/factory/<name>. */
   fwCfg: Array<{ name: string; file: string }>;
@@ -165,6 +180,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-serial', 'chardev:serial0',
     '-chardev', `socket,id=qmp0,path=${e(spec.qmpSocket)},server=on,wait=off`,
     '-mon', 'chardev=qmp0,mode=control',
+    '-chardev', `socket,id=identity0,path=${e(spec.identitySocket)},server=on,wait=off`,
     ...spec.fwCfg.flatMap((f) => {
       if (!/^[a-z0-9_.-]+$/.test(f.name)) throw new Error(`bad fw_cfg name ${JSON.stringify(f.name)}`);
       return ['-fw_cfg', `name=opt/factory/${f.name},file=${e(f.file)}`];

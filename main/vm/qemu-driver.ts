@@ -18,7 +18,7 @@ import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type FrozenDisk, type LaunchContext, type StartPhase } from './qemu-vm.js';
-import { activeDisk, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { activeDisk, identitySocketFor, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { resumeRestored, SnapshotBoot } from './snapshot-boot.js';
@@ -208,6 +208,7 @@ export class QemuDriver {
     } catch (err) {
       await rm(files.keysDir, { recursive: true, force: true });
       await rm(ctx.qmpSocket, { force: true });
+      await rm(ctx.identitySocket, { force: true });
       await rm(files.pidFile, { force: true });
       if (!overlayExisted) await rm(files.overlay, { force: true });
       throw err;
@@ -261,6 +262,7 @@ export class QemuDriver {
       cpus: size.cpus ?? 2,
       guestForwards,
       qmpSocket: qmpSocketFor(files),
+      identitySocket: identitySocketFor(files),
       cmdline: image.cmdline ?? image.manifest?.kernelCmdline ?? DEFAULT_CMDLINE,
     };
   }
@@ -304,6 +306,7 @@ export class QemuDriver {
     const { files } = ctx;
     const sshPort = await freePort(how.avoidPorts);
     await rm(ctx.qmpSocket, { force: true });
+    await rm(ctx.identitySocket, { force: true });
     await rm(files.pidFile, { force: true });
     const serialOffset = await appendMarker(files.serialLog, `${how.bootMode} boot ${new Date().toISOString()} accel=${ctx.accel.accel}`);
     const args = buildQemuArgs({
@@ -321,6 +324,7 @@ export class QemuDriver {
       guestForwards: ctx.guestForwards,
       serialLog: files.serialLog,
       qmpSocket: ctx.qmpSocket,
+      identitySocket: ctx.identitySocket,
       pidFile: files.pidFile,
       fwCfg: [
         { name: 'authorized_keys', file: how.fwCfgFiles.authorizedKeys },
@@ -332,6 +336,7 @@ export class QemuDriver {
       sandboxDir: ctx.sandboxDir,
       files,
       qmpSocket: ctx.qmpSocket,
+      identitySocket: ctx.identitySocket,
       keys,
       accel: ctx.accel,
       sshPort,

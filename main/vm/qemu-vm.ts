@@ -28,6 +28,8 @@ export interface LaunchContext {
   cpus: number;
   guestForwards: GuestForward[];
   qmpSocket: string;
+  /** QEMU's socket for the host's side of the identity port (qemu-args.ts). */
+  identitySocket: string;
   cmdline: string;
   /** Where the guest RAM lives (anonymous when not given): a snapshot template's file, shared or private. */
   memory?: GuestMemory;
@@ -57,6 +59,7 @@ export interface QemuVmInit {
   sandboxDir: string;
   files: SandboxFiles;
   qmpSocket: string;
+  identitySocket: string;
   keys: SandboxKeys;
   accel: AccelChoice;
   sshPort: number;
@@ -89,6 +92,8 @@ export class QemuVm {
   readonly exited: Promise<void>;
   private readonly files: SandboxFiles;
   private readonly qmpSocket: string;
+  /** QEMU's socket for the identity port (a restored clone's identity goes in there). */
+  readonly identitySocket: string;
   private keys: SandboxKeys;
   private qmpClient: Promise<QmpClient> | undefined;
   private readonly accelChoice: AccelChoice;
@@ -119,6 +124,7 @@ export class QemuVm {
     this.sandboxDir = init.sandboxDir;
     this.files = init.files;
     this.qmpSocket = init.qmpSocket;
+    this.identitySocket = init.identitySocket;
     this.keys = init.keys;
     this.serialOffset = init.serialOffset;
     this.bootMode = init.bootMode;
@@ -204,6 +210,18 @@ export class QemuVm {
     this.spare = await rekeyGuest(ssh, { port: this.sshPort, keys }, timeoutMs, (step) => this.mark(step));
     this.keys = keys;
     this.reloadPending = true;
+  }
+
+  /**
+   * The guest took these keys through the identity port and its sshd already
+   * serves the new host key: from now on only they are used (the next
+   * waitForSsh() or ssh() pins the new host key).
+   */
+  adoptKeys(keys: SandboxKeys): void {
+    this.spare?.close();
+    this.spare = undefined;
+    this.keys = keys;
+    this.reloadPending = false;
   }
 
   /** A new connection; right after a re-key, the first one waits for sshd to serve the new host key. */
@@ -388,6 +406,7 @@ export class QemuVm {
       if (/^warm-overlay(-[0-9]+)?$/.test(name)) await rm(path.join(this.sandboxDir, name), { recursive: true, force: true });
     }
     await rm(this.qmpSocket, { force: true });
+    await rm(this.identitySocket, { force: true });
     await rm(this.files.pidFile, { force: true });
   }
 }

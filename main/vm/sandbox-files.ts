@@ -23,6 +23,7 @@ export function sandboxFiles(sandboxDir: string) {
     qemuLog: path.join(sandboxDir, 'qemu.log'),
     pidFile: path.join(sandboxDir, 'qemu.pid'),
     qmpSocket: path.join(sandboxDir, 'qmp.sock'),
+    identitySocket: path.join(sandboxDir, 'identity.sock'),
   };
 }
 
@@ -98,5 +99,14 @@ export async function readKeys(files: SandboxFiles): Promise<SandboxKeys> {
 
 /** Unix socket paths are limited to ~107 bytes; fall back to a short private path. */
 export function qmpSocketFor(files: SandboxFiles): string {
-  return Buffer.byteLength(files.qmpSocket) <= 100 ? files.qmpSocket : path.join(os.tmpdir(), `factory-qmp-${randomBytes(6).toString('hex')}.sock`);
+  return shortSocket(files.qmpSocket, 'qmp');
+}
+
+/** The identity port's socket (qemu-args.ts), with the same fallback. */
+export function identitySocketFor(files: SandboxFiles): string {
+  return shortSocket(files.identitySocket, 'identity');
+}
+
+function shortSocket(wanted: string, kind: string): string {
+  return Buffer.byteLength(wanted) <= 100 ? wanted : path.join(os.tmpdir(), `factory-${kind}-${randomBytes(6).toString('hex')}.sock`);
 }

@@ -5,7 +5,10 @@
 // while the template runs); its saved state (`state`) holds only the devices
 // (migration capability x-ignore-shared). A clone maps that file privately:
 // pages load lazily from the page cache, shared by every clone, and a clone's
-// writes stay its own. A template that fails to restore is thrown away; the
+// writes stay its own. The template's guest is left waiting for an identity
+// (main/guest/identity-channel.ts): the host writes it into the clone's identity
+// port before the clone resumes, and the first SSH connection already pins the
+// clone's own host key. A template that fails to restore is thrown away; the
 // driver then boots cold.
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
@@ -13,7 +16,8 @@ import path from 'node:path';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { QemuVm, LaunchContext } from './qemu-vm.js';
 import { sleep } from './qemu-vm.js';
-import { qmpSocketFor, readKeys, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { identitySocketFor, qmpSocketFor, readKeys, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import { IdentityChannel, identityWaiterCommand } from '../guest/identity-channel.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { machineKey } from './warm-state.js';
@@ -82,15 +86,24 @@ export class SnapshotBoot {
       sandboxDir: dir,
       guestForwards: [],
       qmpSocket: qmpSocketFor(files),
+      identitySocket: identitySocketFor(files),
       memory: { kind: 'file', path: ram, shared: true },
     };
     const vm = await this.launcher.coldBoot(templateCtx, keys, 180_000, 180_000);
+    let port: IdentityChannel | undefined;
     try {
       const ssh = await vm.ssh();
       // Less memory in the RAM file; nothing in flight on the disk. Then what every clone runs first
-      // (the re-key's perl, a login shell) is read back into the guest's page cache, so clones find it in
+      // (a login shell) is read back into the guest's page cache, so clones find it in
       // memory (shared) instead of reading it through the emulated disk.
-      await ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches; perl -e 1; bash -lc true < /dev/null; sync', { timeoutMs: 60_000 });
+      await ssh.run('sync; echo 3 > /proc/sys/vm/drop_caches; bash -lc true < /dev/null; sync', { timeoutMs: 60_000 });
+      // Connected while the snapshot is taken, so the saved waiter sleeps in read() (woken by the clone's
+      // identity) rather than seeing a closed port and polling.
+      port = await IdentityChannel.connect(templateCtx.identitySocket, Date.now() + 10_000);
+      // The waiter; from here on nothing listens on port 22 in this guest (sshd waits for a host key).
+      const waiter = await ssh.run(identityWaiterCommand(), { timeoutMs: 60_000 });
+      if (waiter.code !== 0) throw new Error(`the identity waiter did not start (exit ${waiter.code}): ${waiter.stderr.trim().slice(-300)}`);
+      await ssh.run('sync', { timeoutMs: 60_000 });
       ssh.close();
       await sleep(300);
       const qmp = await vm.qmp();
@@ -107,13 +120,15 @@ export class SnapshotBoot {
         await sleep(200);
       }
     } finally {
+      port?.close();
       await vm.stop();
     }
     await rm(templateCtx.qmpSocket, { force: true });
+    await rm(templateCtx.identitySocket, { force: true });
     await rm(files.pidFile, { force: true });
   }
 
-  /** Starts a sandbox from a template's saved state, then gives it its own SSH keys and the current time. */
+  /** Starts a sandbox from a template's saved state, giving it its own SSH keys, machine id, entropy and the time. */
   private async restoreClone(ctx: LaunchContext, template: string, keys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
     const templateFiles = sandboxFiles(template);
     const ram = templateRam(template);
@@ -128,21 +143,30 @@ export class SnapshotBoot {
       deferIncoming: true,
       bootMode: 'snapshot',
     });
-    await resumeRestored(vm, keys, timeoutMs, { deferredState: path.join(template, 'state') });
+    await resumeRestored(vm, keys, timeoutMs, { deferredState: path.join(template, 'state'), identityPort: true });
     return vm;
   }
 }
 
 /**
- * A VM launched with -incoming: waits for the state to load, resumes it, waits
- * for SSH with the keys the saved guest had, then gives it keys (and the
- * clock). Any failure kills the VM and rejects.
+ * A VM launched with -incoming: waits for the state to load and resumes it.
+ * identityPort (a template's clone): the identity was written into the port
+ * before the resume; waits for the guest's "ok", then for SSH with the new
+ * keys. Otherwise (a warm layer's memory): waits for SSH with the keys the
+ * saved guest had, then re-keys it over that connection. Any failure kills the
+ * VM and rejects.
  */
-export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number, opts: { deferredState?: string } = {}): Promise<void> {
+export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number, opts: { deferredState?: string; identityPort?: boolean } = {}): Promise<void> {
+  let port: IdentityChannel | undefined;
   try {
     const deadline = Date.now() + timeoutMs;
     const qmp = await vm.qmp(deadline);
     vm.mark('qmp');
+    if (opts.identityPort) {
+      // Written now, read by the guest as soon as it runs: the re-key overlaps the state load.
+      port = await IdentityChannel.connect(vm.identitySocket, deadline, () => !vm.hasExited);
+      port.send(keys);
+    }
     if (opts.deferredState) {
       // QEMU 7.2 takes migration capabilities over QMP only, so the load waits for them (-incoming defer).
       await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
@@ -161,10 +185,18 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     vm.mark('state loaded');
     await qmp.execute('cont');
     vm.mark('cont');
+    if (port) {
+      await Promise.race([port.reply(Math.max(1000, deadline - Date.now())), vm.exited.then(() => Promise.reject(new Error('QEMU ended before the guest took its identity')))]);
+      vm.mark('identity taken');
+      vm.adoptKeys(keys);
+      await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
+      return;
+    }
     await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
     await vm.rekey(keys, Math.max(1000, deadline - Date.now()));
     vm.mark('re-keyed');
   } catch (err) {
+    port?.close();
     // A state QEMU cannot load makes it exit: its own words say more than the closed connection.
     await Promise.race([vm.exited, sleep(500)]);
     const ended = vm.exitSummary();

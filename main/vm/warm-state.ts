@@ -26,7 +26,8 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
       JSON.stringify({
         // 2: the guest RAM is the named backend ram0, and a template keeps it in a file (device-only state).
         // 3: the template's guest has perl and a login shell in its page cache.
-        v: 3,
+        // 4: the template's guest waits for its identity on the identity port, its sshd for a host key.
+        v: 4,
         qemu: qemuVersion,
         binary: qemuBinary,
         accel: m.accel.accel,

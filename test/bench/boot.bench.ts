@@ -1,8 +1,10 @@
 // Boot benchmark, run with: bash test/support/with-keyring.sh npx tsx test/bench/boot.bench.ts
 // One run, kinds of start alternating round by round, each split into phases:
 //   raw restore   a bare qemu-system-x86_64 -incoming of the app's snapshot
-//                 template (same command line, no driver) until the forwarded
-//                 port sends the SSH banner;
+//                 template (same command line, no driver), its identity
+//                 (made beforehand) written into the identity port at once,
+//                 until the forwarded port sends the SSH banner: a template's
+//                 sshd listens only once it has a clone's host key;
 //   app restore   QemuDriver.start() (snapshot) until an SSH shell channel has
 //                 printed its first bytes;
 //   raw cold      a bare qemu-system-x86_64 booting the image, to the banner;
@@ -13,6 +15,7 @@
 // (support/pool-start.ts), and its ratios to the restores above.
 // BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out, BENCH_POOL=0 the pool.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +23,8 @@ import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
 import { AccelProbe, type AccelChoice } from '../../main/vm/accel-probe.js';
 import { createOverlay } from '../../main/vm/overlay.js';
 import { probeSshBanner } from '../../main/guest/guest-agent.js';
+import { identityMessage } from '../../main/guest/identity-channel.js';
+import net from 'node:net';
 import { appPaths } from '../../main/state/paths.js';
 import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
 import { buildQemuArgs, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
@@ -39,6 +44,22 @@ const CPUS = 2;
 
 /** One measured start: phase name → ms since the start was asked for, in order; the last is "ready". */
 type Run = Array<{ name: string; atMs: number }>;
+
+/**
+ * CPU time QEMU used from its start until ready, per kind of start: the guest's
+ * work, which unlike wall time hardly depends on what else the host runs.
+ */
+const qemuCpu = new Map<string, number[]>();
+function noteQemuCpu(kind: string, pid: number | undefined): void {
+  try {
+    // utime and stime, fields 14 and 15, in clock ticks (100 per second on Linux).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const ms = (Number(fields[11]) + Number(fields[12])) * 10;
+    qemuCpu.set(kind, [...(qemuCpu.get(kind) ?? []), ms]);
+  } catch {
+    // No /proc (not Linux): the wall times are still measured.
+  }
+}
 
 interface BenchEnv {
   image: BaseImage;
@@ -93,6 +114,7 @@ function rawArgs(
     guestForwards: [],
     serialLog: path.join(dir, 'serial.log'),
     qmpSocket: path.join(dir, 'qmp.sock'),
+    identitySocket: path.join(dir, 'identity.sock'),
     pidFile: path.join(dir, 'qemu.pid'),
     fwCfg: [
       { name: 'authorized_keys', file: vm.keys.authorizedKeys },
@@ -117,10 +139,12 @@ const rawRestore: StartKind = {
       memory: { kind: 'file', path: templateRam(env.template), shared: false },
       qmpSocket,
     });
+    const identity = identityMessage(generateSandboxKeys());
     const run: Run = [];
     const t0 = performance.now();
     const mark = (name: string) => run.push({ name, atMs: performance.now() - t0 });
     const child = spawn('qemu-system-x86_64', [...args, '-incoming', 'defer'], { stdio: 'ignore' });
+    let identityPort: net.Socket | undefined;
     try {
       let qmp: QmpClient | undefined;
       while (!qmp) {
@@ -129,6 +153,12 @@ const rawRestore: StartKind = {
         if (child.exitCode !== null) throw new Error('raw QEMU exited');
       }
       mark('qmp');
+      identityPort = await new Promise<net.Socket>((resolve, reject) => {
+        const s = net.createConnection({ path: path.join(dir, 'identity.sock') }, () => resolve(s));
+        s.once('error', reject);
+      });
+      identityPort.on('error', () => {});
+      identityPort.write(identity);
       await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
       await qmp.execute('migrate-incoming', { uri: `exec:cat ${path.join(env.template, 'state')}` });
       while (((await qmp.execute('query-status')) as { status: string }).status === 'inmigrate') await sleep(10);
@@ -137,9 +167,11 @@ const rawRestore: StartKind = {
       mark('cont');
       await waitBanner(port, child, 60_000);
       mark('ssh banner');
+      noteQemuCpu(rawRestore.name, child.pid);
       qmp.close();
       return run;
     } finally {
+      identityPort?.destroy();
       child.kill('SIGKILL');
       if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
     }
@@ -191,6 +223,7 @@ function appStart(fastBoot: boolean): StartKind {
         const opened = performance.now() - t0;
         await new Promise<void>((resolve) => shell.once('data', () => resolve()));
         const ready = performance.now() - t0;
+        noteQemuCpu(fastBoot ? 'app restore → shell' : 'app cold → shell', vm.pid);
         shell.close();
         ssh.close();
         const offset = (vm.spawnedAt ?? t0) - t0;
@@ -260,6 +293,7 @@ async function main() {
   console.log('\n== boot benchmark ==');
   for (const k of kinds) console.log(`${k.name.padEnd(24)} ${(total(k.name) / 1000).toFixed(2)} s`);
   console.log(`app restore / raw restore: ${ratio('app restore → shell', 'raw restore → banner')}`);
+  for (const [name, ms] of qemuCpu) console.log(`QEMU CPU until ready, ${name.padEnd(22)} ${median(ms).toFixed(0)} ms (median of ${ms.length})`);
   console.log(`app restore / app cold:    ${ratio('app restore → shell', 'app cold → shell')}`);
   console.log(`raw restore / raw cold:    ${ratio('raw restore → banner', 'raw cold → banner')}`);
   console.log(`app cold / raw cold:       ${ratio('app cold → shell', 'raw cold → banner')}`);

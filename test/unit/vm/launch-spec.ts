@@ -15,6 +15,7 @@ export function launchSpec(overrides: Partial<QemuLaunchSpec> = {}): QemuLaunchS
     guestForwards: [],
     serialLog: '/sb/serial.log',
     qmpSocket: '/sb/qmp.sock',
+    identitySocket: '/sb/identity.sock',
     pidFile: '/sb/qemu.pid',
     fwCfg: [],
     ...overrides,

@@ -56,12 +56,17 @@ describe('QEMU command line', () => {
     expect(option(args, '-drive')).toEqual(['file=/sb/overlay.qcow2,if=virtio,format=qcow2,discard=unmap']);
   });
 
-  it('boots the kernel directly with serial to a file, QMP on a socket, a pidfile and fw_cfg keys', () => {
+  it('boots the kernel directly with serial to a file, QMP and the identity port on sockets, a pidfile and fw_cfg keys', () => {
     const args = buildQemuArgs(base);
     expect(option(args, '-kernel')).toEqual(['/img/vmlinuz']);
     expect(option(args, '-initrd')).toEqual(['/img/initrd.img']);
     expect(option(args, '-append')).toEqual([base.cmdline]);
-    expect(option(args, '-chardev')).toEqual(['file,id=serial0,path=/sb/serial.log', 'socket,id=qmp0,path=/sb/qmp.sock,server=on,wait=off']);
+    expect(option(args, '-chardev')).toEqual([
+      'file,id=serial0,path=/sb/serial.log',
+      'socket,id=qmp0,path=/sb/qmp.sock,server=on,wait=off',
+      'socket,id=identity0,path=/sb/identity.sock,server=on,wait=off',
+    ]);
+    expect(option(args, '-device')).toContain('virtserialport,bus=vser0.0,chardev=identity0,name=org.factory.identity');
     expect(option(args, '-mon')).toEqual(['chardev=qmp0,mode=control']);
     expect(option(args, '-pidfile')).toEqual(['/sb/qemu.pid']);
     expect(option(args, '-fw_cfg')).toEqual(['name=opt/factory/authorized_keys,file=/sb/keys/authorized_keys']);

@@ -1,0 +1,184 @@
+// A restored clone's identity without an SSH login first. The snapshot
+// template leaves a root waiter in its guest (identityWaiterCommand), blocked
+// reading the virtio-serial identity port, and its sshd blocked in open() on a
+// FIFO where its host key file was: no sshd listens in the template, so no
+// clone can ever serve the template's host key. When a clone resumes, the host
+// has already written the clone's identity into the port's socket
+// (IdentityChannel); the waiter credits the host's entropy and reseeds the
+// kernel's generator, writes a new machine id, the authorized keys and the
+// clock, then feeds the new host key through the FIFO: sshd, already running
+// and linked, reads it and starts listening (no re-exec, which costs hundreds
+// of ms in a clone whose emulator has translated nothing yet). It answers "ok"
+// once sshd listens; the host's first SSH connection then pins the new key.
+import net from 'node:net';
+import type { SandboxKeys } from '../ssh/sandbox-keys.js';
+import { IDENTITY_PORT_NAME } from '../vm/qemu-args.js';
+import { GUEST_MACHINE_ID, GUEST_SSH_PATHS, rekeyInput } from './guest-agent.js';
+
+/** The waiter's answers are short; anything longer is not a waiter speaking. */
+const MAX_REPLY_BYTES = 1024;
+
+/**
+ * The waiter, as one perl program (no shell, no other process: under emulation
+ * each process start costs). Run as root in the template, after sync: it finds
+ * the port, turns the host key file into a FIFO, sends sshd SIGHUP (sshd
+ * re-executes and waits in open() of the FIFO), waits until it does, then
+ * forks: the parent exits 0 (the template's command ends), the child waits for
+ * the identity. Paths are plain (GUEST_SSH_PATHS); no single quote anywhere.
+ */
+function waiterPerl(): string {
+  const p = GUEST_SSH_PATHS;
+  return [
+    'use strict; use POSIX ();',
+    'my $dev;',
+    `for my $f (glob("/sys/class/virtio-ports/*/name")) { open(my $h, "<", $f) or next; my $n = <$h> // ""; chomp $n; if ($n eq "${IDENTITY_PORT_NAME}") { ($dev) = $f =~ m{^/sys/class/virtio-ports/([a-z0-9]+)/name$}; last; } }`,
+    `defined $dev or die "no virtio port named ${IDENTITY_PORT_NAME}\\n";`,
+    'sysopen(my $port, "/dev/$dev", POSIX::O_RDWR()) or die "/dev/$dev: $!\\n";',
+    `my $key = "${p.hostKey}";`,
+    `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
+    'defined $pid && $pid =~ /^[0-9]+$/ or die "no sshd pid\\n";',
+    'unlink("$key.fifo"); POSIX::mkfifo("$key.fifo", 0600) or die "mkfifo: $!\\n"; rename("$key.fifo", $key) or die "rename: $!\\n";',
+    'kill("HUP", $pid) or die "SIGHUP to sshd $pid: $!\\n";',
+    // Only to make sure the re-exec is paid here and not in every clone; sshd would block there anyway.
+    'my $until = time() + 10;',
+    'for (;;) { my $w = ""; if (open(my $h, "<", "/proc/$pid/wchan")) { $w = <$h> // ""; } last if $w eq "wait_for_partner" || time() > $until; select(undef, undef, undef, 0.01); }',
+    'my $child = fork() // die "fork: $!\\n"; exit 0 if $child;',
+    'POSIX::setsid(); open(STDIN, "<", "/dev/null"); open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");',
+    // From here on this runs in each clone, right after it resumes.
+    'my $buf = "";',
+    'until ($buf =~ /\\n-----END OPENSSH PRIVATE KEY-----\\n/) { my $n = sysread($port, $buf, 4096, length $buf); if (!$n) { select(undef, undef, undef, 0.01); next; } if (length($buf) > 16384) { syswrite($port, "error: identity message too long\\n"); exit 1; } }',
+    'my $ok = eval {',
+    '  my ($epoch, $seed, $mid, $pub, $hostkey) = $buf =~ /\\A([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(-----BEGIN OPENSSH PRIVATE KEY-----\\n.*\\n-----END OPENSSH PRIVATE KEY-----\\n)\\z/s or die "malformed identity message\\n";',
+    '  $epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
+    '  $seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
+    '  $mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
+    '  $pub =~ /^ssh-ed25519 [A-Za-z0-9+\\/=]+( [^\\r\\n]*)?$/ or die "bad client key\\n";',
+    '  open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
+    '  my $e = pack("H*", $seed);',
+    '  ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
+    '  ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\\n";',
+    '  close($r);',
+    '  sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
+    `  put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
+    ...p.authorizedKeys.map((file) => `  put("${file}", "$pub\\n");`),
+    '  syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
+    '  -p $key or die "$key is no longer the FIFO sshd waits on\\n";',
+    '  put("$key.new", $hostkey, 0600);',
+    '  local $SIG{ALRM} = sub { die "sshd did not open its host key within 20 s\\n" }; alarm(20);',
+    // sshd waits in open(): this returns at once. The file goes in place before sshd reads EOF, so its next open of the path finds it.
+    '  open(my $fifo, ">", $key) or die "$key: $!\\n"; alarm(0);',
+    '  rename("$key.new", $key) or die "rename $key: $!\\n";',
+    '  print $fifo $hostkey or die "$key: $!\\n"; close($fifo) or die "$key: $!\\n";',
+    '  my $until = time() + 20;',
+    '  sub listening { for my $t ("/proc/net/tcp", "/proc/net/tcp6") { open(my $h, "<", $t) or next; <$h>; while (my $l = <$h>) { my @f = split(" ", $l); return 1 if $f[1] =~ /:0016$/ && $f[3] eq "0A"; } } return 0; }',
+    '  until (listening()) { time() < $until or die "sshd did not listen within 20 s of getting its host key\\n"; select(undef, undef, undef, 0.005); }',
+    '  1;',
+    '};',
+    'my $why = $@ // ""; $why =~ s/[^\\x20-\\x7e]/ /g;',
+    'syswrite($port, $ok ? "ok\\n" : "error: $why\\n"); exit($ok ? 0 : 1);',
+  ].join(' ');
+}
+
+/** The command the template runs as root (through SSH) to leave the waiter behind; loads the port's driver first. */
+export function identityWaiterCommand(): string {
+  return `modprobe virtio_console && perl -e '${waiterPerl()}'`;
+}
+
+/** The message the waiter reads: rekeyInput()'s lines (time, entropy, machine id, client key, host key). */
+export function identityMessage(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now()): string {
+  const text = rekeyInput(keys, nowMs);
+  if (!text.endsWith('\n-----END OPENSSH PRIVATE KEY-----\n')) throw new Error('the host private key for the identity does not end its OpenSSH armour');
+  return text;
+}
+
+/** The host's end of a VM's identity port: a connection to the QEMU socket chardev. */
+export class IdentityChannel {
+  private received = '';
+  private ended: string | undefined;
+  private readonly waiters = new Set<() => void>();
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      // Guest bytes: only ever looked at up to the cap.
+      if (this.received.length < MAX_REPLY_BYTES) this.received += chunk.toString('latin1').slice(0, MAX_REPLY_BYTES - this.received.length);
+      this.wake();
+    });
+    socket.on('error', (err) => {
+      this.ended ??= `the identity port's socket failed: ${err.message}`;
+      this.wake();
+    });
+    socket.on('close', () => {
+      this.ended ??= "QEMU closed the identity port's socket";
+      this.wake();
+    });
+  }
+
+  /** Connects to QEMU's socket at path, retrying until it exists or the deadline passes. */
+  static async connect(socketPath: string, deadline: number, alive: () => boolean = () => true): Promise<IdentityChannel> {
+    for (;;) {
+      try {
+        const socket = await new Promise<net.Socket>((resolve, reject) => {
+          const s = net.createConnection({ path: socketPath });
+          s.once('connect', () => {
+            s.removeListener('error', reject);
+            resolve(s);
+          });
+          s.once('error', reject);
+        });
+        return new IdentityChannel(socket);
+      } catch (err) {
+        if (!alive() || Date.now() > deadline) throw new Error(`could not connect to the identity port's socket: ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  }
+
+  /** Sends the identity (the waiter reads it once the guest runs). */
+  send(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>): void {
+    this.socket.write(identityMessage(keys));
+  }
+
+  /**
+   * Resolves once the waiter says "ok" (sshd listens with the new host key);
+   * rejects with the waiter's own reason, a malformed answer, a closed socket
+   * or the timeout. Closes the channel either way.
+   */
+  async reply(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    try {
+      for (;;) {
+        const line = /^([^\n]*)\n/.exec(this.received)?.[1];
+        if (line !== undefined) {
+          if (line === 'ok') return;
+          const shown = line.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);
+          throw new Error(line.startsWith('error: ') ? `the guest could not take its identity: ${shown.slice(7)}` : `the identity port answered something else than ok: ${JSON.stringify(shown)}`);
+        }
+        if (this.received.length >= MAX_REPLY_BYTES) throw new Error(`the identity port sent ${MAX_REPLY_BYTES} bytes without a line end`);
+        if (this.ended) throw new Error(`${this.ended} before the guest took its identity`);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`the guest did not take its identity within ${timeoutMs} ms`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, left);
+          function done() {
+            clearTimeout(timer);
+            resolve();
+          }
+          this.waiters.add(() => done());
+        });
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  close(): void {
+    this.ended ??= 'closed';
+    this.socket.destroy();
+  }
+
+  private wake(): void {
+    const all = [...this.waiters];
+    this.waiters.clear();
+    for (const w of all) w();
+  }
+}
