@@ -83,6 +83,9 @@ async function main() {
     const setupMs = first.task.setup?.durationMs ?? NaN;
     console.log(`    whole setup through the proxy ${fmt(setupMs)} vs host npm ci ${fmt(hostMs)}; ratio ${(setupMs / hostMs).toFixed(2)}`);
   } finally {
+    // Layers live in the shared cache next to the base image: this run's go with its repository.
+    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
+    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
     await app.dispose();
     repo.cleanup();
     fs.rmSync(dataDir, { recursive: true, force: true });

@@ -42,6 +42,11 @@ describe.skipIf(!!skipReason)('a real Node project in the browser', () => {
   afterAll(async () => {
     await browser?.close();
     await host?.close();
+    // Layers live in the shared cache next to the base image: this run's go with its repository.
+    if (app) {
+      const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
+      for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
+    }
     await app?.dispose();
     const left = dataDir ? qemuProcessesUnder(dataDir) : [];
     for (const p of left) process.kill(p.pid, 'SIGKILL');

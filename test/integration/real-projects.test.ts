@@ -63,6 +63,11 @@ beforeAll(async () => {
 }, 10 * 60_000);
 
 afterAll(async () => {
+  // Layers live in the shared cache next to the base image: this run's go with its repositories.
+  if (app) {
+    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
+    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
+  }
   await app?.dispose();
   await new Promise((r) => local?.close(r));
   for (const r of repos) r.cleanup();
