@@ -129,5 +129,10 @@ describe('adding a sandbox host from Settings', () => {
     }
     expect(await api['hosts.remove']({ name: 'rig' })).toEqual([]);
     expect(settings.get().sandboxHosts).toEqual([]);
+    // The app's connection to the removed host ends: no sshd session serves it any more.
+    const listener = execFileSync('pgrep', ['-P', String(process.pid), '-f', path.join(path.dirname(rig.keyFile), 'sshd_config')], { encoding: 'utf8' }).trim();
+    const sessions = () => execFileSync('sh', ['-c', `pgrep -P ${Number(listener)} || true`], { encoding: 'utf8' }).trim();
+    for (let i = 0; i < 50 && sessions(); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(sessions()).toBe('');
   });
 });
