@@ -80,6 +80,7 @@ export function hostsApi(deps: HostsApiDeps): HostsApi {
       if (!hosts.some((h) => h.name === name)) throw new FactoryError('InvalidInput', `name: there is no sandbox host named ${JSON.stringify(name)}`);
       refuseWhileRunning(deps, name, 'remove');
       deps.settings.set({ sandboxHosts: hosts.filter((h) => h.name !== name) });
+      deps.hosts.forget(name);
       return list();
     },
   };

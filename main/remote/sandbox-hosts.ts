@@ -144,6 +144,13 @@ export class SandboxHosts {
     });
   }
 
+  /** A host removed from Settings: its connection ends now (nothing runs there; hosts.remove checked). */
+  forget(name: string): void {
+    const e = this.entries.get(name);
+    this.entries.delete(name);
+    e?.conn?.close();
+  }
+
   close(): void {
     this.closed = true;
     for (const e of this.entries.values()) e.conn?.close();

@@ -5,6 +5,7 @@
 // A user adds a host by keyboard and mouse, is refused a hostile destination by
 // name, checks the host, compares and trusts its key, saves it, sees it listed
 // with its state, and the new-task form offers it.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -138,5 +139,45 @@ describe.skipIf(!!missing)('adding a sandbox host in Settings', () => {
     expect(options[0]).toBe('This machine');
     expect(options[1]).toMatch(/^rig \(connected, 0\/1\)$/);
     expect(options[2]).toBe('Any (least loaded)');
+  });
+
+  it('a host whose connection drops shows as lost in the list and the header, and connected once it is back', async () => {
+    const { page } = browser;
+    // The stand-in host stops answering: its sshd listener is paused (new logins hang), its connections cut.
+    const config = path.join(path.dirname(rig.keyFile), 'sshd_config');
+    // The listener is the rig's own child of this test process (sshd retitles it, so match its config by parent).
+    const listener = Number(execFileSync('pgrep', ['-P', String(process.pid), '-f', config], { encoding: 'utf8' }).trim());
+    expect(listener).toBeGreaterThan(1);
+    process.kill(listener, 'SIGSTOP');
+    try {
+      await rig.dropConnections();
+      await page.getByTestId('hosts-status').waitFor({ timeout: 30_000 });
+      expect(await page.getByTestId('hosts-status').textContent()).toBe('host rig lost');
+      await page.getByTestId('nav-settings').click();
+      await page.locator('[data-testid="host-row"][data-host="rig"][data-state="lost"]').waitFor({ timeout: 30_000 });
+      expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    } finally {
+      process.kill(listener, 'SIGCONT');
+    }
+    await page.locator('[data-testid="host-row"][data-host="rig"][data-state="connected"]').waitFor({ timeout: 90_000 });
+    await page.getByTestId('hosts-status').waitFor({ state: 'detached', timeout: 30_000 });
+  });
+
+  it('removes the host only after the user confirms', async () => {
+    const { page } = browser;
+    await page.getByTestId('nav-settings').click();
+    const row = page.locator('[data-testid="host-row"][data-host="rig"]');
+    await row.getByTestId('host-remove').click();
+    // Keep it: nothing happens.
+    await row.getByTestId('host-remove-keep').click();
+    expect(await row.count()).toBe(1);
+    await row.getByTestId('host-remove').click();
+    await row.getByTestId('host-remove-confirm').click();
+    await page.getByTestId('hosts-empty').waitFor();
+    expect(await row.count()).toBe(0);
+    await page.getByTestId('nav-tasks').click();
+    await page.getByTestId('new-task-form').waitFor();
+    // Without hosts the form asks nothing about where to run (after its next look at the hosts).
+    await page.getByTestId('run-on-select').waitFor({ state: 'detached', timeout: 30_000 });
   });
 });
