@@ -263,7 +263,8 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     firstTurnHeld = undefined;
     await waitFor('the sandbox to be reaped', () => qemuProcessesUnder(dataDir).length === 0 || undefined, 90_000);
     const reapMs = Date.now() - killedAt;
-    expect((await client.call('tasks.get', { taskId: task!.id })).sandbox.status).toBe('destroyed');
+    // QEMU ends before the teardown records it: the task says so a moment later.
+    await expect.poll(async () => (await client.call('tasks.get', { taskId: task!.id })).sandbox.status, { timeout: 60_000, interval: 250 }).toBe('destroyed');
     expect(overlays()).toEqual([]);
     // No hook ran for the end: the app noticed on its own.
     expect(hookCalls('session-end')).toEqual([]);

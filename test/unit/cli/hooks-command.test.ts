@@ -1,0 +1,61 @@
+// `factory hooks install|uninstall` as a user types it: the real CLI in its own
+// process (no app is needed or started), HOME and the working folder of the
+// test's choosing, exit statuses and messages as the terminal shows them.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MARK } from '../../../main/cli/hooks/settings-file.js';
+import { CLI_ENTRY, ROOT } from '../../support/cli.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function factory(args: string[], opts: { cwd: string; home: string }) {
+  const tsx = path.join(ROOT, 'node_modules/tsx/dist/loader.mjs');
+  // --data-dir: a folder that must stay empty, since these commands never reach an app.
+  const dataDir = path.join(opts.home, 'data');
+  const r = spawnSync(process.execPath, ['--import', tsx, CLI_ENTRY, '--data-dir', dataDir, ...args], { cwd: opts.cwd, env: { ...process.env, HOME: opts.home }, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr, dataDir };
+}
+
+describe('factory hooks', () => {
+  it('--user installs into ~/.claude/settings.json beside the user\'s own settings, and uninstall takes back exactly that', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));
+    dirs.push(home);
+    const file = path.join(home, '.claude', 'settings.json');
+    fs.mkdirSync(path.dirname(file));
+    const mine = { model: 'opus', hooks: { Stop: [{ hooks: [{ type: 'command', command: 'notify-send done' }] }] } };
+    fs.writeFileSync(file, JSON.stringify(mine));
+    const install = factory(['hooks', 'install', '--user'], { cwd: os.tmpdir(), home });
+    expect(install.code, install.stderr).toBe(0);
+    expect(install.stdout).toContain(`installed SessionStart, Stop and SessionEnd hooks in ${file}`);
+    const s = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(s.model).toBe('opus');
+    expect(s.hooks.Stop).toHaveLength(2);
+    // The data folder given to install goes into the commands, so the hooks reach the same app.
+    expect(s.hooks.SessionStart[0].hooks[0].command).toBe(`factory --data-dir ${install.dataDir} hook session-start ${MARK}`);
+    expect(factory(['hooks', 'install', '--user'], { cwd: os.tmpdir(), home }).stdout).toContain('already installed');
+    const un = factory(['hooks', 'uninstall', '--user', '--json'], { cwd: os.tmpdir(), home });
+    expect(un.code, un.stderr).toBe(0);
+    expect(JSON.parse(un.stdout)).toEqual({ file, removed: 3 });
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual(mine);
+    // No app was started for any of it.
+    expect(fs.existsSync(install.dataDir)).toBe(false);
+  });
+
+  it('refuses --project outside a repository, and --project with --user, by name', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));
+    dirs.push(home);
+    const outside = factory(['hooks', 'install', '--project'], { cwd: home, home });
+    expect(outside.code).toBe(1);
+    expect(outside.stderr).toContain(`${home} is not inside a git repository; run this in the repository Claude Code works in, or use --user`);
+    const both = factory(['hooks', 'install', '--project', '--user'], { cwd: home, home });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('--project and --user exclude each other');
+    expect(fs.existsSync(path.join(home, '.claude'))).toBe(false);
+  });
+});
