@@ -252,13 +252,14 @@ export class TerminalService {
   private onSourceData(s: Session, chunk: Buffer): void {
     if (chunk.length === 0) return;
     s.stats.bytesIn += chunk.length;
-    const { ready, armTimer } = s.batcher.push(chunk);
+    const now = performance.now();
+    const { ready, armTimer } = s.batcher.push(chunk, now);
     for (const c of ready) this.emitChunk(s, c);
     if (armTimer) {
       s.batchTimer = setTimeout(() => {
         s.batchTimer = null;
-        for (const c of s.batcher.flush()) this.emitChunk(s, c);
-      }, this.opts.batch.delayMs);
+        for (const c of s.batcher.flush(performance.now())) this.emitChunk(s, c);
+      }, s.batcher.delayFor(now));
     }
   }
 
@@ -267,7 +268,7 @@ export class TerminalService {
       clearTimeout(s.batchTimer);
       s.batchTimer = null;
     }
-    for (const c of s.batcher.flush()) this.emitChunk(s, c);
+    for (const c of s.batcher.flush(performance.now())) this.emitChunk(s, c);
   }
 
   private emitChunk(s: Session, chunk: Buffer): void {

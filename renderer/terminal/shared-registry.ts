@@ -33,6 +33,7 @@ function exposeForTests(r: TerminalRegistry): void {
   if (typeof window === 'undefined') return;
   (window as unknown as { __factoryTerminals?: unknown }).__factoryTerminals = {
     text: (id: string) => r.text(id),
+    tail: (id: string, rows: number) => r.tail(id, rows),
     renderer: (id: string) => r.snapshot(id)?.renderer ?? null,
     sessions: () => r.sessions(),
   };

@@ -16,7 +16,7 @@ import { AckBatcher } from './ack-batcher.js';
 import { DEFAULT_OPTIONS, SEARCH_DECORATIONS, type TerminalRegistryOptions, type TerminalSnapshot } from './registry-options.js';
 import { loadRenderer } from './renderer-choice.js';
 import { handleTerminalKey } from './terminal-keys.js';
-import { terminalText } from './terminal-text.js';
+import { terminalTail, terminalText } from './terminal-text.js';
 import { WritePacer } from './write-pacer.js';
 
 export type { TerminalPhase, TerminalRegistryOptions, TerminalSnapshot } from './registry-options.js';
@@ -233,6 +233,12 @@ export class TerminalRegistry {
   text(sessionId: string): string {
     const e = this.entries.get(sessionId);
     return e ? terminalText(e.term) : '';
+  }
+
+  /** The last rows of the buffer as plain text (cheap enough to poll). */
+  tail(sessionId: string, rows: number): string {
+    const e = this.entries.get(sessionId);
+    return e ? terminalTail(e.term, rows) : '';
   }
 
   /** Re-attaches every instance (after the transport reconnected): reset, replay, continue live. */

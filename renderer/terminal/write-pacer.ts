@@ -28,9 +28,16 @@ export interface WritePacerOptions {
  * maxHeldBytes is half the host's high watermark (512 KiB, main/terminal/flow-control.ts):
  * a fast flood is written as soon as half a window is held, so the host never
  * waits out a whole interval with its window full (that would cap a local
- * flood at 512 KiB per 100 ms).
+ * flood at 512 KiB per interval).
+ *
+ * A flood that has kept coming for a second redraws 5 times a second: each
+ * redraw costs the renderer, the browser and the GPU process a fixed amount,
+ * and on a machine whose cores the sandbox also needs every saved frame goes to
+ * the program making the output. Measured with test/bench/terminal-cpu.bench.ts
+ * (8 MB at about 0.8 MB/s, 3 rounds each): 0.27-0.30 CPU s/MB on the host and in
+ * Chromium at 200 ms, 0.34-0.41 at 100 ms.
  */
-export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 256 * 1024 };
+export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 200, floodAfterMs: 1000, maxHeldBytes: 256 * 1024 };
 
 type Timer = ReturnType<typeof setTimeout>;
 

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWebHost } from '../../main/host/web/web-host.js';
+import { DEFAULT_BATCH } from '../../main/terminal/flow-control.js';
 import { spawnHostShell } from '../../main/terminal/host-shell.js';
 import { openBrowser } from '../e2e/support/browser.js';
 import { ensureE2eRendererBuilt } from '../e2e/support/build.js';
@@ -77,8 +78,25 @@ async function main() {
   // a pty's buffer when its session leader exits, and a paused reader leaves some there.
   const cmd = `${RATE > 0 ? `python3 ${pacer} ${file} ${RATE}` : `cat ${file}`}; echo ${END}; sleep 2`;
 
-  const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async () => { throw new Error('no shell here'); } });
+  // BENCH_BATCH_MS / BENCH_STREAM_MS / BENCH_CHUNK_KB try other host batching without editing the defaults.
+  const batch = { ...DEFAULT_BATCH };
+  if (process.env.BENCH_BATCH_MS) batch.delayMs = Number(process.env.BENCH_BATCH_MS);
+  if (process.env.BENCH_STREAM_MS) batch.streamDelayMs = Number(process.env.BENCH_STREAM_MS);
+  if (process.env.BENCH_CHUNK_KB) batch.maxChunkBytes = Number(process.env.BENCH_CHUNK_KB) * 1024;
+  const app = new TerminalHostApp({ logDir: path.join(work, 'logs'), openShell: async () => { throw new Error('no shell here'); }, service: { batch } });
   const host = await startWebHost(app, { staticDir: process.env.FACTORY_STATIC_DIR ?? staticDir });
+  // What crosses the WebSocket: data frames, events, acknowledgements.
+  const seen = { frames: 0, frameBytes: 0, events: 0, acks: 0 };
+  app.onTerminalData((e) => {
+    seen.frames++;
+    seen.frameBytes += e.data.byteLength;
+  });
+  app.onEvent(() => seen.events++);
+  const ack = app.terminals.ack.bind(app.terminals);
+  app.terminals.ack = (id, bytes) => {
+    seen.acks++;
+    ack(id, bytes);
+  };
   const browser = await openBrowser();
   try {
     const page = browser.page;
@@ -94,13 +112,14 @@ async function main() {
         await cdp.send('Profiler.start');
       }
       const tracing = process.env.BENCH_TRACE === '1' && round === rounds;
-      const events: Array<{ name: string; ph: string; dur?: number; tid: number; pid: number; args?: { name?: string } }> = [];
+      const events: Array<{ name: string; ph: string; dur?: number; tdur?: number; tid: number; pid: number; args?: { name?: string } }> = [];
       if (tracing) {
         cdp.on('Tracing.dataCollected', (e) => events.push(...(e.value as unknown as typeof events)));
         await cdp.send('Tracing.start', { categories: 'devtools.timeline,blink,cc,viz', transferMode: 'ReportEvents' });
       }
       const c0 = chromiumCpu();
       const m0 = mainCpu();
+      Object.assign(seen, { frames: 0, frameBytes: 0, events: 0, acks: 0 });
       const t0 = Date.now();
       const { source } = spawnHostShell({ cwd: work, cols: 120, rows: 30, shell: '/bin/sh', args: ['-c', cmd] });
       const info = app.runStage(source);
@@ -110,7 +129,12 @@ async function main() {
         await new Promise((r) => setTimeout(r, exited ? 20 : 250));
         if (!exited) continue;
         const tail = await page.evaluate(
-          (id) => (window as unknown as { __factoryTerminals: { text(id: string): string } }).__factoryTerminals.text(id).slice(-300),
+          (id) => {
+            // The last rows only: reading all 10 000 rows every 20 ms would take the renderer's
+            // time from the flood being measured (a baseline build may have text() alone).
+            const h = (window as unknown as { __factoryTerminals?: { text(id: string): string; tail?(id: string, rows: number): string } }).__factoryTerminals;
+            return h?.tail ? h.tail(id, 5) : (h?.text(id).slice(-300) ?? '');
+          },
           info.id,
         );
         if (tail.includes(END)) break;
@@ -125,6 +149,7 @@ async function main() {
       const st = app.terminals.stats(info.id);
       const per = (x: number) => `${x.toFixed(2)} s (${(x / MB).toFixed(3)} s/MB)`;
       console.log(`round ${round}: ${(MB / s).toFixed(2)} MB/s, wall ${s.toFixed(1)} s, pauses ${st.pauses}`);
+      console.log(`  ${seen.frames} data frames (mean ${(seen.frameBytes / Math.max(1, seen.frames) / 1024).toFixed(1)} KiB), ${seen.acks} acks, ${seen.events} events`);
       console.log(`  main ${per(m)}`);
       let chromeTotal = 0;
       for (const [k, v] of Object.entries(c1)) {
@@ -140,13 +165,17 @@ async function main() {
         const threads = new Map<string, string>();
         for (const e of events) if (e.ph === 'M' && e.name === 'thread_name') threads.set(`${e.pid}:${e.tid}`, e.args?.name ?? '?');
         const sums = new Map<string, number>();
+        const counts = new Map<string, number>();
         for (const e of events) {
-          if (e.ph !== 'X' || !e.dur) continue;
+          // Thread time where the trace has it: wall time is inflated when the cores are shared.
+          const us = e.tdur ?? e.dur;
+          if (e.ph !== 'X' || !us) continue;
           const k = `${threads.get(`${e.pid}:${e.tid}`) ?? e.tid} ${e.name}`;
-          sums.set(k, (sums.get(k) ?? 0) + e.dur);
+          sums.set(k, (sums.get(k) ?? 0) + us);
+          counts.set(k, (counts.get(k) ?? 0) + 1);
         }
-        console.log('trace, total duration by thread and event (nested events overlap):');
-        for (const [k, us] of [...sums.entries()].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`  ${(us / 1e6).toFixed(2)} s  ${k}`);
+        console.log('trace, total thread time by thread and event (nested events overlap):');
+        for (const [k, us] of [...sums.entries()].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`  ${(us / 1e6).toFixed(2)} s  ${String(counts.get(k)).padStart(6)}x  ${k}`);
       }
       if (profiling) {
         const { profile } = (await cdp.send('Profiler.stop')) as { profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] } };

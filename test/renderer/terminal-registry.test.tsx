@@ -195,6 +195,22 @@ describe('TerminalRegistry', () => {
     expect(registry.text(info.id)).toBe('héllo 日本語 🎉 ok');
   });
 
+  it('reads the last rows of a terminal alone, a wrapped line joined, as the whole text ends', async () => {
+    const { service } = setup();
+    const m = manualSource();
+    const info = service.register({ kind: 'shell', title: 't', cols: 80, rows: 24, source: m.source });
+    registry.acquire(info.id);
+    await waitFor(() => registry.snapshot(info.id)?.phase === 'attached');
+    const long = 'x'.repeat(79) + 'yz'; // 81 columns: two rows at 80
+    m.push(`one\r\ntwo\r\n${long}\r\n`);
+    await waitFor(() => registry.text(info.id).endsWith('yz'));
+    expect(registry.tail(info.id, 2)).toBe(long);
+    expect(registry.tail(info.id, 3)).toBe(`two\n${long}`);
+    expect(registry.text(info.id).endsWith(registry.tail(info.id, 3))).toBe(true);
+    expect(registry.tail(info.id, 0)).toBe('z'); // one row at least: the wrapped line's second row
+    expect(registry.tail('no-such-session', 5)).toBe('');
+  });
+
   it('acknowledges after parsing: a real pty flood is paused by the host and arrives complete', async () => {
     const { service } = setup({ watermarks: { high: 12 * 1024, low: 4 * 1024 }, batch: { delayMs: 4, maxChunkBytes: 8 * 1024 } });
     const info = service.register({ kind: 'shell', title: 'flood', cols: 80, rows: 24, source: ptyCommand('stty -echo; read _go; seq 1 150000; read _end') });

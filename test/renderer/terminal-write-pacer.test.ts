@@ -2,7 +2,7 @@
 // (few redraws), a keystroke's echo after a quiet moment goes out at once, and
 // nothing is lost, reordered or left unacknowledged.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WritePacer, type WritePacerOptions } from '../../renderer/terminal/write-pacer.js';
+import { DEFAULT_PACING, WritePacer, type WritePacerOptions } from '../../renderer/terminal/write-pacer.js';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -87,6 +87,23 @@ describe('WritePacer', () => {
     t.p.push(bytes('echo'));
     expect(t.writes.length).toBe(quietAt + 1); // at once
     expect(writesDuring(400)).toBeGreaterThanOrEqual(9); // back to every 40 ms
+  });
+
+  it('by default a flood that has kept coming for a second redraws five times a second', () => {
+    const t = pacer(DEFAULT_PACING);
+    const writesDuring = (ms: number) => {
+      const before = t.writes.length;
+      // 50 KB/s in 2 ms pieces: far below the held-bytes cap, so only the clock decides.
+      for (let i = 0; i < ms / 2; i++) {
+        t.p.push(bytes('y'.repeat(100)));
+        t.advance(2);
+      }
+      return t.writes.length - before;
+    };
+    expect(writesDuring(1000)).toBeGreaterThanOrEqual(20); // every 40 ms at first
+    const later = writesDuring(2000);
+    expect(later).toBeGreaterThanOrEqual(9);
+    expect(later).toBeLessThanOrEqual(11); // every 200 ms
   });
 
   it('writes at once when the held bytes reach the cap, whatever the time', () => {

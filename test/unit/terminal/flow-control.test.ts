@@ -97,6 +97,59 @@ describe('OutputBatcher', () => {
   });
 });
 
+describe('OutputBatcher timing', () => {
+  const limits = { delayMs: 8, streamDelayMs: 32, streamAfterMs: 100, maxChunkBytes: 1024 };
+
+  it('lets a batch wait longer only once output has kept coming, and goes back after a quiet moment', () => {
+    const b = new OutputBatcher(limits);
+    // A keystroke's echo after a quiet moment: the short delay.
+    expect(b.delayFor(1000)).toBe(8);
+    expect(b.flush(1008)).toEqual([]); // nothing pending: nothing went out
+    b.push(Buffer.from('x'), 1000);
+    b.flush(1008);
+    // Output that keeps coming (each batch starts within two stream delays of the last one out).
+    let t = 1008;
+    const delays: number[] = [];
+    while (t < 1300) {
+      t += 2;
+      b.push(Buffer.from('y'), t);
+      const d = b.delayFor(t);
+      delays.push(d);
+      t += d;
+      b.flush(t);
+    }
+    expect(delays.slice(0, 3)).toEqual([8, 8, 8]);
+    expect(delays.at(-1)).toBe(32);
+    // The switch comes after streamAfterMs of output, not before.
+    const firstLong = delays.indexOf(32);
+    expect(firstLong).toBeGreaterThan(0);
+    expect(delays.slice(firstLong).every((d) => d === 32)).toBe(true);
+    // Quiet for more than two stream delays: the next output is new, short delay again.
+    expect(b.delayFor(t + 65)).toBe(8);
+  });
+
+  it('a chunk that filled up counts as output going out', () => {
+    const b = new OutputBatcher(limits);
+    b.delayFor(0);
+    for (let t = 0; t <= 120; t += 10) expect(b.push(Buffer.alloc(1024), t).ready).toHaveLength(1);
+    expect(b.delayFor(125)).toBe(32);
+  });
+
+  it('without a stream delay it behaves as one fixed delay', () => {
+    const b = new OutputBatcher({ delayMs: 5, maxChunkBytes: 10 });
+    for (let t = 0; t < 500; t += 5) {
+      b.push(Buffer.from('z'), t);
+      expect(b.delayFor(t)).toBe(5);
+      b.flush(t + 5);
+    }
+  });
+
+  it('refuses a stream delay below the first delay', () => {
+    expect(() => new OutputBatcher({ delayMs: 10, streamDelayMs: 5, maxChunkBytes: 10 })).toThrow(/invalid batching/);
+    expect(() => new OutputBatcher({ delayMs: -1, maxChunkBytes: 10 })).toThrow(/invalid batching/);
+  });
+});
+
 describe('ScrollbackBuffer', () => {
   it('keeps the last cap bytes and tracks the stream offset', () => {
     const s = new ScrollbackBuffer(10);
