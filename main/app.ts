@@ -55,6 +55,7 @@ import { SessionHoldExecutor } from './sessions/session-hold.js';
 import { SessionService } from './sessions/session-service.js';
 import { hostsApi } from './remote/hosts-api.js';
 import { SandboxHosts } from './remote/sandbox-hosts.js';
+import { remoteLeakSourceOf } from './remote/libvirt-sandbox-driver.js';
 import { SessionStore } from './sessions/session-store.js';
 import { sessionGraceMs } from './sessions/session-settings.js';
 
@@ -168,6 +169,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   const quarantine = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine'), credentialValues: (taskId) => broker.credentialValues(taskId) });
   // Sandbox hosts from Settings (issue 14): a task placed on one boots there through libvirt over SSH.
   const sandboxHosts = new SandboxHosts({ settings: () => settings.get(), log: log.child('sandbox-hosts') });
+  // A remote sandbox's leak check runs on its host (salted digests go there, never a key).
+  broker.useRemoteSandboxes((taskId) => remoteLeakSourceOf(live.get(taskId)?.vm));
   // Sandboxes a killed run left on a host go as soon as it answers; a host that does not is retried on use.
   void sandboxHosts.connectAll();
   const provisioner = new SandboxProvisioner({

@@ -20,7 +20,7 @@ import { AuditLog } from './audit.js';
 import { EgressPolicy } from './egress-policy.js';
 import { CredentialService } from './credential-service.js';
 import type { SecretStore } from './keychain.js';
-import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor } from './leak-check.js';
+import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor, type RemoteLeakSource } from './leak-check.js';
 import { taskTerminalLogs } from './leak-sources.js';
 import type { AddressAllowance } from './net-guard.js';
 import { CredentialProxy, GUEST_PROXY_ADDRESS, GUEST_PROXY_URL } from './proxy.js';
@@ -48,6 +48,8 @@ export interface CredentialBrokerDeps {
   quarantineRoot?: string;
   /** The app log (never given a credential value); stderr for warnings when absent. */
   log?: Logger;
+  /** A task's sandbox on a remote host: its disk, memory and serial log are scanned there (see useRemoteSandboxes). */
+  remoteFor?: (taskId: string) => RemoteLeakSource | undefined;
 }
 
 /**
@@ -98,6 +100,7 @@ export class CredentialBroker {
   private readonly unsubscribeAudit: () => void;
 
   private readonly log: Logger;
+  private remoteFor: ((taskId: string) => RemoteLeakSource | undefined) | undefined;
 
   constructor(private readonly deps: CredentialBrokerDeps) {
     this.log = deps.log ?? stderrLogger('credentials');
@@ -113,6 +116,12 @@ export class CredentialBroker {
     this.audit = new AuditLog(path.join(deps.paths.data, 'audit'));
     this.unsubscribeAudit = this.audit.onEntry((entry) => deps.emit?.({ type: 'audit.appended', entry }));
     this.leaks = new LeakChecker({ secrets: deps.secrets });
+    this.remoteFor = deps.remoteFor;
+  }
+
+  /** Set by the app once its sandboxes are known: which tasks run on a remote host (leak check there). */
+  useRemoteSandboxes(remoteFor: (taskId: string) => RemoteLeakSource | undefined): void {
+    this.remoteFor = remoteFor;
   }
 
   /**
@@ -295,12 +304,15 @@ export class CredentialBroker {
   ): Promise<LeakReport> {
     safeTaskId(taskId);
     const known = this.usedBy.get(taskId) ?? (await this.readUsed(taskId));
+    // A sandbox on a remote host: its disk, memory and serial log are there, and are scanned there.
+    const remote = this.remoteFor?.(taskId);
     const sandboxDir = known?.sandboxDir ?? path.join(this.deps.paths.sandboxes, taskId);
     const overlayPath = sources.overlayPath ?? path.join(sandboxDir, 'overlay.qcow2');
     const qmpSocket = sources.qmpSocket ?? path.join(sandboxDir, 'qmp.sock');
     const qmp = sources.qmp ?? this.deps.qmpFor?.(taskId);
-    const dumpMemory =
-      sources.dumpMemory ??
+    const dumpMemory = remote
+      ? undefined
+      : sources.dumpMemory ??
       (qmp
         ? async (file: string) => dumpGuestMemoryWith(await qmp(), file)
         : this.sandboxes.has(taskId)
@@ -314,11 +326,15 @@ export class CredentialBroker {
       credentials: known?.credentials ?? [],
       sources: {
         workDir: sandboxDir,
-        overlayPath,
-        // After setup froze the first disk into a layer, the stages wrote into the later ones.
-        moreDisks: sandboxDisks(sandboxFiles(sandboxDir)).filter((d) => d !== overlayPath),
+        ...(remote
+          ? { remote }
+          : {
+              overlayPath,
+              // After setup froze the first disk into a layer, the stages wrote into the later ones.
+              moreDisks: sandboxDisks(sandboxFiles(sandboxDir)).filter((d) => d !== overlayPath),
+              serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
+            }),
         ...(dumpMemory ? { dumpMemory } : {}),
-        serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
         stageLogs: stageLogs instanceof Error ? [] : stageLogs,
         returnedWork: sources.returnedWork ?? path.join(this.deps.quarantineRoot ?? path.join(this.deps.paths.data, 'quarantine'), taskId),
         // The guest memory a setup saved with its disk (a warm layer) is guest memory on the host's disk too.
@@ -333,7 +349,7 @@ export class CredentialBroker {
       report.scanned.push({ source: 'stage logs', bytes: 0, error: `the terminal logs could not be listed: ${stageLogs.message}` });
       if (report.verdict === 'clean') report.verdict = 'incomplete';
     }
-    if (!dumpMemory) {
+    if (!dumpMemory && !remote) {
       report.scanned.push({ source: 'guest memory', bytes: 0, error: 'not scanned: the sandbox is not running' });
       if (report.verdict === 'clean') report.verdict = 'incomplete';
     }

@@ -53,7 +53,17 @@ export async function dumpGuestMemory(qmpSocket: string, outFile: string, opts: 
   }
 }
 
+/**
+ * Sources scanned somewhere else (a sandbox on a remote host): given the needles, it scans there and answers
+ * per source. It must not send a value anywhere (the remote driver sends salted digests only).
+ */
+export interface RemoteLeakSource {
+  scan(needles: readonly LeakNeedle[]): Promise<Array<{ source: LeakHit['source']; label: string; scan: SourceScan & { note?: string } }>>;
+}
+
 export interface LeakCheckSources {
+  /** Disk, memory and serial log of a sandbox on a remote host, scanned there. */
+  remote?: RemoteLeakSource;
   /** The sandbox's qcow2 overlay (guest writes land here). */
   overlayPath?: string;
   /** Later disks of the sandbox's chain (after its disk was frozen into a layer, writes go on in these). */
@@ -126,6 +136,14 @@ export class LeakChecker {
           await rm(dumpFile, { force: true });
         }
       }
+      if (src.remote) {
+        const remote = src.remote;
+        try {
+          for (const r of await remote.scan(needles)) record(r.source, r.label, r.scan);
+        } catch (err) {
+          scanned.push({ source: 'sandbox host', bytes: 0, error: `the scan on the sandbox host failed: ${(err as Error).message}` });
+        }
+      }
       if (src.serialLog) {
         const file = src.serialLog;
         await scan('serial-log', 'serial log', async () =>
@@ -149,7 +167,7 @@ export class LeakChecker {
       if (src.returnedWork) await scan('returned-work', 'returned work', () => scanReturnedWork(src.returnedWork!, needles, limits));
       for (const f of src.files ?? []) await scan('file', path.basename(f), () => scanFile(f, needles, limits));
     }
-    const anySource = src.overlayPath || src.dumpMemory || src.serialLog || src.stageLogs || src.returnedWork || (src.files ?? []).length;
+    const anySource = src.remote || src.overlayPath || src.dumpMemory || src.serialLog || src.stageLogs || src.returnedWork || (src.files ?? []).length;
     const incomplete = !anySource || scanned.some((s) => s.error);
     return {
       sandboxId: opts.sandboxId,

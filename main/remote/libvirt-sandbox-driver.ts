@@ -19,6 +19,8 @@ import type { BaseImage } from '../vm/image-store.js';
 import { checkHostPath, domainXml, DOMAIN_NAME } from './domain-xml.js';
 import type { SshHost } from './ssh-host.js';
 import { VolumeStore } from './volume-store.js';
+import type { RemoteLeakSource } from '../credentials/leak-check.js';
+import { remoteLeakScan } from './remote-leak.js';
 
 const VIRSH = ['virsh', '-q', '-c', 'qemu:///system'];
 const DEFAULT_CMDLINE = 'root=/dev/vda rw rootfstype=ext4 console=ttyS0 net.ifnames=0 init=/sbin/factory-init panic=-1 quiet';
@@ -89,6 +91,8 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
     const kvm = (await host.run([...VIRSH, 'domcapabilities', '--virttype', 'kvm'])).code === 0;
     if (this.opts.virtType === 'kvm' && !kvm) problems.push('KVM is not available on the host (set the host to qemu to emulate, much slower)');
     if ((await host.run(['sh', '-c', 'command -v socat'])).code !== 0) problems.push('socat is missing on the host (the credential proxy needs it): apt-get install socat');
+    // The leak check scans memory and disk on the host with perl (salted digests only, never a key).
+    if ((await host.run(['perl', '-MDigest::SHA', '-e', '1'])).code !== 0) problems.push("perl with Digest::SHA is missing on the host (the leak check runs there): apt-get install perl");
     if ((await host.run(['sh', '-c', 'command -v qemu-img'])).code !== 0) problems.push('qemu-img is missing on the host: apt-get install qemu-utils');
     await host.run(['mkdir', '-p', '-m', '0711', this.opts.storageDir]);
     const df = await host.run(['df', '-Pk', this.opts.storageDir]);
@@ -315,6 +319,16 @@ export class RemoteVm implements RunningVmPort {
     return connectGuest({ port: this.forward.port, keys: this.keys });
   }
 
+  /** The leak check's view of this sandbox: memory, overlay and serial log scanned on the host. */
+  leakSource(): RemoteLeakSource {
+    return {
+      scan: async (needles) => {
+        if (this.ended || this.conn.isClosed) throw new FactoryError('SandboxStopped', `the sandbox ${this.domain} on ${this.host} is not running`);
+        return remoteLeakScan({ host: this.conn, dir: this.remoteDir, domain: this.domain }, needles);
+      },
+    };
+  }
+
   serialTail(lines: number): string {
     return this.serial.split('\n').slice(-lines).join('\n');
   }
@@ -337,4 +351,9 @@ export class RemoteVm implements RunningVmPort {
     })();
     return this.destroying;
   }
+}
+
+/** The leak source of a running VM on a remote host; undefined for any other VM. */
+export function remoteLeakSourceOf(vm: unknown): RemoteLeakSource | undefined {
+  return vm instanceof RemoteVm && !vm.hasExited ? vm.leakSource() : undefined;
 }
