@@ -68,7 +68,7 @@ describe('the leak check of a sandbox on a remote host', () => {
       settings: {
         vmMemoryMb: 1024,
         sandboxHosts: [
-          { name: 'rig', destination: 'root@127.0.0.1', port: rig.port, keyFile: rig.keyFile, hostKeyFingerprint: rig.hostKeyFingerprint, capacity: 2, storageDir: rig.storageDir, virtType: 'qemu' },
+          { name: 'rig', destination: 'root@127.0.0.1', port: rig.port, keySource: 'file', keyFile: rig.keyFile, hostKeyFingerprint: rig.hostKeyFingerprint, capacity: 2, storageDir: rig.storageDir, virtType: 'qemu' },
         ],
       },
     });
