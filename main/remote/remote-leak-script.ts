@@ -2,9 +2,10 @@
 // Debian's `perl` package). It never sees a credential: it gets, per needle,
 // its character class, unit (plain bytes or UTF-16 LE/BE), length and two
 // digests, SHA-256(salt ‖ first m bytes) and SHA-256(salt ‖ all bytes), with
-// a fresh salt per check. It finds runs of the class with one regex pass per
-// class (C speed), hashes the m-byte window at every start in a run long
-// enough for the shortest needle (salt + window fit one SHA-256 block), and
+// a fresh salt per check. It finds runs of graphic ASCII (plain, then UTF-16)
+// with one regex pass each (C speed), looks for each class only inside them,
+// hashes the m-byte window at every start in a run long enough for the
+// shortest needle (salt + window fit one SHA-256 block), and
 // checks the full digest where the prefix matches. Runs shorter than the
 // shortest needle cost no hash. It is uploaded as a file over SFTP, never
 // passed on a shell line; its answer is parsed strictly at home (remote-leak.ts).
@@ -62,6 +63,16 @@ for my $g (values %groups) {
   # Wide runs: one char of the class, then (NUL, char) pairs; LE windows end with the NUL after, BE ones start with the NUL before.
   $g->{re} = $g->{wide} ? qr/[$c](?:\x00[$c]){$k1,}/ : qr/[$c]{$k,}/;
 }
+# Every class is inside graphic ASCII: one pass finds the runs of that (plain, then
+# wide), and each class is looked for only inside them, not over the whole buffer.
+my @passes;
+for my $wide (0, 1) {
+  my @gs = grep { ($_->{wide} ? 1 : 0) == $wide } values %groups;
+  next unless @gs;
+  my ($k) = sort { $a <=> $b } map { $wide ? $_->{minlen} / 2 : $_->{minlen} } @gs;
+  my $k1 = $k - 1;
+  push @passes, [ $wide ? qr/[\x21-\x7e](?:\x00[\x21-\x7e]){$k1,}/ : qr/[\x21-\x7e]{$k,}/, \@gs ];
+}
 
 my $windows = 0;
 my @out;
@@ -84,11 +95,17 @@ for my $arg (@ARGV) {
     # Each window start is looked at once: in the first buffer that holds the longest needle from it, or at the end.
     my $limit = $final ? $size : $size - $maxlen + 1;
     $limit = 0 if $limit < 0;
-    for my $g (values %groups) {
+    for my $pass (@passes) {
+     my ($outer, $gs) = @$pass;
+     pos($buf) = 0;
+     while ($buf =~ /$outer/g) {
+      my ($os, $oe) = ($-[0], $+[0]);
+      last if $os - 1 >= $limit;
+      my $run = substr($buf, $os, $oe - $os);
+     for my $g (@$gs) {
       my ($re, $m, $minlen, $units) = ($g->{re}, $g->{prefix}, $g->{minlen}, $g->{units});
-      pos($buf) = 0;
-      while ($buf =~ /$re/g) {
-        my ($s, $e) = ($-[0], $+[0]);
+      while ($run =~ /$re/g) {
+        my ($s, $e) = ($os + $-[0], $os + $+[0]);
         last if $s - 1 >= $limit;
         $runs++;
         for my $u (keys %$units) {
@@ -115,6 +132,10 @@ for my $arg (@ARGV) {
         last if $capped;
       }
       last if $capped;
+     }
+     last if $capped;
+     }
+     last if $capped;
     }
     last if $final;
     $carry = substr($buf, $limit);
