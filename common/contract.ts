@@ -81,6 +81,9 @@ export const apiInputs = {
     rule: EgressRule,
     scope: z.enum(['task', 'repository']),
   }),
+  /** The rules remembered per repository ("for this repository from now on"), and revoking one: later tasks start without it. */
+  'egress.repoRules.list': z.object({}),
+  'egress.repoRules.remove': z.object({ repoPath: z.string().min(1).max(4096), rule: EgressRule }),
   /** Cached environment layers: list, and delete one (a sandbox running on it keeps it until it ends). */
   'layers.list': z.object({}),
   'layers.remove': z.object({ id }),
@@ -184,6 +187,12 @@ export const apiInputs = {
 } as const;
 
 export type ApiMethod = keyof typeof apiInputs;
+
+/** The egress rules the user allowed for one repository from now on. */
+export interface RepoEgressRules {
+  repoPath: string;
+  rules: EgressRule[];
+}
 export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
 
 export interface ApiOutputs extends CredentialApiOutputs {
@@ -195,6 +204,10 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.preflight': TaskPreflight;
   'tasks.artifact': { name: string; text: string; truncated: boolean };
   'egress.allow': Task;
+  /** Per repository, its remembered rules (repositories in path order). */
+  'egress.repoRules.list': RepoEgressRules[];
+  /** What is left after the removal. */
+  'egress.repoRules.remove': RepoEgressRules[];
   'layers.list': LayerInfo[];
   'layers.remove': void;
   'tasks.cancel': Task;

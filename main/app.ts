@@ -332,6 +332,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     ...hostsApi({ settings, hosts: sandboxHosts, tasks: () => tasks.list() }),
+    'egress.repoRules.list': async () => environment.repoRules(),
+    'egress.repoRules.remove': async ({ repoPath, rule }) => environment.removeRepoRule(repoPath, rule),
     'layers.list': async () => environment.layers(),
     'layers.remove': async ({ id }) => environment.removeLayer(id),
     'settings.get': async () => ({ ...settings.get(), agents: choosableAgents() }),

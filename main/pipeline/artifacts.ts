@@ -62,8 +62,9 @@ export function artifactNameProblem(name: string): string | null {
 }
 
 /**
- * Copies the guest's artifacts into destDir (which must exist) over the
- * sandbox's SSH connection; returns what was copied, sorted by name.
+ * Copies the guest's artifacts into destDir (made, owner-only, when missing:
+ * the caller empties it first) over the sandbox's SSH connection; returns
+ * what was copied, sorted by name.
  */
 export async function collectArtifacts(ssh: GuestSsh, destDir: string, opts: CollectOptions = {}): Promise<CollectedArtifact[]> {
   const dir = opts.dir ?? GUEST_ARTIFACTS_DIR;
@@ -71,10 +72,12 @@ export async function collectArtifacts(ssh: GuestSsh, destDir: string, opts: Col
   const maxFiles = opts.maxFiles ?? MAX_ARTIFACTS;
   const maxFileBytes = opts.maxFileBytes ?? MAX_ARTIFACT_BYTES;
   let budget = opts.maxTotalBytes ?? MAX_ARTIFACTS_TOTAL_BYTES;
+  await fs.mkdir(destDir, { recursive: true, mode: 0o700 });
   const refuse = (name: string, reason: string) => opts.onRefused?.({ name: shown(name), reason });
 
   // One entry per NUL: type letter, space, name. Sizes are not trusted from here (the file may still grow).
-  const list = await ssh.run(wrap(['find', dir, '-mindepth', '1', '-maxdepth', '1', '-printf', '%y %f\\0']), {
+  // From /: find fails when it cannot return to the folder it started in (root's home, unreadable to the agent user).
+  const list = await ssh.run(wrap(['sh', '-c', 'cd / && exec find "$@"', 'find', dir, '-mindepth', '1', '-maxdepth', '1', '-printf', '%y %f\\0']), {
     maxBytes: 256 * 1024,
     timeoutMs: 30_000,
   });

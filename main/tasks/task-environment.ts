@@ -5,7 +5,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError, type RepoEgressRules } from '../../common/contract.js';
 import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
 import { EgressRule, type EgressRefusal } from '../../common/egress.js';
 import { checkEgressRules } from '../credentials/egress-policy.js';
@@ -176,6 +176,30 @@ export class TaskEnvironment {
   async removeLayer(id: string): Promise<void> {
     if (this.deps.layers.isInUse(id)) throw new FactoryError('LayerInUse', `layer ${id} is in use by a running sandbox; it can be deleted once that sandbox is destroyed`);
     await this.deps.layers.remove(id);
+  }
+
+  /** The rules remembered per repository, repositories in path order (empty lists left out). */
+  repoRules(): RepoEgressRules[] {
+    const byRepo = this.deps.settings().repoEgress;
+    return Object.keys(byRepo)
+      .sort()
+      .filter((repoPath) => byRepo[repoPath]!.length > 0)
+      .map((repoPath) => ({ repoPath, rules: byRepo[repoPath]! }));
+  }
+
+  /** Revokes a remembered rule: the repository's next tasks start without it (a running sandbox keeps what it was given). */
+  removeRepoRule(repoPath: string, rule: EgressRule): RepoEgressRules[] {
+    const s = this.deps.settings();
+    const current = Object.prototype.hasOwnProperty.call(s.repoEgress, repoPath) ? s.repoEgress[repoPath]! : [];
+    const next = current.filter((r) => !sameRule(r, rule));
+    if (next.length === current.length) {
+      throw new FactoryError('NotFound', `no rule for ${describe(rule)} is remembered for the repository ${JSON.stringify(repoPath)}`);
+    }
+    const repoEgress = { ...s.repoEgress };
+    if (next.length) repoEgress[repoPath] = next;
+    else delete repoEgress[repoPath];
+    this.deps.setSettings({ repoEgress });
+    return this.repoRules();
   }
 
   private rememberForRepo(repoPath: string, rules: EgressRule[]): void {

@@ -11,7 +11,7 @@ import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES
 import type { PipelineConfig } from '../config.js';
 import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
 import { capText, firstLine } from './json-lines.js';
-import { promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';
+import { SCRATCH_COMMITTED_NOTE, SCRATCH_KEPT_NOTE, promptOverridePath, stagePrompt, type PromptStage, type PromptVars } from './prompts.js';
 import { parseReviewVerdict } from './review-verdict.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import { renderCommand } from './shell.js';
@@ -211,6 +211,7 @@ export class AgentStageExecutor implements StageExecutor {
       testCommand: 'the repository tests',
       testOutput: '',
       round: '',
+      scratchNote: commitsScratchFiles(ctx.config) ? SCRATCH_COMMITTED_NOTE : SCRATCH_KEPT_NOTE,
       ...extra,
     };
     const prompt = stagePrompt(stage, vars, override).text;

@@ -26,11 +26,18 @@ export interface PromptVars {
   testOutput: string;
   /** Repair round, 1-based (test-repair only). */
   round: string;
+  /** What happens to the plan and review files: kept outside the branch, or committed (commitScratchFiles). */
+  scratchNote: string;
 }
 
 export const PROMPT_VAR_NAMES: ReadonlyArray<keyof PromptVars> = [
-  'task', 'taskId', 'branch', 'baseRef', 'baseCommit', 'repoDir', 'taskFile', 'planFile', 'reviewFile', 'testCommand', 'testOutput', 'round',
+  'task', 'taskId', 'branch', 'baseRef', 'baseCommit', 'repoDir', 'taskFile', 'planFile', 'reviewFile', 'testCommand', 'testOutput', 'round', 'scratchNote',
 ];
+
+/** scratchNote when the plan and review files stay out of the branch (the default). */
+export const SCRATCH_KEPT_NOTE = 'a scratch file the app keeps for the user, outside the repository: do not git add it';
+/** scratchNote when the repository's config asks for them in the branch. */
+export const SCRATCH_COMMITTED_NOTE = 'this repository keeps it in its branch: git add it';
 
 /** Where a repository overrides a stage's prompt. */
 export function promptOverridePath(stage: PromptStage): string {
@@ -52,8 +59,8 @@ The task is in {{taskFile}}:
 {{task}}
 ---
 
-Write an implementation plan to the file {{planFile}} (a scratch file the app
-keeps for the user: do not git add it) and change nothing else. Start the
+Write an implementation plan to the file {{planFile}} ({{scratchNote}})
+and change nothing else. Start the
 file with a one-line summary of the approach, then list the files to change,
 the steps, and how the change will be tested. Read the code you need first.
 Finish with one short sentence saying what the plan is.
@@ -99,8 +106,8 @@ The task was:
 
 Review the diff of branch {{branch}} against the base commit {{baseCommit}}
 (\`git diff {{baseCommit}}\`) for correctness, tests, security and scope.
-Write your review to the file {{reviewFile}} (a scratch file the app keeps
-for the user: do not git add it): findings first, most serious first, then a
+Write your review to the file {{reviewFile}} ({{scratchNote}}):
+findings first, most serious first, then a
 last line that is exactly one of
 
 Verdict: approve

@@ -15,6 +15,7 @@ const vars: PromptVars = {
   testCommand: 'npm test',
   testOutput: 'FAIL x.test.js',
   round: '1',
+  scratchNote: 'kept out of the branch',
 };
 
 describe('prompt templates', () => {

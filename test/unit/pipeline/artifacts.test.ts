@@ -48,6 +48,32 @@ describe('collectArtifacts', () => {
     expect(fs.readFileSync(path.join(dest, 'REVIEW.md'))).toEqual(Buffer.from([0xff, 0x00, 0x41, 0x0a]));
   });
 
+  it('makes the destination folder when it is missing (the app empties it before every copy)', async () => {
+    fs.rmSync(dest, { recursive: true });
+    fs.writeFileSync(path.join(guestDir, 'PLAN.md'), '# Plan\n');
+    const { copied } = await collect();
+    expect(copied).toEqual([{ name: 'PLAN.md', bytes: 7, truncated: false }]);
+    expect(fs.readFileSync(path.join(dest, 'PLAN.md'), 'utf8')).toBe('# Plan\n');
+    expect(fs.statSync(dest).mode & 0o077).toBe(0);
+  });
+
+  it('lists the folder as the agent user even when the session starts in a folder that user cannot read', async () => {
+    // As in the guest: the SSH session starts in root's home; the listing runs as the unprivileged user.
+    const home = path.join(root, 'root-home');
+    fs.mkdirSync(home, { mode: 0o700 });
+    fs.chmodSync(root, 0o755);
+    fs.chmodSync(guestDir, 0o755);
+    fs.writeFileSync(path.join(guestDir, 'PLAN.md'), '# Plan\n', { mode: 0o644 });
+    const inHome = await localGuest({ cwd: home });
+    try {
+      const asNobody = (argv: string[]) => `runuser -u nobody -- ${plainArgv(argv)}`;
+      const copied = await collectArtifacts(inHome.ssh, dest, { dir: guestDir, asAgentArgv: asNobody });
+      expect(copied).toEqual([{ name: 'PLAN.md', bytes: 7, truncated: false }]);
+    } finally {
+      await inHome.close();
+    }
+  });
+
   it('refuses names that are not plain, symlinks, folders and FIFOs, and copies the rest', async () => {
     fs.writeFileSync(path.join(guestDir, 'ok.md'), 'fine\n');
     fs.writeFileSync(path.join(guestDir, 'evil\nname.md'), 'x');
