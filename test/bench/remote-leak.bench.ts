@@ -27,7 +27,7 @@ async function main() {
   const connect = async () =>
     host && !host.isClosed
       ? host
-      : (host = await SshHost.connect({ name: 'rig', host: '127.0.0.1', port: rig.port, username: 'root', privateKey: rig.privateKey, hostKeyFingerprint: rig.hostKeyFingerprint }));
+      : (host = await SshHost.connect(rig.sshTarget()));
   const remote = new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir: rig.storageDir, virtType: 'qemu' });
   const local = new QemuDriver({ snapshotsDir: false });
   const secrets = new MemorySecretStore();

@@ -46,7 +46,7 @@ async function main() {
   const connect = async () =>
     host && !host.isClosed
       ? host
-      : (host = await SshHost.connect({ name: 'rig', host: '127.0.0.1', port: rig.port, username: 'root', privateKey: rig.privateKey, hostKeyFingerprint: rig.hostKeyFingerprint }));
+      : (host = await SshHost.connect(rig.sshTarget()));
   const remote = new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir: rig.storageDir, virtType: 'qemu' });
   const cold = new QemuDriver({ snapshotsDir: false });
   const fast = new QemuDriver({ snapshotsDir: appPaths().snapshots });

@@ -23,7 +23,7 @@ const seenAtHome: string[] = [];
 
 function connect(): Promise<SshHost> {
   if (host && !host.isClosed) return Promise.resolve(host);
-  return SshHost.connect({ name: 'rig', host: '127.0.0.1', port: rig.port, username: 'root', privateKey: rig.privateKey, hostKeyFingerprint: rig.hostKeyFingerprint }).then((h) => (host = h));
+  return SshHost.connect(rig.sshTarget()).then((h) => (host = h));
 }
 
 async function onHost(cmd: string): Promise<string> {

@@ -67,9 +67,7 @@ describe('the leak check of a sandbox on a remote host', () => {
       credentials: broker,
       settings: {
         vmMemoryMb: 1024,
-        sandboxHosts: [
-          { name: 'rig', destination: 'root@127.0.0.1', port: rig.port, keySource: 'file', keyFile: rig.keyFile, hostKeyFingerprint: rig.hostKeyFingerprint, capacity: 2, storageDir: rig.storageDir, virtType: 'qemu' },
-        ],
+        sandboxHosts: [rig.hostSetting(2)],
       },
     });
     credId = (await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: KEY, target: { upstream: stub.url } })).id;
@@ -149,7 +147,7 @@ describe('the leak check of a sandbox on a remote host', () => {
 
     // A host whose scanner answers garbage: an error naming it, never a pass (the host's answer is replaced
     // here on the way back; everything else is the real host).
-    const conn = await SshHost.connect({ name: 'rig', host: '127.0.0.1', port: rig.port, username: 'root', privateKey: rig.privateKey, hostKeyFingerprint: rig.hostKeyFingerprint });
+    const conn = await SshHost.connect(rig.sshTarget());
     try {
       const liar = Object.create(conn) as SshHost;
       liar.run = async (argv, opts) => (argv[0] === 'perl' ? { code: 0, stdout: 'fiab-leakscan 1 x\nclean\n', stderr: '' } : conn.run(argv, opts));

@@ -40,7 +40,7 @@ describe('an app restart with a sandbox on a remote host', () => {
       path.join(dataDir, 'settings.json'),
       JSON.stringify({
         vmMemoryMb: 1024,
-        sandboxHosts: [{ name: 'rig', destination: 'root@127.0.0.1', port: rig.port, keySource: 'file', keyFile: rig.keyFile, hostKeyFingerprint: rig.hostKeyFingerprint, capacity: 1, storageDir: rig.storageDir, virtType: 'qemu' }],
+        sandboxHosts: [rig.hostSetting(1)],
       }),
     );
   });

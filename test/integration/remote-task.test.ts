@@ -69,19 +69,7 @@ describe('a task on a remote sandbox host', () => {
       paths,
       credentials: broker,
       settings: {
-        sandboxHosts: [
-          {
-            name: 'rig',
-            destination: 'root@127.0.0.1',
-            port: rig.port,
-            keySource: 'file',
-            keyFile: rig.keyFile,
-            hostKeyFingerprint: rig.hostKeyFingerprint,
-            capacity: 1,
-            storageDir: rig.storageDir,
-            virtType: 'qemu',
-          },
-        ],
+        sandboxHosts: [rig.hostSetting(1)],
       },
     });
     app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));

@@ -20,6 +20,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import ssh2 from 'ssh2';
+import type { SshHostTarget } from '../../main/remote/ssh-host.js';
+import type { SandboxHostSetting } from '../../main/state/settings.js';
 
 const run = promisify(execFile);
 
@@ -34,6 +36,10 @@ export interface RemoteHostRig {
   hostPublicKey: string;
   /** A folder on the "remote" host for the driver's images and sandboxes. */
   storageDir: string;
+  /** The rig as a sandbox host of Settings (pinned key, key file, software emulation). */
+  hostSetting(capacity: number): SandboxHostSetting;
+  /** The rig as an SshHost target with its key pinned. */
+  sshTarget(): SshHostTarget;
   /** Runs a command on the host as the test (through SSH, never the local libvirt socket). */
   exec(command: string): Promise<{ code: number | null; stdout: string; stderr: string }>;
   /** Ends the SSH server's child processes (every open connection) but keeps it listening. */
@@ -166,6 +172,11 @@ export async function startRemoteHost(): Promise<RemoteHostRig> {
     hostPublicKey,
     storageDir,
     exec,
+    hostSetting: (capacity) => ({
+      name: 'rig', destination: 'root@127.0.0.1', port, keySource: 'file', keyFile,
+      hostKeyFingerprint: fingerprintOf(hostPublicKey), capacity, storageDir, virtType: 'qemu',
+    }),
+    sshTarget: () => ({ name: 'rig', host: '127.0.0.1', port, username: 'root', privateKey, hostKeyFingerprint: fingerprintOf(hostPublicKey) }),
     async dropConnections() {
       // The listener is sshd itself; each connection is a child of it.
       const r = await run('pgrep', ['-P', String(sshd.pid)]).catch(() => ({ stdout: '' }));
