@@ -4,6 +4,8 @@ import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Notification, T
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
+import { runCli } from '../../cli/main.js';
+import { cliArgv } from './cli-route.js';
 import { connectBridge } from './bridge.js';
 import { appPaths } from '../../state/paths.js';
 import { acquireInstanceLock } from '../socket/instance-lock.js';
@@ -92,7 +94,22 @@ async function main(): Promise<void> {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void quit());
 }
 
-main().catch((err: unknown) => {
-  console.error('Factory in a Box failed to start:', err);
-  app.exit(1);
-});
+/** The app binary as the `factory` CLI (the launcher's --factory-cli): no window, no tray, its exit status. */
+async function runAsCli(args: string[]): Promise<void> {
+  app.dock?.hide();
+  const code = await runCli(args).catch((err: unknown) => {
+    console.error('factory:', err instanceof Error ? err.message : err);
+    return 1;
+  });
+  // Let stdout drain before leaving (a pipe may be slow).
+  process.stdout.write('', () => app.exit(code));
+}
+
+// Decided before anything else: the CLI takes no instance lock and makes no window.
+const cliArgs = cliArgv(process.argv, process.defaultApp === true);
+if (cliArgs) void runAsCli(cliArgs);
+else
+  main().catch((err: unknown) => {
+    console.error('Factory in a Box failed to start:', err);
+    app.exit(1);
+  });
