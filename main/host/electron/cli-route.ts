@@ -5,6 +5,17 @@
 
 /** The first argument that makes the app binary the CLI. */
 export const CLI_FLAG = '--factory-cli';
+/** The first argument that makes it the headless host the CLI starts when no app runs (no window, no tray). */
+export const HEADLESS_FLAG = '--factory-headless';
+
+export type ElectronMode = { mode: 'cli'; args: string[] } | { mode: 'headless' } | { mode: 'window' };
+
+/** What the app binary was started as: the CLI, the headless host, or the app with its window. */
+export function electronMode(argv: readonly string[], defaultApp: boolean): ElectronMode {
+  const args = cliArgv(argv, defaultApp);
+  if (args) return { mode: 'cli', args };
+  return argv[defaultApp ? 2 : 1] === HEADLESS_FLAG ? { mode: 'headless' } : { mode: 'window' };
+}
 
 /**
  * The CLI's arguments when the app was started as the CLI, else undefined.

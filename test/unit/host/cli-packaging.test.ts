@@ -10,7 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cliInstall, FROM_SOURCE } from '../../../main/host/cli-install.js';
-import { CLI_FLAG, cliArgv } from '../../../main/host/electron/cli-route.js';
+import { headlessCommand } from '../../../main/cli/launcher.js';
+import { CLI_FLAG, cliArgv, electronMode, HEADLESS_FLAG } from '../../../main/host/electron/cli-route.js';
 import { tempDir } from '../../support/repo.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -68,6 +69,28 @@ describe('cliArgv: when the app binary is the CLI', () => {
     expect(cliArgv(['/opt/app/factory-in-a-box', `${CLI_FLAG}=ls`], false)).toBeUndefined();
     // From a checkout the app path comes first: the flag in its place is not the flag.
     expect(cliArgv(['/usr/lib/electron', CLI_FLAG, 'ls'], true)).toBeUndefined();
+  });
+});
+
+describe('electronMode: the CLI, the headless host the CLI starts, or the app', () => {
+  it('routes on the first argument only', () => {
+    expect(electronMode(['/opt/app/factory-in-a-box', CLI_FLAG, '--', 'ls'], false)).toEqual({ mode: 'cli', args: ['ls'] });
+    expect(electronMode(['/opt/app/factory-in-a-box', HEADLESS_FLAG], false)).toEqual({ mode: 'headless' });
+    expect(electronMode(['/usr/lib/electron', '.', HEADLESS_FLAG], true)).toEqual({ mode: 'headless' });
+    expect(electronMode(['/opt/app/factory-in-a-box'], false)).toEqual({ mode: 'window' });
+    // The CLI's own words never make it the headless host.
+    expect(electronMode(['/opt/app/factory-in-a-box', CLI_FLAG, '--', HEADLESS_FLAG], false)).toEqual({ mode: 'cli', args: [HEADLESS_FLAG] });
+    expect(electronMode(['/opt/app/factory-in-a-box', 'ls', HEADLESS_FLAG], false)).toEqual({ mode: 'window' });
+  });
+
+  it('the CLI inside the packaged app starts the app binary as the headless host, in the data dir (not inside app.asar)', () => {
+    expect(headlessCommand({ execPath: '/opt/Factory in a Box/factory-in-a-box', defaultApp: false })).toEqual({ command: '/opt/Factory in a Box/factory-in-a-box', args: [HEADLESS_FLAG], inDataDir: true });
+    expect(headlessCommand({ execPath: '/usr/lib/electron', defaultApp: true, appPath: '/src/factory' })).toEqual({ command: '/usr/lib/electron', args: ['/src/factory', HEADLESS_FLAG], inDataDir: true });
+    // Under Node (a clone, npm link): the web host's entry, as before.
+    const node = headlessCommand(undefined);
+    expect(node.command).toBe(process.execPath);
+    expect(node.args.at(-1)).toBe('--headless');
+    expect(node.inDataDir).toBeUndefined();
   });
 });
 
