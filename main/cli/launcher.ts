@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HEADLESS_FLAG } from '../host/electron/cli-route.js';
+import { DISPLAYLESS_SWITCHES, HEADLESS_FLAG } from '../host/electron/cli-route.js';
 import { LOCK_FILE, pidAlive, readPid } from '../host/socket/instance-lock.js';
 import { socketPath } from '../host/socket/socket-host.js';
 import { FactoryClient } from './client.js';
@@ -86,6 +86,7 @@ async function tryConnect(sock: string): Promise<FactoryClient | undefined> {
 /** The Electron app this CLI runs inside, if any (the packaged app's `factory` launcher). */
 export interface ElectronRuntime {
   execPath: string;
+  platform: NodeJS.Platform;
   /** Run from a checkout (`electron .`): argv[1] is the app's path. */
   defaultApp: boolean;
   appPath?: string;
@@ -94,7 +95,7 @@ export interface ElectronRuntime {
 function electronRuntime(): ElectronRuntime | undefined {
   if (!process.versions.electron) return undefined;
   const defaultApp = (process as NodeJS.Process & { defaultApp?: boolean }).defaultApp === true;
-  return { execPath: process.execPath, defaultApp, ...(defaultApp && process.argv[1] ? { appPath: process.argv[1] } : {}) };
+  return { execPath: process.execPath, platform: process.platform, defaultApp, ...(defaultApp && process.argv[1] ? { appPath: process.argv[1] } : {}) };
 }
 
 /**
@@ -105,7 +106,12 @@ function electronRuntime(): ElectronRuntime | undefined {
  * TypeScript through tsx in the source tree.
  */
 export function headlessCommand(electron: ElectronRuntime | undefined = electronRuntime()): { command: string; args: string[]; inDataDir?: boolean } {
-  if (electron) return { command: electron.execPath, args: [...(electron.defaultApp && electron.appPath ? [electron.appPath] : []), HEADLESS_FLAG], inDataDir: true };
+  if (electron) {
+    const appPath = electron.defaultApp && electron.appPath ? [electron.appPath] : [];
+    // No display needed, nor wanted: the CLI may run over SSH (see DISPLAYLESS_SWITCHES).
+    const switches = electron.platform === 'linux' ? DISPLAYLESS_SWITCHES : [];
+    return { command: electron.execPath, args: [...appPath, ...switches, HEADLESS_FLAG], inDataDir: true };
+  }
   const here = path.dirname(fileURLToPath(import.meta.url)); // main/cli or dist/main/cli
   const js = path.resolve(here, '../host/web/main.js');
   if (fs.existsSync(js)) return { command: process.execPath, args: [js, '--headless'] };

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { shellQuote } from '../../common/shell-quote.js';
 import type { CliInstall } from '../../common/contract.js';
+import { CLI_FLAG, DISPLAYLESS_SWITCHES } from './electron/cli-route.js';
 
 export const FROM_SOURCE = 'npm run build && npm link';
 
@@ -23,7 +24,7 @@ export interface CliInstallInput {
 
 export function cliInstall(input: CliInstallInput): CliInstall {
   if (input.appImage) {
-    const script = `exec ${shellQuote(input.appImage)} --factory-cli -- "$@"`;
+    const script = `exec ${shellQuote(input.appImage)} ${DISPLAYLESS_SWITCHES.join(' ')} ${CLI_FLAG} -- "$@"`;
     return {
       how: 'appimage',
       onPath: false,

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cliInstall, FROM_SOURCE } from '../../../main/host/cli-install.js';
 import { headlessCommand } from '../../../main/cli/launcher.js';
-import { CLI_FLAG, cliArgv, electronMode, HEADLESS_FLAG } from '../../../main/host/electron/cli-route.js';
+import { CLI_FLAG, cliArgv, DISPLAYLESS_SWITCHES, electronMode, HEADLESS_FLAG } from '../../../main/host/electron/cli-route.js';
 import { tempDir } from '../../support/repo.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -49,6 +49,8 @@ function linuxInstall(): { app: string; launcher: string } {
   return { app, launcher };
 }
 
+/** What the Linux launcher puts before the user's words. */
+const LINUX = [...DISPLAYLESS_SWITCHES, CLI_FLAG, '--'];
 const HOSTILE = ['run', '/home/me/my repo', 'it\'s "quoted"', 'two\nlines', '', '--json', '--', '$(touch pwned)', '*', 'ünïcode'];
 
 describe('cliArgv: when the app binary is the CLI', () => {
@@ -56,6 +58,16 @@ describe('cliArgv: when the app binary is the CLI', () => {
     expect(cliArgv(['/opt/app/factory-in-a-box', CLI_FLAG, 'ls', '--json'], false)).toEqual(['ls', '--json']);
     expect(cliArgv(['/usr/lib/electron', '.', CLI_FLAG, 'ls'], true)).toEqual(['ls']);
     expect(cliArgv(['/opt/app/factory-in-a-box', CLI_FLAG], false)).toEqual([]);
+  });
+
+  it('passes over the displayless Chromium switches the Linux launcher puts first, and only those, only before the flag', () => {
+    expect(cliArgv(['bin', '--ozone-platform=headless', '--disable-gpu', CLI_FLAG, '--', 'ls'], false)).toEqual(['ls']);
+    expect(cliArgv(['bin', '--disable-gpu', CLI_FLAG, 'ls'], false)).toEqual(['ls']);
+    // Any other switch first: the app, not the CLI.
+    expect(cliArgv(['bin', '--ozone-platform=x11', CLI_FLAG, 'ls'], false)).toBeUndefined();
+    expect(cliArgv(['bin', '--disable-gpu', 'ls', CLI_FLAG], false)).toBeUndefined();
+    // After the flag they are the user's words, kept.
+    expect(cliArgv(['bin', CLI_FLAG, '--', '--disable-gpu'], false)).toEqual(['--disable-gpu']);
   });
 
   it('drops the launcher\'s one `--` and keeps the user\'s own', () => {
@@ -84,8 +96,12 @@ describe('electronMode: the CLI, the headless host the CLI starts, or the app', 
   });
 
   it('the CLI inside the packaged app starts the app binary as the headless host, in the data dir (not inside app.asar)', () => {
-    expect(headlessCommand({ execPath: '/opt/Factory in a Box/factory-in-a-box', defaultApp: false })).toEqual({ command: '/opt/Factory in a Box/factory-in-a-box', args: [HEADLESS_FLAG], inDataDir: true });
-    expect(headlessCommand({ execPath: '/usr/lib/electron', defaultApp: true, appPath: '/src/factory' })).toEqual({ command: '/usr/lib/electron', args: ['/src/factory', HEADLESS_FLAG], inDataDir: true });
+    expect(headlessCommand({ execPath: '/opt/Factory in a Box/factory-in-a-box', platform: 'linux', defaultApp: false })).toEqual({ command: '/opt/Factory in a Box/factory-in-a-box', args: [...DISPLAYLESS_SWITCHES, HEADLESS_FLAG], inDataDir: true });
+    expect(headlessCommand({ execPath: '/usr/lib/electron', platform: 'linux', defaultApp: true, appPath: '/src/factory' })).toEqual({ command: '/usr/lib/electron', args: ['/src/factory', ...DISPLAYLESS_SWITCHES, HEADLESS_FLAG], inDataDir: true });
+    expect(headlessCommand({ execPath: '/Applications/Factory in a Box.app/Contents/MacOS/Factory in a Box', platform: 'darwin', defaultApp: false }).args).toEqual([HEADLESS_FLAG]);
+    // What it starts is the headless host, as the Electron entry routes it.
+    const linux = headlessCommand({ execPath: '/opt/app/factory-in-a-box', platform: 'linux', defaultApp: false });
+    expect(electronMode([linux.command, ...linux.args], false)).toEqual({ mode: 'headless' });
     // Under Node (a clone, npm link): the web host's entry, as before.
     const node = headlessCommand(undefined);
     expect(node.command).toBe(process.execPath);
@@ -99,7 +115,7 @@ describe('the launcher script', () => {
     const { launcher } = linuxInstall();
     const r = run(launcher, HOSTILE);
     expect(r.status).toBe(0);
-    expect(r.argv).toEqual([CLI_FLAG, '--', ...HOSTILE]);
+    expect(r.argv).toEqual([...LINUX, ...HOSTILE]);
     expect(cliArgv(['bin', ...r.argv], false)).toEqual(HOSTILE);
   });
 
@@ -110,7 +126,7 @@ describe('the launcher script', () => {
     fs.symlinkSync(launcher, path.join(bin, 'factory'));
     const r = spawnSync('sh', ['-c', 'factory show "a b"'], { encoding: 'utf8', env: { PATH: `${bin}:${process.env.PATH}` } });
     expect(r.status).toBe(0);
-    expect(r.stdout.split('\0').slice(0, -1)).toEqual([CLI_FLAG, '--', 'show', 'a b']);
+    expect(r.stdout.split('\0').slice(0, -1)).toEqual([...LINUX, 'show', 'a b']);
   });
 
   it('passes the CLI\'s exit status through', () => {
@@ -154,7 +170,7 @@ describe('cliInstall: the command Settings shows', () => {
     const r = spawnSync('bash', ['-c', info.command], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: home } });
     expect(r.status, r.stderr).toBe(0);
     expect(fs.readlinkSync(path.join(home, '.local/bin/factory'))).toBe(launcher);
-    expect(run(path.join(home, '.local/bin/factory'), ['ls']).argv).toEqual([CLI_FLAG, '--', 'ls']);
+    expect(run(path.join(home, '.local/bin/factory'), ['ls']).argv).toEqual([...LINUX, 'ls']);
   });
 
   it('packaged and already linked on PATH (the deb\'s /usr/bin/factory): says so', () => {
@@ -177,7 +193,7 @@ describe('cliInstall: the command Settings shows', () => {
     const r = spawnSync('bash', ['-c', info.command], { encoding: 'utf8', cwd: home, env: { PATH: process.env.PATH, HOME: home } });
     expect(r.status, r.stderr).toBe(0);
     expect(fs.existsSync(path.join(home, 'pwned'))).toBe(false);
-    expect(run(path.join(home, '.local/bin/factory'), HOSTILE).argv).toEqual([CLI_FLAG, '--', ...HOSTILE]);
+    expect(run(path.join(home, '.local/bin/factory'), HOSTILE).argv).toEqual([...LINUX, ...HOSTILE]);
   });
 
   it('from a clone or the web host: npm\'s way', () => {
