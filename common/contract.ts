@@ -27,6 +27,8 @@ const dims = { cols: z.number().int().min(2).max(1000), rows: z.number().int().m
 
 export const apiInputs = {
   'system.status': z.object({}),
+  /** How this install puts the `factory` command line on PATH (Settings shows it). */
+  'system.cliInstall': z.object({}),
   'image.ensure': z.object({}),
 
   'tasks.list': z.object({}),
@@ -197,6 +199,7 @@ export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
 
 export interface ApiOutputs extends CredentialApiOutputs {
   'system.status': SystemStatus;
+  'system.cliInstall': CliInstall;
   'image.ensure': ImageStatus;
   'tasks.list': Task[];
   'tasks.get': Task;
@@ -247,6 +250,18 @@ export interface ApiOutputs extends CredentialApiOutputs {
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */
+/** How the `factory` command line reaches PATH for this install (system.cliInstall). */
+export interface CliInstall {
+  /** packaged: the app's launcher script; appimage: a script that runs the AppImage; source: a clone or the web host. */
+  how: 'packaged' | 'appimage' | 'source';
+  /** The launcher script in the packaged app's resources. */
+  launcherPath?: string;
+  /** `factory` on PATH already reaches this install (the deb links it into /usr/bin). */
+  onPath: boolean;
+  /** The exact shell command that puts `factory` on PATH. */
+  command: string;
+}
+
 export interface ExecResult {
   exitCode: number | null;
   /** The signal that ended the command, when one did (e.g. 'KILL' after the time limit). */

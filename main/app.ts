@@ -57,6 +57,7 @@ import { hostsApi } from './remote/hosts-api.js';
 import { SandboxHosts } from './remote/sandbox-hosts.js';
 import { remoteLeakSourceOf } from './remote/libvirt-sandbox-driver.js';
 import { SessionStore } from './sessions/session-store.js';
+import { cliInstallHere } from './host/cli-install.js';
 import { sessionGraceMs } from './sessions/session-settings.js';
 
 export interface FactoryApp {
@@ -273,6 +274,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   let disposed = false;
   const impl: FactoryApi = {
     ...broker.api(),
+    'system.cliInstall': async () => cliInstallHere(),
     'system.status': async () => {
       // Independent probes: the keychain's may wait up to its time limit, so neither waits for the other.
       const [q, keychain] = await Promise.all([qemu.checkInstalled(), probeKeychain()]);

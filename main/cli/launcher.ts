@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DISPLAYLESS_SWITCHES, HEADLESS_FLAG } from '../host/electron/cli-route.js';
 import { LOCK_FILE, pidAlive, readPid } from '../host/socket/instance-lock.js';
 import { socketPath } from '../host/socket/socket-host.js';
 import { FactoryClient } from './client.js';
@@ -82,8 +83,35 @@ async function tryConnect(sock: string): Promise<FactoryClient | undefined> {
   }
 }
 
-/** The web host's entry next to this file: compiled .js in a build, TypeScript through tsx in the source tree. */
-export function headlessCommand(): { command: string; args: string[] } {
+/** The Electron app this CLI runs inside, if any (the packaged app's `factory` launcher). */
+export interface ElectronRuntime {
+  execPath: string;
+  platform: NodeJS.Platform;
+  /** Run from a checkout (`electron .`): argv[1] is the app's path. */
+  defaultApp: boolean;
+  appPath?: string;
+}
+
+function electronRuntime(): ElectronRuntime | undefined {
+  if (!process.versions.electron) return undefined;
+  const defaultApp = (process as NodeJS.Process & { defaultApp?: boolean }).defaultApp === true;
+  return { execPath: process.execPath, platform: process.platform, defaultApp, ...(defaultApp && process.argv[1] ? { appPath: process.argv[1] } : {}) };
+}
+
+/**
+ * What starts the headless host. Inside the packaged app the binary cannot run as
+ * Node (its fuses), and its files are inside app.asar: the app binary itself is
+ * started with HEADLESS_FLAG, in the data dir (a folder in app.asar is no cwd).
+ * Otherwise the web host's entry next to this file: compiled .js in a build,
+ * TypeScript through tsx in the source tree.
+ */
+export function headlessCommand(electron: ElectronRuntime | undefined = electronRuntime()): { command: string; args: string[]; inDataDir?: boolean } {
+  if (electron) {
+    const appPath = electron.defaultApp && electron.appPath ? [electron.appPath] : [];
+    // No display needed, nor wanted: the CLI may run over SSH (see DISPLAYLESS_SWITCHES).
+    const switches = electron.platform === 'linux' ? DISPLAYLESS_SWITCHES : [];
+    return { command: electron.execPath, args: [...appPath, ...switches, HEADLESS_FLAG], inDataDir: true };
+  }
   const here = path.dirname(fileURLToPath(import.meta.url)); // main/cli or dist/main/cli
   const js = path.resolve(here, '../host/web/main.js');
   if (fs.existsSync(js)) return { command: process.execPath, args: [js, '--headless'] };
@@ -94,12 +122,13 @@ function startHeadless(dataDir: string): ChildProcess {
   const logs = path.join(dataDir, 'logs');
   fs.mkdirSync(logs, { recursive: true, mode: 0o700 });
   const out = fs.openSync(path.join(logs, HEADLESS_LOG), 'a', 0o600);
-  const { command, args } = headlessCommand();
+  const { command, args, inDataDir } = headlessCommand();
   const env: NodeJS.ProcessEnv = { ...process.env, FACTORY_DATA_DIR: dataDir };
   // Its own random token and port: not the caller's.
   delete env.FACTORY_WEB_TOKEN;
   delete env.FACTORY_WEB_PORT;
-  const child = spawn(command, args, { detached: true, stdio: ['ignore', out, out], env, cwd: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..') });
+  const cwd = inDataDir ? dataDir : path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const child = spawn(command, args, { detached: true, stdio: ['ignore', out, out], env, cwd });
   child.unref();
   fs.closeSync(out);
   return child;

@@ -1,13 +1,15 @@
 // The tray's menu as data: a pure function of the live task list (and the clock),
 // so it is tested as data and the Electron tray only turns it into a Menu. It
 // lists the running sandboxes (title or "quick sandbox", where it is, for how
-// long) with Open and Destroy, "Quick sandbox", the recent repositories (a quick
+// long) with Open and Destroy, "Quick sandbox" (destroyed when its shell closes, or
+// kept until destroyed), the recent repositories (a quick
 // sandbox seeded with one), then the window and Quit.
 import path from 'node:path';
 import { isQuickSandbox, STAGE_NAMES, type Task } from '../../common/domain.js';
 
 export type TrayAction =
-  | { type: 'quick'; repoPath?: string }
+  /** keep: the sandbox outlives its shell, until the user destroys it. */
+  | { type: 'quick'; repoPath?: string; keep?: boolean }
   | { type: 'open'; taskId: string }
   | { type: 'destroy'; taskId: string }
   | { type: 'newTask' }
@@ -48,6 +50,7 @@ export function trayMenu(input: TrayInput): TrayItem[] {
   }
   items.push({ kind: 'separator' });
   items.push({ kind: 'action', label: 'Quick sandbox', action: { type: 'quick' } });
+  items.push({ kind: 'action', label: 'Quick sandbox (keep until destroyed)', action: { type: 'quick', keep: true } });
   const recent = recentRepos(input.tasks, input.maxRecent ?? 5);
   if (recent.length) {
     items.push({
@@ -73,9 +76,9 @@ export function recentRepos(tasks: readonly Task[], max: number): string[] {
   return out;
 }
 
-/** Where a running sandbox is: its running stage or setup, else its phase ("shell" for a quick sandbox that runs). */
+/** Where a running sandbox is: its running stage or setup, else its phase ("shell", or "kept", for a quick sandbox that runs). */
 function where(t: Task): string {
-  if (isQuickSandbox(t)) return t.phase === 'running' && t.sandbox.status === 'running' ? 'shell' : t.sandbox.status === 'booting' ? 'booting' : t.phase;
+  if (isQuickSandbox(t)) return t.phase === 'running' && t.sandbox.status === 'running' ? (t.keep ? 'kept' : 'shell') : t.sandbox.status === 'booting' ? 'booting' : t.phase;
   if (t.setup?.status === 'running') return 'setup';
   const stage = t.stages.find((s) => s.status === 'running');
   if (stage && (STAGE_NAMES as readonly string[]).includes(stage.name)) return stage.name;

@@ -43,6 +43,7 @@ export function NewTaskForm() {
   const [dragging, setDragging] = useState(false);
   const [starting, setStarting] = useState(false);
   const [quickStarting, setQuickStarting] = useState(false);
+  const [quickKeep, setQuickKeep] = useState(false);
   // What Start will do for the repository path it was asked for; asked again when the path changes.
   const [preflight, setPreflight] = useState<{ repoPath: string; result: TaskPreflight; choices: EgressChoices; asked: boolean; used?: boolean }>();
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
@@ -79,7 +80,7 @@ export function NewTaskForm() {
     setQuickStarting(true);
     try {
       const repo = repoPath.trim();
-      await controller.quickSandbox(repo || undefined);
+      await controller.quickSandbox(repo || undefined, quickKeep);
       if (repo) setRecent(rememberRepo(repo));
     } catch (err) {
       setError(toErrorInfo(err));
@@ -282,12 +283,16 @@ export function NewTaskForm() {
           type="button"
           className="secondary"
           data-testid="quick-sandbox-button"
-          title="A fresh sandbox with a shell and no pipeline (seeded with the repository above, if one is given); exiting the shell destroys it"
+          title={`A fresh sandbox with a shell and no pipeline (seeded with the repository above, if one is given); ${quickKeep ? 'it stays until you destroy it' : 'exiting the shell destroys it'}`}
           disabled={quickStarting}
           onClick={() => void onQuick()}
         >
           {quickStarting ? 'Starting…' : repoPath.trim() ? `Quick sandbox with ${repoName(repoPath.trim())}` : 'Quick sandbox'}
         </button>
+        <label className="quick-keep" title="Off: exiting its shell destroys the quick sandbox. On: it stays until you destroy it.">
+          <input type="checkbox" data-testid="quick-sandbox-keep" checked={quickKeep} disabled={quickStarting} onChange={(e) => setQuickKeep(e.target.checked)} />
+          Keep until I destroy it
+        </label>
       </div>
       {error ? <ErrorBox testId="new-task-error" error={error} /> : null}
     </form>

@@ -6,6 +6,7 @@ import { useRef, useState } from 'react';
 import type { ApiInput, SettingsView } from '../../common/contract.js';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useFactory } from '../state/context.js';
+import { CommandLineSettings } from './CommandLineSettings.js';
 import { EgressRulesSettings } from './environment/EgressRulesSettings.js';
 import { ErrorBox } from './ErrorBox.js';
 import { SandboxHostsSettings } from './hosts/SandboxHostsSettings.js';
@@ -90,6 +91,7 @@ export function SettingsScreen() {
       <GeneralSettings />
       <EgressRulesSettings />
       <SandboxHostsSettings />
+      <CommandLineSettings />
     </section>
   );
 }

@@ -90,7 +90,7 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
         // No setup and no pipeline: one cell says what it is and opens it.
         <td className="stage quick" colSpan={STAGE_NAMES.length + 1}>
           <button type="button" data-testid={`quick-cell-${task.id}`} onClick={() => controller.open(task.id)}>
-            quick sandbox · {task.phase === 'running' && task.sandbox.status === 'running' ? 'shell open until you exit it' : task.phase}
+            quick sandbox · {task.phase === 'running' && task.sandbox.status === 'running' ? (task.keep ? 'kept until you destroy it' : 'shell open until you exit it') : task.phase}
             {task.keep ? ' · kept' : ''}
           </button>
         </td>

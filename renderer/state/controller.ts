@@ -72,11 +72,12 @@ export class FactoryController {
 
   /**
    * A quick sandbox (with the repository at `repoPath`, if given): selected at once,
-   * its shell opened here when it runs. Closing that shell (exit) destroys it.
+   * its shell opened here when it runs. Closing that shell (exit) destroys it, unless
+   * `keep`: then it stays until the user destroys it.
    */
-  async quickSandbox(repoPath?: string): Promise<Task> {
+  async quickSandbox(repoPath?: string, keep = false): Promise<Task> {
     askNotificationPermission();
-    const task = await this.bridge.call('sandboxes.quick', repoPath ? { repoPath } : {});
+    const task = await this.bridge.call('sandboxes.quick', { ...(repoPath ? { repoPath } : {}), ...(keep ? { keep: true } : {}) });
     const s = this.store.getState();
     // Its updates may have come before the answer: the newest known wins.
     this.store.setState({ tasks: { ...s.tasks, [task.id]: s.tasks[task.id] ?? task }, selectedTaskId: task.id });

@@ -56,7 +56,7 @@ function mount(tasks: Task[], host: 'web' | 'electron' = 'web') {
     'settings.get': () => ({ defaultAgent: 'command', maxParallelTasks: 2, vmMemoryMb: 1024, vmCpus: 1, terminalLogRetentionDays: 30, egressRules: [], layerBudgetGb: 20, agents: ['command'] }),
     'audit.list': () => [],
     'leakcheck.get': () => null,
-    'sandboxes.quick': (input) => quick(input.repoPath ? { repoPath: input.repoPath, title: 'quick sandbox: repo' } : {}),
+    'sandboxes.quick': (input) => quick({ ...(input.repoPath ? { repoPath: input.repoPath, title: 'quick sandbox: repo' } : {}), ...(input.keep ? { keep: true } : {}) }),
     'terminal.openShell': () => shell,
     'terminal.attach': () => ({ info: shell, scrollback: '' }),
   };
@@ -104,6 +104,26 @@ describe('the Quick sandbox button', () => {
     expect(button.textContent).toBe('Quick sandbox with repo');
     fireEvent.click(button);
     await waitFor(() => expect(calls.find((c) => c.method === 'sandboxes.quick')?.input).toEqual({ repoPath: '/home/me/repo' }));
+  });
+
+  it('asks for a kept sandbox when the user ticks "Keep until I destroy it", and says on the board that it stays', async () => {
+    const { calls, push } = mount([]);
+    const keep = (await screen.findByTestId('quick-sandbox-keep')) as HTMLInputElement;
+    // Off unless asked: a quick sandbox goes away with its shell by default.
+    expect(keep.checked).toBe(false);
+    expect(screen.getByTestId('quick-sandbox-button').getAttribute('title')).toContain('exiting the shell destroys it');
+    fireEvent.click(keep);
+    expect(screen.getByTestId('quick-sandbox-button').getAttribute('title')).toContain('stays until you destroy it');
+    fireEvent.change(screen.getByTestId('repo-path-input'), { target: { value: '/home/me/repo' } });
+    fireEvent.click(screen.getByTestId('quick-sandbox-button'));
+    await waitFor(() => expect(calls.filter((c) => c.method === 'sandboxes.quick').map((c) => c.input)).toEqual([{ repoPath: '/home/me/repo', keep: true }]));
+    push({ type: 'task.updated', task: quick({ repoPath: '/home/me/repo', keep: true, phase: 'running', sandbox: { status: 'running' } }) });
+    await waitFor(() => expect(screen.getByTestId('quick-cell-q1').textContent).toContain('kept until you destroy it'));
+    // Unticked again, the next one is the throwaway kind: no keep sent.
+    fireEvent.click(keep);
+    fireEvent.change(screen.getByTestId('repo-path-input'), { target: { value: '' } });
+    fireEvent.click(screen.getByTestId('quick-sandbox-button'));
+    await waitFor(() => expect(calls.filter((c) => c.method === 'sandboxes.quick').map((c) => c.input).at(-1)).toEqual({}));
   });
 
   it('a quick sandbox that failed opens no shell and offers no Retry', async () => {

@@ -4,6 +4,8 @@ import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Notification, T
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
+import { runCli } from '../../cli/main.js';
+import { electronMode } from './cli-route.js';
 import { connectBridge } from './bridge.js';
 import { appPaths } from '../../state/paths.js';
 import { acquireInstanceLock } from '../socket/instance-lock.js';
@@ -57,6 +59,18 @@ async function quit(): Promise<void> {
   app.exit(0);
 }
 
+/** The app's services and the factory CLI's socket, once per data dir (a web host may hold it). */
+async function startServices(): Promise<FactoryApp> {
+  const paths = appPaths();
+  const lock = acquireInstanceLock(paths.data);
+  process.on('exit', () => lock.release());
+  factory = await createFactoryApp({ host: 'electron', paths });
+  const socket = await startSocketHost(factory, { dataDir: paths.data });
+  cleanups.push(() => void socket.close());
+  console.log(`Factory in a Box is running; the factory CLI talks to it on ${socket.path}`);
+  return factory;
+}
+
 async function main(): Promise<void> {
   if (!app.requestSingleInstanceLock()) {
     app.quit();
@@ -64,18 +78,12 @@ async function main(): Promise<void> {
   }
   await app.whenReady();
   hardenSession(PAGE_FILE);
-  // One app per data dir (a web host may hold it), then the factory CLI's socket.
-  const paths = appPaths();
-  const lock = acquireInstanceLock(paths.data);
-  process.on('exit', () => lock.release());
-  factory = await createFactoryApp({ host: 'electron', paths });
-  const socket = await startSocketHost(factory, { dataDir: paths.data });
-  cleanups.push(() => void socket.close());
+  const f = await startServices();
   const win = createWindow();
-  cleanups.push(connectBridge(electronParts, factory, win, PAGE_FILE, () => void quit()));
+  cleanups.push(connectBridge(electronParts, f, win, PAGE_FILE, () => void quit()));
   // Build the base image now rather than on the first task; the UI shows its progress.
-  void factory.api['system.status']({}).then((s) => {
-    if (s.image.state !== 'ready') return factory?.api['image.ensure']({});
+  void f.api['system.status']({}).then((s) => {
+    if (s.image.state !== 'ready') return f.api['image.ensure']({});
   }).catch((err: unknown) => console.error('base image:', err));
   app.on('second-instance', () => {
     if (win.isDestroyed()) return;
@@ -92,7 +100,35 @@ async function main(): Promise<void> {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void quit());
 }
 
-main().catch((err: unknown) => {
+/** The app binary as the `factory` CLI (the launcher's --factory-cli): no window, no tray, its exit status. */
+async function runAsCli(args: string[]): Promise<void> {
+  app.dock?.hide();
+  const code = await runCli(args).catch((err: unknown) => {
+    console.error('factory:', err instanceof Error ? err.message : err);
+    return 1;
+  });
+  // Let stdout drain before leaving (a pipe may be slow).
+  process.stdout.write('', () => app.exit(code));
+}
+
+/**
+ * The headless host the CLI starts when no app runs (the packaged app cannot run
+ * the web host's entry as Node): the services and the CLI's socket, no window or
+ * tray. It ends on SIGTERM, tearing every sandbox down.
+ */
+async function headless(): Promise<void> {
+  app.dock?.hide();
+  await app.whenReady();
+  const f = await startServices();
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void quit());
+  const status = await f.api['system.status']({});
+  if (status.image.state !== 'ready') await f.api['image.ensure']({}).catch((err: unknown) => console.error('base image:', err));
+}
+
+// Decided before anything else: the CLI takes no instance lock, and neither it nor the headless host makes a window.
+const started = electronMode(process.argv, process.defaultApp === true);
+const run = started.mode === 'cli' ? runAsCli(started.args) : started.mode === 'headless' ? headless() : main();
+run.catch((err: unknown) => {
   console.error('Factory in a Box failed to start:', err);
   app.exit(1);
 });

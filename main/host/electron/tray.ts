@@ -46,7 +46,7 @@ export function createTray(electron: ElectronParts, win: WindowLike, quit: () =>
         return pushToRenderer(win, 'onNewTaskRequest', repoPath ? { repoPath } : {});
       }
       case 'quick':
-        if (app) await quickSandbox(app, action.repoPath);
+        if (app) await quickSandbox(app, action.repoPath, action.keep === true);
         return show();
       case 'open':
         // A quick sandbox gets a shell (the window shows it); a task's view is in the window.
@@ -113,9 +113,9 @@ export function toTemplate(items: TrayItem[], click: (action: TrayAction) => () 
   });
 }
 
-/** A quick sandbox, and its shell once it runs (the window shows it). */
-async function quickSandbox(app: HostedApp, repoPath?: string): Promise<void> {
-  const task = await app.api['sandboxes.quick'](repoPath ? { repoPath } : {});
+/** A quick sandbox (kept until destroyed if `keep`), and its shell once it runs (the window shows it). */
+async function quickSandbox(app: HostedApp, repoPath: string | undefined, keep: boolean): Promise<void> {
+  const task = await app.api['sandboxes.quick']({ ...(repoPath ? { repoPath } : {}), ...(keep ? { keep: true } : {}) });
   await new Promise<void>((resolve, reject) => {
     const check = (t: Task) => {
       if (t.id !== task.id) return;

@@ -77,6 +77,15 @@ describe('the tray over the live task list', () => {
     expect(tray.shown).toEqual([]);
   });
 
+  it('"Quick sandbox (keep until destroyed)" starts a sandbox that outlives its shell; plain "Quick sandbox" does not', async () => {
+    const app = await realApp(() => new Promise(() => {}));
+    const tray = connect(app);
+    tray.find(/^Quick sandbox \(keep until destroyed\)$/).click!();
+    await expect.poll(async () => (await app.api['tasks.list']({})).map((t) => t.keep === true)).toEqual([true]);
+    tray.find(/^Quick sandbox$/).click!();
+    await expect.poll(async () => (await app.api['tasks.list']({})).map((t) => t.keep === true).sort()).toEqual([false, true]);
+  });
+
   it('offers the repositories of earlier tasks, and notifies when a task fails', async () => {
     const app = await realApp(async () => {
       throw new Error('the base image could not be built');

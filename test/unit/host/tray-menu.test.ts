@@ -64,6 +64,7 @@ describe('trayMenu', () => {
       '  Destroy -> {"type":"destroy","taskId":"review1"}',
       '---',
       'Quick sandbox -> {"type":"quick"}',
+      'Quick sandbox (keep until destroyed) -> {"type":"quick","keep":true}',
       'Quick sandbox with a repository',
       '  web (…/src) -> {"type":"quick","repoPath":"/home/me/src/web"}',
       '  setup1 (…/src) -> {"type":"quick","repoPath":"/home/me/src/setup1"}',
@@ -77,11 +78,31 @@ describe('trayMenu', () => {
     ]);
   });
 
+  it('offers a kept quick sandbox next to the throwaway one, and shows a running kept one as kept', () => {
+    const tasks = [
+      task('k1', { createdAt: '2026-03-01T11:59:00Z', kind: 'quick', keep: true, title: 'quick sandbox', repoPath: '' }),
+      task('q1', { createdAt: '2026-03-01T11:58:00Z', kind: 'quick', title: 'quick sandbox', repoPath: '' }),
+    ];
+    const menu = lines(trayMenu({ tasks, now: NOW }));
+    expect(menu.slice(0, 7)).toEqual([
+      'Running sandboxes (2)',
+      'quick sandbox — kept, 1 min',
+      '  Open -> {"type":"open","taskId":"k1"}',
+      '  Destroy -> {"type":"destroy","taskId":"k1"}',
+      'quick sandbox — shell, 2 min',
+      '  Open -> {"type":"open","taskId":"q1"}',
+      '  Destroy -> {"type":"destroy","taskId":"q1"}',
+    ]);
+    const quick = menu.filter((l) => l.startsWith('Quick sandbox'));
+    expect(quick).toEqual(['Quick sandbox -> {"type":"quick"}', 'Quick sandbox (keep until destroyed) -> {"type":"quick","keep":true}']);
+  });
+
   it('with no tasks says so and offers no recent repositories', () => {
     expect(lines(trayMenu({ tasks: [], now: NOW }))).toEqual([
       'No running sandboxes',
       '---',
       'Quick sandbox -> {"type":"quick"}',
+      'Quick sandbox (keep until destroyed) -> {"type":"quick","keep":true}',
       'New task… -> {"type":"newTask"}',
       '---',
       'Show window -> {"type":"show"}',
