@@ -403,7 +403,6 @@ export class TaskService<Image = unknown> {
     return this.deps.provisioner.workDir(taskId);
   }
 
-  /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
   /** The agents' scratch files, copied out of the sandbox after its pipeline (kept until the task is removed). */
   private async keepArtifacts(record: TaskRecord, ssh: SandboxSshPort): Promise<void> {
     const taskId = record.task.id;
@@ -432,6 +431,7 @@ export class TaskService<Image = unknown> {
     return path.join(this.deps.paths.data, 'artifacts', taskId);
   }
 
+  /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
   private reviewJsonPath(taskId: string): string {
     return path.join(this.deps.paths.state, 'reviews', `${taskId}.json`);
   }
