@@ -64,10 +64,12 @@ module.exports = {
     },
     {
       name: 'hosts-use-the-app-only',
-      comment: 'The Electron and web hosts serve the app built by app.ts; they construct no service themselves.',
+      comment:
+        'The Electron and web hosts serve the app built by app.ts; they construct no service themselves. ' +
+        "The packaged binary is also the factory CLI, so it may start the CLI's entry (a client of the app).",
       severity: 'error',
       from: { path: '^main/host/' },
-      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$)' },
+      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$|cli/main\\.ts$)' },
     },
     {
       name: 'pullback-not-pipeline',
