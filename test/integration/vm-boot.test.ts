@@ -70,6 +70,11 @@ describe('sandbox VM', () => {
       expect(r.stdout.split('\n')).toEqual(['hello', '1000', 'agent', '/usr/bin/git', '/usr/bin/bash', '/usr/bin/curl', '/usr/local/bin/claude', 'factory-sandbox', '']);
       expect((await ssh.run('exit 7')).code).toBe(7);
 
+      // The shell tab's login shell: root's PATH as Debian sets it, with no program started by the login
+      // scripts for it (`id -u` and `mesg n`, slow after a restore); the agent's login shell as usual.
+      const login = await ssh.run(`bash -lc 'echo "$PATH"'; runuser -l agent -c 'echo "$PATH"'; grep -nE '"[$][(]id -u[)]"|^mesg' /etc/profile /root/.profile; echo "grep $?"`);
+      expect(login.stdout.split('\n')).toEqual(['/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', '/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games', 'grep 1', '']);
+
       // guestfwd: each guest connection gets its own command; nothing else across.
       const fwd = await ssh.run('cat < /dev/tcp/10.0.2.100/9000', { timeoutMs: 30_000 });
       expect(fwd.stdout.trim()).toBe('forwarded-ok');

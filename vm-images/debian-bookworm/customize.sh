@@ -30,6 +30,12 @@ printf 'nameserver 10.0.2.3\n' > "$root/etc/resolv.conf"
 chroot "$root" useradd --uid 1000 --user-group --create-home --home-dir /home/agent --shell /bin/bash agent
 chroot "$root" usermod -p '*' agent
 install -d -m 755 -o 1000 -g 1000 "$root/work"
+# A login shell (the app's shell tab) runs two programs from Debian's scripts before
+# its prompt, each slow the first time after a snapshot restore because the emulator
+# translates its code anew: `id -u` in /etc/profile, where bash's own EUID answers, and
+# `mesg n` in root's .profile, which guards a terminal no other user can write to.
+sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/' "$root/etc/profile"
+sed -i '/^mesg n/d' "$root/root/.profile"
 # factory-init only writes contents at boot; owners and modes are set here.
 install -d -m 700 "$root/root/.ssh"
 install -m 600 /dev/null "$root/root/.ssh/authorized_keys"
