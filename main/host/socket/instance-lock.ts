@@ -1,6 +1,8 @@
 // One app per data dir: a lock file holding the owner's pid, taken before the app
 // starts its services (a second app would reap the first one's sandboxes as
-// leftovers). A lock whose pid is gone is stale and taken over.
+// leftovers). A lock whose pid is gone is stale and taken over. The file appears
+// with its pid already in it, so no app ever reads a half-made lock as stale.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -24,11 +26,8 @@ export const LOCK_FILE = 'factory.lock';
 export function acquireInstanceLock(dataDir: string): InstanceLock {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, LOCK_FILE);
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const fd = fs.openSync(file, 'wx', 0o600);
-      fs.writeSync(fd, `${process.pid}\n`);
-      fs.closeSync(fd);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (createWithPid(file)) {
       let released = false;
       return {
         file,
@@ -39,15 +38,56 @@ export function acquireInstanceLock(dataDir: string): InstanceLock {
           if (readPid(file) === process.pid) fs.rmSync(file, { force: true });
         },
       };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     const holder = readPid(file);
     if (holder !== undefined && holder !== process.pid && pidAlive(holder)) throw new DataDirInUseError(dataDir, holder);
-    // Stale (its process is gone) or unreadable: remove it and try again.
-    fs.rmSync(file, { force: true });
+    // Stale (its process is gone) or unreadable. Apps started at the same moment all see it so: one at a time
+    // removes it, and only while it is still the lock that was seen, never one another app has just made.
+    const removed = whileHoldingTakeover(file, () => {
+      if (readPid(file) === holder) fs.rmSync(file, { force: true });
+    });
+    if (!removed) sleepMs(10);
   }
   throw new Error(`could not take the lock ${file}: it keeps reappearing`);
+}
+
+/** Makes the lock file with our pid in one step (a private file hard-linked into place); false if one exists. */
+function createWithPid(file: string): boolean {
+  const own = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  fs.writeFileSync(own, `${process.pid}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    fs.linkSync(own, file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return false;
+  } finally {
+    fs.rmSync(own, { force: true });
+  }
+}
+
+/** Runs `fn` holding a short-lived mutex next to the lock (a folder: mkdir is atomic); false if another app holds it. */
+function whileHoldingTakeover(file: string, fn: () => void): boolean {
+  const takeover = `${file}.takeover`;
+  try {
+    fs.mkdirSync(takeover, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    // Held for microseconds: one this old was left by an app that died holding it.
+    const age = Date.now() - (fs.statSync(takeover, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+    if (age > 10_000) fs.rmSync(takeover, { recursive: true, force: true });
+    return false;
+  }
+  try {
+    fn();
+    return true;
+  } finally {
+    fs.rmSync(takeover, { recursive: true, force: true });
+  }
+}
+
+function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 export function readPid(file: string): number | undefined {
