@@ -10,8 +10,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { MemorySecretStore } from '../../main/credentials/keychain.js';
 import { dumpGuestMemoryWith, LeakChecker, type LeakCheckSources } from '../../main/credentials/leak-check.js';
-import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
-import { SshHost } from '../../main/remote/ssh-host.js';
 import { sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { QemuDriver } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
@@ -23,12 +21,7 @@ async function main() {
   const image = await testImage();
   const rig = await startRemoteHost();
   const root = await mkdtemp(path.join(os.tmpdir(), 'remote-leak-bench-'));
-  let host: SshHost | undefined;
-  const connect = async () =>
-    host && !host.isClosed
-      ? host
-      : (host = await SshHost.connect(rig.sshTarget()));
-  const remote = new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir: rig.storageDir, virtType: 'qemu' });
+  const remote = rig.sandboxDriver();
   const local = new QemuDriver({ snapshotsDir: false });
   const secrets = new MemorySecretStore();
   await secrets.put('k', `sk-ant-api03-${'x'.repeat(8)}${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`);
@@ -68,7 +61,6 @@ async function main() {
     console.log(`median leak check of a 1 GiB guest: remote ${(med(times.remote) / 1000).toFixed(1)} s, local ${(med(times.local) / 1000).toFixed(1)} s, ratio remote / local ${(med(times.remote) / med(times.local)).toFixed(2)}`);
   } finally {
     await remote.reap().catch(() => undefined);
-    host?.close();
     await rig.stop();
     await rm(root, { recursive: true, force: true });
   }

@@ -9,8 +9,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
-import { SshHost } from '../../main/remote/ssh-host.js';
 import type { RunningVmPort } from '../../main/tasks/sandbox-ports.js';
 import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver } from '../../main/vm/qemu-driver.js';
@@ -42,12 +40,7 @@ async function main() {
   const image = await testImage();
   const rig = await startRemoteHost();
   const root = await mkdtemp(path.join(os.tmpdir(), 'remote-bench-'));
-  let host: SshHost | undefined;
-  const connect = async () =>
-    host && !host.isClosed
-      ? host
-      : (host = await SshHost.connect(rig.sshTarget()));
-  const remote = new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir: rig.storageDir, virtType: 'qemu' });
+  const remote = rig.sandboxDriver();
   const cold = new QemuDriver({ snapshotsDir: false });
   const fast = new QemuDriver({ snapshotsDir: appPaths().snapshots });
   const size = { memoryMb: 1024, cpus: 1 };
@@ -55,7 +48,7 @@ async function main() {
   console.log(`image ${image.version}, ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
   try {
     const t0 = performance.now();
-    await remote.volumes.ensureBase(await connect(), image);
+    await remote.volumes.ensureBase(await rig.connect(), image);
     console.log(`first use of the host: base image uploaded and verified in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     for (let round = 1; round <= rounds; round++) {
       for (const [kind, driver] of [['remote', remote], ['cold', cold], ['fast', fast]] as const) {
@@ -70,7 +63,6 @@ async function main() {
     console.log(`ratio remote / local cold ${(m.remote / m.cold).toFixed(2)}, remote / local fast ${(m.remote / m.fast).toFixed(2)}`);
   } finally {
     await remote.reap().catch(() => undefined);
-    host?.close();
     await rig.stop();
     await rm(root, { recursive: true, force: true });
   }

@@ -9,22 +9,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyGuestForward } from '../../main/credentials/routes.js';
-import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
+import type { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
 import { SshHost } from '../../main/remote/ssh-host.js';
 import { testImage } from '../support/image.js';
 import { startRemoteHost, type RemoteHostRig } from '../support/remote-host.js';
 
 let rig: RemoteHostRig;
-let host: SshHost | undefined;
 let driver: LibvirtSandboxDriver;
 let home: string;
 let homeServer: http.Server;
 const seenAtHome: string[] = [];
-
-function connect(): Promise<SshHost> {
-  if (host && !host.isClosed) return Promise.resolve(host);
-  return SshHost.connect(rig.sshTarget()).then((h) => (host = h));
-}
 
 async function onHost(cmd: string): Promise<string> {
   const r = await rig.exec(cmd);
@@ -40,12 +34,11 @@ beforeAll(async () => {
     res.end('answered at home\n');
   });
   await new Promise<void>((r) => homeServer.listen(path.join(home, 'proxy.sock'), r));
-  driver = new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir: rig.storageDir, virtType: 'qemu' });
+  driver = rig.sandboxDriver();
 });
 
 afterAll(async () => {
   await driver?.reap().catch(() => undefined);
-  host?.close();
   homeServer?.close();
   await rig?.stop();
   if (home) fs.rmSync(home, { recursive: true, force: true });

@@ -20,7 +20,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import ssh2 from 'ssh2';
-import type { SshHostTarget } from '../../main/remote/ssh-host.js';
+import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
+import { SshHost, type SshHostTarget } from '../../main/remote/ssh-host.js';
 import type { SandboxHostSetting } from '../../main/state/settings.js';
 
 const run = promisify(execFile);
@@ -40,6 +41,10 @@ export interface RemoteHostRig {
   hostSetting(capacity: number): SandboxHostSetting;
   /** The rig as an SshHost target with its key pinned. */
   sshTarget(): SshHostTarget;
+  /** One SSH connection to the rig, made again once it closes; stop() ends it. */
+  connect(): Promise<SshHost>;
+  /** The app's sandbox driver for the rig, over that connection. */
+  sandboxDriver(): LibvirtSandboxDriver;
   /** Runs a command on the host as the test (through SSH, never the local libvirt socket). */
   exec(command: string): Promise<{ code: number | null; stdout: string; stderr: string }>;
   /** Ends the SSH server's child processes (every open connection) but keeps it listening. */
@@ -163,6 +168,10 @@ export async function startRemoteHost(): Promise<RemoteHostRig> {
       c.connect({ host: '127.0.0.1', port, username: 'root', privateKey, hostVerifier: (k: Buffer) => k.equals(pinned) });
     });
 
+  const target = (): SshHostTarget => ({ name: 'rig', host: '127.0.0.1', port, username: 'root', privateKey, hostKeyFingerprint: fingerprintOf(hostPublicKey) });
+  let connection: SshHost | undefined;
+  const connect = async (): Promise<SshHost> => (connection && !connection.isClosed ? connection : (connection = await SshHost.connect(target())));
+
   return {
     port,
     username: 'root',
@@ -176,13 +185,16 @@ export async function startRemoteHost(): Promise<RemoteHostRig> {
       name: 'rig', destination: 'root@127.0.0.1', port, keySource: 'file', keyFile,
       hostKeyFingerprint: fingerprintOf(hostPublicKey), capacity, storageDir, virtType: 'qemu',
     }),
-    sshTarget: () => ({ name: 'rig', host: '127.0.0.1', port, username: 'root', privateKey, hostKeyFingerprint: fingerprintOf(hostPublicKey) }),
+    sshTarget: target,
+    connect,
+    sandboxDriver: () => new LibvirtSandboxDriver({ hostName: 'rig', connect, storageDir, virtType: 'qemu' }),
     async dropConnections() {
       // The listener is sshd itself; each connection is a child of it.
       const r = await run('pgrep', ['-P', String(sshd.pid)]).catch(() => ({ stdout: '' }));
       for (const pid of r.stdout.split('\n').filter(Boolean).map(Number)) process.kill(pid, 'SIGKILL');
     },
     async stop() {
+      connection?.close();
       // Domains whose disks live in this rig's storage go with it (a test that failed half-way leaves some).
       await exec(`for d in $(ls ${storageDir}/sandboxes 2>/dev/null); do virsh -q -c qemu:///system destroy "$d" >/dev/null 2>&1; done`).catch(() => undefined);
       sshd.kill('SIGTERM');
