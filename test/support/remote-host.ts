@@ -191,7 +191,14 @@ export async function startRemoteHost(): Promise<RemoteHostRig> {
     async dropConnections() {
       // The listener is sshd itself; each connection is a child of it.
       const r = await run('pgrep', ['-P', String(sshd.pid)]).catch(() => ({ stdout: '' }));
-      for (const pid of r.stdout.split('\n').filter(Boolean).map(Number)) process.kill(pid, 'SIGKILL');
+      for (const pid of r.stdout.split('\n').filter(Boolean).map(Number)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch (err) {
+          // ESRCH: that connection (e.g. an exec just closed) ended by itself between pgrep and here.
+          if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+        }
+      }
     },
     async stop() {
       connection?.close();
