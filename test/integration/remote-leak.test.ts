@@ -8,43 +8,36 @@
 // tasks.exec), plain, UTF-16LE and base64, and the check finds each form in
 // memory and on disk. A host that answers garbage gives an error, not a pass.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { CredentialBroker } from '../../main/credentials/broker.js';
-import { KeychainStore } from '../../main/credentials/keychain.js';
+import type { FactoryApp } from '../../main/app.js';
 import { needlesFor } from '../../main/credentials/leak-needles.js';
 import { remoteLeakScan } from '../../main/remote/remote-leak.js';
 import { SshHost } from '../../main/remote/ssh-host.js';
-import { appPaths } from '../../main/state/paths.js';
-import { createTestCa, type TestCa } from '../support/https.js';
 import { testImage } from '../support/image.js';
-import { requireSecretService } from '../support/keyring.js';
-import { startModelStub, type ModelStub } from '../support/model-stub.js';
+import type { ModelStub } from '../support/model-stub.js';
+import { startRemoteApp, type RemoteApp } from '../support/remote-app.js';
 import { startRemoteHost, type RemoteHostRig } from '../support/remote-host.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import type { FixtureRepo } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
 const KEY = `sk-ant-remote-${randomBytes(20).toString('hex')}`;
 
 describe('the leak check of a sandbox on a remote host', () => {
   let rig: RemoteHostRig;
-  let dataDir: string;
-  let ca: TestCa;
+  let fx: RemoteApp | undefined;
+  let app: FactoryApp | undefined;
   let stub: ModelStub;
   let repo: FixtureRepo;
-  let app: FactoryApp | undefined;
-  let keychain: KeychainStore;
-  let credId: string | undefined;
 
   beforeAll(async () => {
-    requireSecretService();
     await testImage();
     rig = await startRemoteHost();
-    dataDir = tempDir('frl-');
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: KEY, sseDelayMs: 5 });
-    repo = await makeRepo({
+    fx = await startRemoteApp({
+      rig,
+      key: KEY,
+      capacity: 2,
+      sseDelayMs: 5,
+      settings: { vmMemoryMb: 1024 },
       files: {
         'README.md': '# Fixture\n',
         '.factory/pipeline.json': JSON.stringify({
@@ -58,29 +51,12 @@ describe('the leak check of a sandbox on a remote host', () => {
         }),
       },
     });
-    const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
-    keychain = new KeychainStore({ service: `factory-in-a-box-rleak-${randomBytes(4).toString('hex')}` });
-    const broker = new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' });
-    app = await createFactoryApp({
-      host: 'web',
-      paths,
-      credentials: broker,
-      settings: {
-        vmMemoryMb: 1024,
-        sandboxHosts: [rig.hostSetting(2)],
-      },
-    });
-    credId = (await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: KEY, target: { upstream: stub.url } })).id;
+    ({ app, stub, repo } = fx);
   });
 
   afterAll(async () => {
-    await app?.dispose();
-    if (credId) await keychain?.remove(credId).catch(() => undefined);
-    await stub?.close();
-    ca?.dispose();
-    repo?.cleanup();
+    await fx?.dispose();
     await rig?.stop();
-    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('is clean after real use, finds a planted key in memory and on disk, and the host never holds the key', async () => {

@@ -7,19 +7,14 @@
 // sandbox, a second task under "any" placed on this machine because the host
 // is full, approve, destroy with no domain and no volume left on the host.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { CredentialBroker } from '../../main/credentials/broker.js';
-import { KeychainStore } from '../../main/credentials/keychain.js';
-import { appPaths } from '../../main/state/paths.js';
+import type { FactoryApp } from '../../main/app.js';
 import { SandboxShell } from '../support/agent-app.js';
-import { createTestCa, type TestCa } from '../support/https.js';
 import { testImage } from '../support/image.js';
-import { requireSecretService } from '../support/keyring.js';
-import { startModelStub, type ModelStub } from '../support/model-stub.js';
+import type { ModelStub } from '../support/model-stub.js';
+import { startRemoteApp, type RemoteApp } from '../support/remote-app.js';
 import { startRemoteHost, type RemoteHostRig } from '../support/remote-host.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
 const KEY = `sk-ant-remote-${randomBytes(20).toString('hex')}`;
@@ -27,23 +22,20 @@ const VIRSH = 'virsh -q -c qemu:///system';
 
 describe('a task on a remote sandbox host', () => {
   let rig: RemoteHostRig;
-  let dataDir: string;
-  let ca: TestCa;
+  let fx: RemoteApp | undefined;
+  let app: FactoryApp | undefined;
   let stub: ModelStub;
   let repo: FixtureRepo;
-  let app: FactoryApp | undefined;
-  let keychain: KeychainStore;
-  let credId: string | undefined;
-  const output = new Map<string, string>();
+  let output: Map<string, string>;
 
   beforeAll(async () => {
-    requireSecretService();
     await testImage();
     rig = await startRemoteHost();
-    dataDir = tempDir('frt-');
-    ca = createTestCa();
-    stub = await startModelStub(ca, { anthropicKey: KEY, sseDelayMs: 20 });
-    repo = await makeRepo({
+    fx = await startRemoteApp({
+      rig,
+      key: KEY,
+      capacity: 1,
+      sseDelayMs: 20,
       files: {
         'README.md': '# Fixture\n',
         '.factory/pipeline.json': JSON.stringify({
@@ -61,29 +53,12 @@ describe('a task on a remote sandbox host', () => {
         }),
       },
     });
-    const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
-    keychain = new KeychainStore({ service: `factory-in-a-box-remote-${randomBytes(4).toString('hex')}` });
-    const broker = new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' });
-    app = await createFactoryApp({
-      host: 'web',
-      paths,
-      credentials: broker,
-      settings: {
-        sandboxHosts: [rig.hostSetting(1)],
-      },
-    });
-    app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
-    credId = (await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: KEY, target: { upstream: stub.url } })).id;
+    ({ app, stub, repo, output } = fx);
   });
 
   afterAll(async () => {
-    await app?.dispose();
-    if (credId) await keychain?.remove(credId).catch(() => undefined);
-    await stub?.close();
-    ca?.dispose();
-    repo?.cleanup();
+    await fx?.dispose();
     await rig?.stop();
-    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('runs the pipeline on the host with keys added at home, places the next task locally, and leaves nothing there', async () => {

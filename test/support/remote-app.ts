@@ -1,0 +1,65 @@
+// The whole app (web host) with the remote-host rig as a sandbox host in its
+// Settings, the real credential broker over the real keychain (a throwaway
+// service) and an Anthropic credential whose upstream is the model stub served
+// over HTTPS by the test CA, and a fixture repository. Used by the tests of
+// tasks on a remote host; the rig itself stays the test's (it starts and stops it).
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { CredentialBroker } from '../../main/credentials/broker.js';
+import { KeychainStore } from '../../main/credentials/keychain.js';
+import { appPaths } from '../../main/state/paths.js';
+import type { Settings } from '../../main/state/settings.js';
+import { createTestCa } from './https.js';
+import { requireSecretService } from './keyring.js';
+import { startModelStub, type ModelStub } from './model-stub.js';
+import type { RemoteHostRig } from './remote-host.js';
+import { makeRepo, tempDir, type FixtureRepo } from './repo.js';
+
+export interface RemoteApp {
+  app: FactoryApp;
+  stub: ModelStub;
+  repo: FixtureRepo;
+  /** Terminal output by session id, as the UI would receive it. */
+  output: Map<string, string>;
+  dispose(): Promise<void>;
+}
+
+export async function startRemoteApp(opts: {
+  rig: RemoteHostRig;
+  /** The real key: stored in the keychain, expected by the stub. */
+  key: string;
+  /** Sandboxes the rig may run at once. */
+  capacity: number;
+  files: Record<string, string>;
+  sseDelayMs: number;
+  settings?: Partial<Settings>;
+}): Promise<RemoteApp> {
+  requireSecretService();
+  const dataDir = tempDir('fra-');
+  const ca = createTestCa();
+  const stub = await startModelStub(ca, { anthropicKey: opts.key, sseDelayMs: opts.sseDelayMs });
+  const repo = await makeRepo({ files: opts.files });
+  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
+  const keychain = new KeychainStore({ service: `factory-in-a-box-remote-${randomBytes(4).toString('hex')}` });
+  // The stub listens on the host loopback, which the proxy refuses for anything else.
+  const broker = new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' });
+  const app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { ...opts.settings, sandboxHosts: [opts.rig.hostSetting(opts.capacity)] } });
+  const output = new Map<string, string>();
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  const credential = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: opts.key, target: { upstream: stub.url } });
+  return {
+    app,
+    stub,
+    repo,
+    output,
+    async dispose() {
+      await app.dispose();
+      await keychain.remove(credential.id).catch(() => undefined);
+      await stub.close();
+      ca.dispose();
+      repo.cleanup();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
