@@ -7,32 +7,17 @@ import { createReadStream, existsSync, readdirSync, readFileSync, statSync } fro
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appPaths } from '../../main/state/paths.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
 import { testImage } from '../support/image.js';
+import { presentedHostKey } from '../support/presented-host-key.js';
 
-/** SHA256 of the host key the sshd on port presents (read off the handshake, never trusted). */
-function presentedHostKey(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const client = new ssh2.Client();
-    let seen: string | undefined;
-    client.on('error', () => (seen ? resolve(seen) : reject(new Error(`no host key from port ${port}`))));
-    client.connect({
-      host: '127.0.0.1',
-      port,
-      username: 'root',
-      readyTimeout: 60_000,
-      hostVerifier: (key: Buffer) => {
-        seen = createHash('sha256').update(key).digest('base64');
-        // Refused on purpose: the key is all this wanted.
-        return false;
-      },
-    });
-  });
+/** SHA256 of the host key the sshd on port presents. */
+async function presentedFingerprint(port: number): Promise<string> {
+  return createHash('sha256').update(await presentedHostKey(port)).digest('base64');
 }
 
 async function sha256File(file: string): Promise<string> {
@@ -71,7 +56,7 @@ describe('clones of one snapshot', () => {
         const agent = await vm.ssh({ username: 'agent' });
         agent.close();
         const [random, authorized, machineId] = r.stdout.split('\n');
-        seen.push({ hostKey: await presentedHostKey(vm.sshPort), authorized: authorized!, machineId: machineId!, random: random! });
+        seen.push({ hostKey: await presentedFingerprint(vm.sshPort), authorized: authorized!, machineId: machineId!, random: random! });
       }
       const [a, b] = seen as [(typeof seen)[0], (typeof seen)[0]];
       expect(a.random).toMatch(/^[0-9a-f]{64}$/);

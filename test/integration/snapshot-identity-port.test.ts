@@ -9,7 +9,6 @@ import { copyFile, mkdtemp, rm, stat } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeSshBanner } from '../../main/guest/guest-agent.js';
 import { identityMessage } from '../../main/guest/identity-channel.js';
@@ -24,31 +23,12 @@ import { readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
 import { machineKey } from '../../main/vm/warm-state.js';
 import { testImage } from '../support/image.js';
+import { presentedHostKey } from '../support/presented-host-key.js';
 
 const MEMORY_MB = 1024;
 const CPUS = 2;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const fingerprint = (blob: Buffer) => createHash('sha256').update(blob).digest('base64');
-
-/** The host key blob the sshd on port presents (read off the handshake, never trusted). */
-function presentedHostKey(port: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const client = new ssh2.Client();
-    let seen: Buffer | undefined;
-    client.on('error', () => (seen ? resolve(seen) : reject(new Error(`no host key from port ${port}`))));
-    client.connect({
-      host: '127.0.0.1',
-      port,
-      username: 'root',
-      readyTimeout: 60_000,
-      hostVerifier: (key: Buffer) => {
-        seen = Buffer.from(key);
-        // Refused on purpose: the key is all this wanted.
-        return false;
-      },
-    });
-  });
-}
 
 describe("the snapshot template's guest", () => {
   let image: BaseImage;
