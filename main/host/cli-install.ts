@@ -44,6 +44,7 @@ function reaches(launcher: string, dirs: readonly string[]): boolean {
   try {
     target = fs.realpathSync(launcher);
   } catch {
+    // No launcher in this install (or not readable): no PATH entry can reach it.
     return false;
   }
   return dirs.some((d) => {
@@ -51,6 +52,7 @@ function reaches(launcher: string, dirs: readonly string[]): boolean {
     try {
       return fs.realpathSync(path.join(d, 'factory')) === target;
     } catch {
+      // No `factory` in this directory, or a dangling link: this one does not reach it.
       return false;
     }
   });
