@@ -93,27 +93,24 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
 export const GUEST_MACHINE_ID = '/etc/machine-id';
 
 /**
- * The re-key as one perl program (perl-base is in every Debian system): under
- * emulation each process start costs, so no shell, date, cat or pgrep. In order:
- * the host's entropy goes into the kernel's input pool, credited
- * (RNDADDENTROPY), and the kernel reseeds its generator from it at once
- * (RNDRESEEDCRNG): without that, clones of one memory snapshot go on drawing
- * /dev/urandom from one generator state for up to a minute. Then the machine
- * id, the authorized keys, the host key (0600), the clock (settimeofday), and
- * SIGHUP to sshd, which reloads its host key; it ends once sshd listens again,
- * so that any connection after the re-key meets the new key. Paths are plain
- * (see GUEST_SSH_PATHS).
+ * The part of taking a new identity that both ways of handing it in share (the
+ * SSH re-key below, the identity port's waiter in identity-channel.ts), as perl
+ * statements that expect $epoch, $seed, $mid and $pub (rekeyInput()'s first four
+ * lines) and die naming what is wrong. In order: each value checked; the host's
+ * entropy into the kernel's input pool, credited (RNDADDENTROPY), and the
+ * kernel's generator reseeded from it at once (RNDRESEEDCRNG): without that,
+ * clones of one memory snapshot go on drawing /dev/urandom from one generator
+ * state for up to a minute; the machine id; the authorized keys; the clock
+ * (settimeofday). Defines put(file, text, mode) for the caller's own files.
+ * Paths are plain (see GUEST_SSH_PATHS); no single quote anywhere.
  */
-function rekeyPerl(): string {
+export function identityApplyPerl(): string[] {
   const p = GUEST_SSH_PATHS;
   return [
-    'use strict;',
-    'my @l = map { my $x = <STDIN>; defined $x or die "re-key input ends early\\n"; chomp $x; $x } 1 .. 4;',
-    'my ($epoch, $seed, $mid, $pub) = @l;',
-    'my $hostkey = do { local $/; <STDIN> };',
     '$epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
     '$seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
     '$mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
+    '$pub =~ /^ssh-ed25519 [A-Za-z0-9+\\/=]+( [^\\r\\n]*)?$/ or die "bad client key\\n";',
     'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
     'my $e = pack("H*", $seed);',
     'ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
@@ -122,9 +119,27 @@ function rekeyPerl(): string {
     'sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
     `put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
     ...p.authorizedKeys.map((file) => `put("${file}", "$pub\\n");`),
-    `put("${p.hostKey}", $hostkey, 0600);`,
     // struct timeval; 164 is settimeofday on x86_64.
     'syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
+  ];
+}
+
+/**
+ * The re-key as one perl program (perl-base is in every Debian system): under
+ * emulation each process start costs, so no shell, date, cat or pgrep. It reads
+ * rekeyInput() from stdin, takes the identity (identityApplyPerl), writes the
+ * host key (0600) and sends SIGHUP to sshd, which reloads it; it ends once sshd
+ * listens again, so that any connection after the re-key meets the new key.
+ */
+function rekeyPerl(): string {
+  const p = GUEST_SSH_PATHS;
+  return [
+    'use strict;',
+    'my @l = map { my $x = <STDIN>; defined $x or die "re-key input ends early\\n"; chomp $x; $x } 1 .. 4;',
+    'my ($epoch, $seed, $mid, $pub) = @l;',
+    'my $hostkey = do { local $/; <STDIN> };',
+    ...identityApplyPerl(),
+    `put("${p.hostKey}", $hostkey, 0600);`,
     `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
     'if (!defined $pid || $pid !~ /^[0-9]+$/) { ($pid) = sort { $a <=> $b } grep { my $c; open($c, "<", "/proc/$_/comm") && (<$c> // "") eq "sshd\\n" } map { (split m{/})[-1] } glob("/proc/[0-9]*"); }',
     'defined $pid or die "no sshd to reload\\n";',

@@ -13,7 +13,7 @@
 import net from 'node:net';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import { IDENTITY_PORT_NAME } from '../vm/qemu-args.js';
-import { GUEST_MACHINE_ID, GUEST_SSH_PATHS, rekeyInput } from './guest-agent.js';
+import { GUEST_SSH_PATHS, identityApplyPerl, rekeyInput } from './guest-agent.js';
 
 /** The waiter's answers are short; anything longer is not a waiter speaking. */
 const MAX_REPLY_BYTES = 1024;
@@ -49,19 +49,7 @@ function waiterPerl(): string {
     'until ($buf =~ /\\n-----END OPENSSH PRIVATE KEY-----\\n/) { my $n = sysread($port, $buf, 4096, length $buf); if (!$n) { select(undef, undef, undef, 0.01); next; } if (length($buf) > 16384) { syswrite($port, "error: identity message too long\\n"); exit 1; } }',
     'my $ok = eval {',
     '  my ($epoch, $seed, $mid, $pub, $hostkey) = $buf =~ /\\A([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(-----BEGIN OPENSSH PRIVATE KEY-----\\n.*\\n-----END OPENSSH PRIVATE KEY-----\\n)\\z/s or die "malformed identity message\\n";',
-    '  $epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
-    '  $seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
-    '  $mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
-    '  $pub =~ /^ssh-ed25519 [A-Za-z0-9+\\/=]+( [^\\r\\n]*)?$/ or die "bad client key\\n";',
-    '  open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
-    '  my $e = pack("H*", $seed);',
-    '  ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
-    '  ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\\n";',
-    '  close($r);',
-    '  sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
-    `  put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
-    ...p.authorizedKeys.map((file) => `  put("${file}", "$pub\\n");`),
-    '  syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
+    ...identityApplyPerl().map((line) => `  ${line}`),
     '  -p $key or die "$key is no longer the FIFO sshd waits on\\n";',
     '  put("$key.new", $hostkey, 0600);',
     '  local $SIG{ALRM} = sub { die "sshd did not open its host key within 20 s\\n" }; alarm(20);',
