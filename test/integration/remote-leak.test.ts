@@ -37,7 +37,9 @@ describe('the leak check of a sandbox on a remote host', () => {
       key: KEY,
       capacity: 2,
       sseDelayMs: 5,
-      settings: { vmMemoryMb: 1024 },
+      // Half the default guest: the check dumps and scans all of its memory three times here
+      // (the remote leak bench measures a 1 GiB guest).
+      settings: { vmMemoryMb: 512 },
       files: {
         'README.md': '# Fixture\n',
         '.factory/pipeline.json': JSON.stringify({
@@ -81,7 +83,7 @@ describe('the leak check of a sandbox on a remote host', () => {
     expect(clean.verdict, JSON.stringify(clean.scanned)).toBe('clean');
     const remote = Object.fromEntries(clean.scanned.filter((s) => s.source.endsWith('(on rig)')).map((s) => [s.source, s]));
     expect(Object.keys(remote).sort()).toEqual(['disk overlay (on rig)', 'guest memory (on rig)', 'serial log (on rig)']);
-    expect(remote['guest memory (on rig)']!.bytes).toBeGreaterThan(1000 * 1024 * 1024); // a 1 GiB guest's dump
+    expect(remote['guest memory (on rig)']!.bytes).toBeGreaterThan(500 * 1024 * 1024); // the whole 512 MiB guest's dump
     expect(remote['disk overlay (on rig)']!.bytes).toBeGreaterThan(1024 * 1024);
 
     // The host's files: no key in any encoding the check looks for, in the storage folder (images, overlay,
