@@ -4,24 +4,20 @@
 // The sandbox itself (seed, boot, teardown, leftovers) is the provisioner's. After a
 // restart, active tasks are interrupted; Retry runs them in a fresh sandbox.
 import fsp from 'node:fs/promises';
-import path from 'node:path';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
-import { PullbackReview, isQuickSandbox, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { isQuickSandbox, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import type { PipelineRunner } from '../pipeline/stage-runner.js';
-import { collectArtifacts } from '../pipeline/artifacts.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
-import { assertConfirmed } from '../pullback/review/confirmations.js';
 import type { Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import type { Settings } from '../state/settings.js';
-import { writeFileAtomic, type StateStore, type TaskRecord } from '../state/state-store.js';
+import type { StateStore, TaskRecord } from '../state/state-store.js';
 import { inspectRepo } from './host-repo.js';
 import type { LiveSandbox } from './live-sandboxes.js';
-import { pullBack } from './pull-back.js';
 import { planRetry } from './retry-plan.js';
 import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
 import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
@@ -33,6 +29,8 @@ import { cancelledStages, interruption, isActive, isLive } from './task-life.js'
 import { startQuickSandbox, type QuickInput } from './quick-sandbox.js';
 import { SandboxLifetime } from './sandbox-lifetime.js';
 import { setArchived } from './task-archive.js';
+import { TaskReviews } from './task-review.js';
+import { runSetupPhase } from './setup-phase.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -77,7 +75,8 @@ interface Runtime {
 export class TaskService<Image = unknown> {
   private readonly book: TaskBook;
   private readonly runtimes = new Map<string, Runtime>();
-  private readonly reviews = new Map<string, PullbackReview>();
+  /** The result from the pull-back on: review, artifacts, approve and reject (task-review.ts). */
+  private readonly reviews: TaskReviews;
   private readonly slots: Slots;
   /** After Approve or Reject: destroy the sandbox, or keep it until a deadline (sandbox-lifetime.ts). */
   private readonly lifetime: SandboxLifetime;
@@ -96,6 +95,7 @@ export class TaskService<Image = unknown> {
       },
       log: deps.log,
     });
+    this.reviews = new TaskReviews({ paths: deps.paths, book: this.book, quarantine: deps.quarantine, log: deps.log, afterDecision: (task) => this.lifetime.afterDecision(task) });
   }
 
   /** Loads persisted tasks; what was active when the app stopped is interrupted, and its QEMU reaped. */
@@ -287,79 +287,31 @@ export class TaskService<Image = unknown> {
     await this.destroy(taskId);
     // Destroy keeps the sandbox's folder for its serial log; removing the task takes its logs too.
     await fsp.rm(record.sandboxDir ?? this.sandboxDir(taskId), { recursive: true, force: true });
-    await this.deps.quarantine.discard(taskId);
-    await fsp.rm(this.reviewJsonPath(taskId), { force: true });
-    await fsp.rm(this.artifactsDir(taskId), { recursive: true, force: true });
-    this.reviews.delete(taskId);
+    await this.reviews.remove(taskId);
     await this.book.remove(taskId);
   }
 
   async review(taskId: string): Promise<PullbackReview> {
-    const record = this.record(taskId);
-    const cached = this.reviews.get(taskId);
-    if (cached) return cached;
-    if (!record.pullback || !['review', 'approved', 'rejected'].includes(record.task.phase)) {
-      throw new FactoryError('NoReview', `task ${taskId} has no result to review (it is ${record.task.phase})`);
-    }
-    const file = this.reviewJsonPath(taskId);
-    try {
-      const review = PullbackReview.parse(JSON.parse(await fsp.readFile(file, 'utf8')));
-      this.reviews.set(taskId, review);
-      return review;
-    } catch {
-      throw new FactoryError('NoReview', `the review of task ${taskId} could not be read from ${file}`);
-    }
+    return this.reviews.review(this.record(taskId));
   }
 
   /** One file of a result in review, while it is in quarantine: its own patch and leading bytes. */
   async reviewFile(taskId: string, filePath: string): Promise<ReviewFileDetail> {
-    const review = await this.review(taskId);
-    const record = this.record(taskId);
-    if (record.task.phase !== 'review' || !record.pullback) {
-      throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; its files can be opened only while it is in review`);
-    }
-    // Listed or not (past the listing cap), the quarantine decides whether the file is part of the result.
-    return this.deps.quarantine.fileDetail({ taskId, baseCommit: review.baseCommit, headCommit: record.pullback.headCommit, path: filePath });
+    return this.reviews.file(this.record(taskId), filePath);
   }
 
-  /**
-   * Creates the branch. When the review could not show or check everything
-   * (its confirmations), `confirm` must name every kind of them: the user's
-   * deliberate second step; otherwise ApproveNeedsConfirmation names what was not shown.
-   */
+  /** Creates the branch; `confirm` names what the review could not show (task-review.ts). */
   async approve(taskId: string, opts: { confirm?: readonly ReviewConfirmationKind[] } = {}): Promise<Task> {
-    const record = this.record(taskId);
-    if (record.task.phase !== 'review' || !record.pullback) {
-      throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; only a task in review can be approved`);
-    }
-    if (record.pullback.empty) {
-      throw new FactoryError('NothingToApprove', 'the sandbox brought back no change; there is nothing to approve (reject it instead)');
-    }
-    assertConfirmed(await this.review(taskId), opts.confirm);
-    const res = await this.deps.quarantine.approve({
-      taskId,
-      repoPath: record.task.repoPath,
-      branch: record.task.branch,
-      headCommit: record.pullback.headCommit,
-      bundleSha256: record.pullback.bundleSha256,
-    });
-    await this.book.update(record, {
-      phase: 'approved',
-      decision: { kind: 'approved', at: new Date().toISOString(), branch: res.branch, commit: res.commit },
-    });
-    await this.lifetime.afterDecision(record.task);
-    return { ...record.task };
+    return this.reviews.approve(this.record(taskId), opts);
   }
 
   async reject(taskId: string): Promise<Task> {
-    const record = this.record(taskId);
-    if (record.task.phase !== 'review') {
-      throw new FactoryError('NotInReview', `task ${taskId} is ${record.task.phase}; only a task in review can be rejected`);
-    }
-    await this.deps.quarantine.discard(taskId);
-    await this.book.update(record, { phase: 'rejected', decision: { kind: 'rejected', at: new Date().toISOString() } });
-    await this.lifetime.afterDecision(record.task);
-    return { ...record.task };
+    return this.reviews.reject(this.record(taskId));
+  }
+
+  /** One artifact's text (task-review.ts). */
+  async artifact(taskId: string, name: string): Promise<{ name: string; text: string; truncated: boolean }> {
+    return this.reviews.artifact(this.record(taskId), name);
   }
 
   /** The live SSH connection of a task's sandbox (for interactive shells). */
@@ -401,39 +353,6 @@ export class TaskService<Image = unknown> {
 
   private workDir(taskId: string): string {
     return this.deps.provisioner.workDir(taskId);
-  }
-
-  /** The agents' scratch files, copied out of the sandbox after its pipeline (kept until the task is removed). */
-  private async keepArtifacts(record: TaskRecord, ssh: SandboxSshPort): Promise<void> {
-    const taskId = record.task.id;
-    try {
-      const dir = this.artifactsDir(taskId);
-      await fsp.rm(dir, { recursive: true, force: true });
-      const artifacts = await collectArtifacts(ssh, dir, {
-        onRefused: (a) => this.deps.log.warn('an artifact was refused', { taskId, name: a.name, reason: a.reason }),
-      });
-      await this.book.update(record, { artifacts });
-    } catch (err) {
-      // The run's outcome matters more than its scratch files; the log says what was lost.
-      this.deps.log.warn('copying the artifacts out of the sandbox failed', { taskId, err });
-    }
-  }
-
-  /** One artifact's text (names were checked when copied; checked again here). */
-  async artifact(taskId: string, name: string): Promise<{ name: string; text: string; truncated: boolean }> {
-    const entry = this.record(taskId).task.artifacts?.find((a) => a.name === name);
-    if (!entry) throw new FactoryError('NotFound', `task ${taskId} has no artifact named ${JSON.stringify(name).slice(0, 140)}`);
-    const text = await fsp.readFile(path.join(this.artifactsDir(taskId), entry.name), 'utf8');
-    return { name: entry.name, text, truncated: entry.truncated };
-  }
-
-  private artifactsDir(taskId: string): string {
-    return path.join(this.deps.paths.data, 'artifacts', taskId);
-  }
-
-  /** The verified review, kept with the state so it stays readable after approve, reject or a restart. */
-  private reviewJsonPath(taskId: string): string {
-    return path.join(this.deps.paths.state, 'reviews', `${taskId}.json`);
   }
 
   private sandboxDir(taskId: string): string {
@@ -500,70 +419,16 @@ export class TaskService<Image = unknown> {
     await provisioner.seed(sandbox, task(), bundlePath, { onLayer: !!cached });
     checkAborted(signal);
     await this.book.transition(record, 'seeded');
-    const ready = await this.runSetup(record, rt, plan, cached?.layer);
+    const ready = await runSetupPhase({ book: this.book, environment: env, setup: this.deps.setup, log: this.deps.log }, {
+      record,
+      sandbox: rt.sandbox,
+      signal: rt.abort.signal,
+      plan,
+      ...(cached ? { cached: cached.layer } : {}),
+      aborted: () => this.aborted(record),
+    });
     if (!ready) return;
     await this.runPipelineAndPullback(record, rt, config, startAt);
-  }
-
-  /**
-   * The setup step: skipped (with the reason) when there is nothing to set up or
-   * the sandbox booted on a cached layer; otherwise run, and on success the disk
-   * becomes the repository's layer for the next task. False when the task failed.
-   */
-  private async runSetup(record: TaskRecord, rt: Runtime, plan: Awaited<ReturnType<TaskEnvironment['load']>>, cached?: { id: string; createdAt: string }): Promise<boolean> {
-    const task = () => record.task;
-    const base: SetupInfo = task().setup ?? this.deps.environment.initialSetup(plan);
-    const setSetup = (patch: Partial<SetupInfo>) => this.book.update(record, { setup: { ...(task().setup ?? base), ...patch } });
-    const now = () => new Date().toISOString();
-    if (!plan.steps.length) {
-      await setSetup({ status: 'skipped', summary: 'nothing to set up: no environment in the repository config and nothing detected', startedAt: now(), endedAt: now() });
-      return true;
-    }
-    if (cached) {
-      await setSetup({ status: 'skipped', summary: `cached environment from ${cached.createdAt.slice(0, 16).replace('T', ' ')}`, layer: { id: cached.id, reused: true }, startedAt: now(), endedAt: now() });
-      return true;
-    }
-    const sandbox = rt.sandbox;
-    if (!sandbox?.ssh || !sandbox.vm) throw new FactoryError('NoSandbox', `task ${task().id} has no running sandbox`);
-    this.deps.environment.setStep(task().id, 'setup');
-    const startedAt = now();
-    await setSetup({ status: 'running', startedAt, summary: plan.steps.map((s) => s.name).join(' → ') });
-    const result = await this.deps.setup.run({
-      taskId: task().id,
-      ssh: sandbox.ssh,
-      steps: plan.steps,
-      env: { ...plan.env, ...sandbox.guestEnv },
-      signal: rt.abort.signal,
-      onSession: (sessionId) => void setSetup({ sessionId }).catch((err: Error) => this.deps.log.warn('saving the setup session failed', { taskId: task().id, err })),
-    });
-    const ended = { endedAt: now(), durationMs: result.durationMs, ...(result.sessionId ? { sessionId: result.sessionId } : {}) };
-    if (result.status !== 'passed') {
-      await setSetup({ status: result.status, summary: result.summary, exitCode: result.exitCode, ...(result.step ? { step: result.step } : {}), ...ended });
-      if (result.status === 'cancelled') {
-        await this.aborted(record);
-        return false;
-      }
-      await this.book.transition(record, 'fail', { error: { name: 'SetupFailed', message: `setup failed: ${result.summary}`, detail: result.detail } });
-      return false;
-    }
-    let layer: { id: string; reused: boolean } | undefined;
-    let note = '';
-    try {
-      // What setup wrote must be on the disk before it is frozen into the layer; empty caches make the saved memory small.
-      const sync = await sandbox.ssh.run('sync && { echo 3 > /proc/sys/vm/drop_caches || true; }', { timeoutMs: 120_000 });
-      if (sync.code !== 0) throw new Error(`sync in the sandbox failed: ${sync.stderr.trim().slice(0, 200)}`);
-      if (!sandbox.vm.freezeDisk) throw new Error('this sandbox driver cannot freeze its disk');
-      const frozen = await sandbox.vm.freezeDisk({ memory: true });
-      if (frozen.memoryError) this.deps.log.warn('the layer is kept without its memory (the next task boots cold)', { taskId: task().id, err: new Error(frozen.memoryError) });
-      const made = await this.deps.environment.commitLayer(task(), plan, frozen);
-      layer = { id: made.id, reused: false };
-    } catch (err) {
-      // The task goes on without a cached layer: the next one runs setup again.
-      note = ' (not cached: ' + (err instanceof Error ? err.message : String(err)).slice(0, 160) + ')';
-      this.deps.log.warn('caching the environment failed', { taskId: task().id, err });
-    }
-    await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(layer ? { layer } : {}), ...ended });
-    return true;
   }
 
   private async endRun(record: TaskRecord, rt: Runtime, err: unknown): Promise<void> {
@@ -602,7 +467,7 @@ export class TaskService<Image = unknown> {
         this.book.update(record, { stages }).catch((err: Error) => this.deps.log.warn('saving a stage update failed', { taskId: task().id, err }));
       },
     });
-    await this.keepArtifacts(record, ssh);
+    await this.reviews.keepArtifacts(record, ssh);
     if (outcome.status === 'cancelled') return this.aborted(record, outcome.stages);
     if (outcome.status === 'failed') {
       await this.book.transition(record, 'fail', { stages: outcome.stages, ...(outcome.error ? { error: outcome.error } : {}) });
@@ -610,10 +475,7 @@ export class TaskService<Image = unknown> {
     }
 
     await this.book.transition(record, 'pipelinePassed', { stages: outcome.stages });
-    const result = await pullBack(this.deps.quarantine, ssh, task());
-    await writeFileAtomic(this.reviewJsonPath(task().id), JSON.stringify(result.review));
-    this.reviews.set(task().id, result.review);
-    await this.book.transition(record, 'pulledBack', {}, { pullback: result.pullback });
+    await this.reviews.pullBack(record, ssh);
   }
 
   private async onVmExited(record: TaskRecord, rt: Runtime, sandbox: LiveSandbox): Promise<void> {
