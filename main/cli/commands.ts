@@ -31,12 +31,21 @@ const TASK = '<task> is a task id or a unique prefix of one.';
 
 export const COMMANDS: Record<string, Command> = {
   run: {
-    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait]',
-    summary: 'Start a task on a repository (with --wait: show stage progress; exit 0 when it reaches review)',
-    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' } },
+    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait] [--allow-egress]',
+    summary:
+      'Start a task on a repository (with --wait: show stage progress; exit 0 when it reaches review). ' +
+      'When the repository asks its sandbox to reach more than your settings allow, nothing starts unless --allow-egress lets this task reach what it asks for',
+    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' }, 'allow-egress': { type: 'boolean' } },
     positionals: [2, 2],
     run: (c, io, v, p) =>
-      cmdRun(c, io, { repo: p[0]!, task: p[1]!, wait: v.wait === true, ...(typeof v.agent === 'string' ? { agent: v.agent } : {}), ...(typeof v.base === 'string' ? { base: v.base } : {}) }),
+      cmdRun(c, io, {
+        repo: p[0]!,
+        task: p[1]!,
+        wait: v.wait === true,
+        allowEgress: v['allow-egress'] === true,
+        ...(typeof v.agent === 'string' ? { agent: v.agent } : {}),
+        ...(typeof v.base === 'string' ? { base: v.base } : {}),
+      }),
   },
   ls: { usage: 'factory ls', summary: 'List the tasks', options: {}, positionals: [0, 0], run: (c, io) => cmdList(c, io) },
   show: { usage: 'factory show <task>', summary: `Show a task, its stages and its sandbox. ${TASK}`, options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdShow(c, io, p[0]!) },

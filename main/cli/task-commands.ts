@@ -1,6 +1,7 @@
 // The task commands: run, ls, show, diff, approve, reject, destroy, leakcheck.
 import path from 'node:path';
 import type { Task } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
 import { FactoryError } from '../../common/contract.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
 import type { FactoryClient } from './client.js';
@@ -46,7 +47,30 @@ export function describeTask(t: Task): string {
   return lines.join('\n');
 }
 
-export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; task: string; agent?: string; base?: string; wait: boolean }): Promise<number> {
+/**
+ * What the repository's environment asks its sandbox to reach and the user has
+ * not allowed always for this repository (tasks.preflight, as the New task form
+ * shows it): the approval to send with tasks.create when the user said
+ * --allow-egress, and otherwise an error naming each destination before anything
+ * starts (a repository's own config never widens what a sandbox may reach
+ * without the user saying so).
+ */
+async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: string; base?: string; allowEgress: boolean }): Promise<{ rules: EgressRule[]; remember: false } | undefined> {
+  const preflight = await client.call('tasks.preflight', { repoPath: a.repoPath, ...(a.base ? { baseRef: a.base } : {}) });
+  const asked = preflight.egressRequests.filter((r) => !r.allowedAlways).map((r) => r.rule);
+  if (!asked.length) return undefined;
+  const list = asked.map((r) => `${r.scheme}://${r.host}:${r.port}`).join(', ');
+  if (!a.allowEgress) {
+    throw new FactoryError('EgressNotApproved', `the repository asks its sandbox to reach ${list}, not allowed always for this repository; nothing was started. Run again with --allow-egress to let this task reach them, or start the task in the app and choose there`);
+  }
+  io.stderr.write(`allowing this task to reach what the repository asks for: ${list}\n`);
+  return { rules: preflight.egressRequests.map((r) => r.rule), remember: false };
+}
+
+export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; task: string; agent?: string; base?: string; wait: boolean; allowEgress: boolean }): Promise<number> {
+  // A relative path means the user's folder, not the app's.
+  const repoPath = path.resolve(a.repo);
+  const approval = await egressApproval(client, io, { repoPath, allowEgress: a.allowEgress, ...(a.base ? { base: a.base } : {}) });
   if (a.wait) await client.watch();
   const seen = new Map<string, string>();
   let done: ((t: Task) => void) | undefined;
@@ -68,9 +92,9 @@ export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; t
     else if (e.task.id === id) onTask(e.task);
   });
   const created = await client.call('tasks.create', {
-    // A relative path means the user's folder, not the app's.
-    repoPath: path.resolve(a.repo),
+    repoPath,
     title: a.task,
+    ...(approval ? { egressApproval: approval } : {}),
     ...(a.agent ? { agent: a.agent } : {}),
     ...(a.base ? { baseRef: a.base } : {}),
   });

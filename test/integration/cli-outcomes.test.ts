@@ -4,7 +4,9 @@
 // --base` on the older commit, whose tests fail, exits 1 with the failed task;
 // `leakcheck` on its sandbox says clean (exit 0), then, after the sandbox was
 // given the credential it could use, names it (exit 1); `reject` discards the
-// work of a task in review: no branch appears in the repository.
+// work of a task in review: no branch appears in the repository. A repository
+// whose environment asks for a destination the settings do not allow starts
+// nothing until `run --allow-egress`, which allows it for that task only.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -83,6 +85,37 @@ describe('factory CLI outcomes on a real sandbox', () => {
     const d = await cli(['destroy', failedId, '--json']);
     expect(d.code, d.stderr).toBe(0);
     expect(Task.parse(JSON.parse(d.stdout)).sandbox.status).toBe('destroyed');
+  });
+
+  it('run starts nothing for a repository asking for more network, until --allow-egress allows it for that task', async () => {
+    // Only what the user allows is checked here; the proxy letting an allowed rule through is the real-projects test's.
+    const asking = await makeRepo({
+      files: {
+        'README.md': '# Asks for a host\n',
+        '.factory/pipeline.json': JSON.stringify({
+          environment: { egress: [{ host: 'mirror.example.test', port: 8080, scheme: 'http' }] },
+          stages: { build: { command: 'echo "built" >> README.md' } },
+        }),
+      },
+    });
+    try {
+      const before = (await client.call('tasks.list', {})).length;
+      const refused = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--wait']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('http://mirror.example.test:8080');
+      expect(refused.stderr).toContain('--allow-egress');
+      expect((await client.call('tasks.list', {})).length).toBe(before);
+
+      const allowed = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', '--wait', '--json'], 10 * 60_000);
+      expect(allowed.code, allowed.stderr).toBe(0);
+      expect(allowed.stderr).toContain('allowing this task to reach what the repository asks for: http://mirror.example.test:8080');
+      const task = Task.parse(JSON.parse(allowed.stdout));
+      expect(task.phase).toBe('review');
+      expect(task.egress?.allowed.map((r) => `${r.scheme}://${r.host}:${r.port}`)).toEqual(['http://mirror.example.test:8080']);
+      expect((await cli(['reject', task.id])).code).toBe(0);
+    } finally {
+      asking.cleanup();
+    }
   });
 
   it('reject discards the work of a task in review: no branch in the repository, no sandbox left', async () => {
