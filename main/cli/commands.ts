@@ -31,18 +31,18 @@ const TASK = '<task> is a task id or a unique prefix of one.';
 
 export const COMMANDS: Record<string, Command> = {
   run: {
-    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait] [--allow-egress]',
+    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait] [--allow-egress SCHEME://HOST:PORT]…',
     summary:
       'Start a task on a repository (with --wait: show stage progress; exit 0 when it reaches review). ' +
-      'When the repository asks its sandbox to reach more than your settings allow, nothing starts unless --allow-egress lets this task reach what it asks for',
-    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' }, 'allow-egress': { type: 'boolean' } },
+      'When the repository asks its sandbox to reach destinations not allowed always for it, nothing starts unless each is named with --allow-egress (for this task only)',
+    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' }, 'allow-egress': { type: 'string', multiple: true } },
     positionals: [2, 2],
     run: (c, io, v, p) =>
       cmdRun(c, io, {
         repo: p[0]!,
         task: p[1]!,
         wait: v.wait === true,
-        allowEgress: v['allow-egress'] === true,
+        allowEgress: (v['allow-egress'] as string[] | undefined) ?? [],
         ...(typeof v.agent === 'string' ? { agent: v.agent } : {}),
         ...(typeof v.base === 'string' ? { base: v.base } : {}),
       }),

@@ -47,27 +47,43 @@ export function describeTask(t: Task): string {
   return lines.join('\n');
 }
 
+/** A destination as the CLI prints and takes it: scheme://host:port. */
+function destination(rule: Pick<EgressRule, 'scheme' | 'host' | 'port'>): string {
+  return `${rule.scheme}://${rule.host}:${rule.port}`;
+}
+
 /**
  * What the repository's environment asks its sandbox to reach and the user has
  * not allowed always for this repository (tasks.preflight, as the New task form
- * shows it): the approval to send with tasks.create when the user said
- * --allow-egress, and otherwise an error naming each destination before anything
- * starts (a repository's own config never widens what a sandbox may reach
- * without the user saying so).
+ * shows it). Each must be named with --allow-egress: then it is approved for this
+ * task only; anything the repository asks for and the user did not name stops the
+ * run before anything starts, listing the flags to add. Naming each one (not one
+ * switch for "whatever it asks") means a repository changed since the user looked
+ * cannot slip in another destination.
  */
-async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: string; base?: string; allowEgress: boolean }): Promise<{ rules: EgressRule[]; remember: false } | undefined> {
+async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: string; base?: string; allowEgress: string[] }): Promise<{ rules: EgressRule[]; remember: false } | undefined> {
   const preflight = await client.call('tasks.preflight', { repoPath: a.repoPath, ...(a.base ? { baseRef: a.base } : {}) });
   const asked = preflight.egressRequests.filter((r) => !r.allowedAlways).map((r) => r.rule);
-  if (!asked.length) return undefined;
-  const list = asked.map((r) => `${r.scheme}://${r.host}:${r.port}`).join(', ');
-  if (!a.allowEgress) {
-    throw new FactoryError('EgressNotApproved', `the repository asks its sandbox to reach ${list}, not allowed always for this repository; nothing was started. Run again with --allow-egress to let this task reach them, or start the task in the app and choose there`);
+  const named = new Set(a.allowEgress.map((d) => d.trim().toLowerCase()));
+  const unasked = [...named].filter((d) => !preflight.egressRequests.some((r) => destination(r.rule) === d));
+  if (unasked.length) {
+    const all = preflight.egressRequests.map((r) => destination(r.rule));
+    throw new FactoryError('Usage', `--allow-egress ${plain(unasked[0]!).slice(0, 200)}: the repository does not ask for it${all.length ? ` (it asks for ${all.join(', ')})` : ''}; --allow-egress only grants what the repository asks for`);
   }
-  io.stderr.write(`allowing this task to reach what the repository asks for: ${list}\n`);
-  return { rules: preflight.egressRequests.map((r) => r.rule), remember: false };
+  const missing = asked.filter((r) => !named.has(destination(r)));
+  if (missing.length) {
+    throw new FactoryError(
+      'EgressNotApproved',
+      `the repository asks its sandbox to reach ${missing.map(destination).join(', ')}, not allowed always for this repository; nothing was started. ` +
+        `To let this task reach ${missing.length === 1 ? 'it' : 'them'}, add ${missing.map((r) => `--allow-egress ${destination(r)}`).join(' ')}, or start the task in the app and choose there`,
+    );
+  }
+  if (!asked.length) return undefined;
+  io.stderr.write(`allowing this task to reach: ${asked.map(destination).join(', ')}\n`);
+  return { rules: asked, remember: false };
 }
 
-export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; task: string; agent?: string; base?: string; wait: boolean; allowEgress: boolean }): Promise<number> {
+export async function cmdRun(client: FactoryClient, io: Io, a: { repo: string; task: string; agent?: string; base?: string; wait: boolean; allowEgress: string[] }): Promise<number> {
   // A relative path means the user's folder, not the app's.
   const repoPath = path.resolve(a.repo);
   const approval = await egressApproval(client, io, { repoPath, allowEgress: a.allowEgress, ...(a.base ? { base: a.base } : {}) });

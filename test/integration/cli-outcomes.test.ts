@@ -5,8 +5,8 @@
 // `leakcheck` on its sandbox says clean (exit 0), then, after the sandbox was
 // given the credential it could use, names it (exit 1); `reject` discards the
 // work of a task in review: no branch appears in the repository. A repository
-// whose environment asks for a destination the settings do not allow starts
-// nothing until `run --allow-egress`, which allows it for that task only.
+// whose environment asks for destinations not allowed always for it starts
+// nothing until `run` names each with --allow-egress, for that task only.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,31 +87,40 @@ describe('factory CLI outcomes on a real sandbox', () => {
     expect(Task.parse(JSON.parse(d.stdout)).sandbox.status).toBe('destroyed');
   });
 
-  it('run starts nothing for a repository asking for more network, until --allow-egress allows it for that task', async () => {
+  it('run starts nothing for a repository asking for more network until each destination is named with --allow-egress', async () => {
     // Only what the user allows is checked here; the proxy letting an allowed rule through is the real-projects test's.
     const asking = await makeRepo({
       files: {
-        'README.md': '# Asks for a host\n',
+        'README.md': '# Asks for two hosts\n',
         '.factory/pipeline.json': JSON.stringify({
-          environment: { egress: [{ host: 'mirror.example.test', port: 8080, scheme: 'http' }] },
+          environment: { egress: [{ host: 'mirror.example.test', port: 8080, scheme: 'http' }, { host: 'files.example.test' }] },
           stages: { build: { command: 'echo "built" >> README.md' } },
         }),
       },
     });
+    const MIRROR = 'http://mirror.example.test:8080';
+    const FILES = 'https://files.example.test:443';
     try {
       const before = (await client.call('tasks.list', {})).length;
       const refused = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--wait']);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain('http://mirror.example.test:8080');
-      expect(refused.stderr).toContain('--allow-egress');
+      expect(refused.stderr).toContain(`add --allow-egress ${MIRROR} --allow-egress ${FILES}`);
+      // Naming one is not consent to the other; naming one it does not ask for is refused.
+      const one = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', MIRROR]);
+      expect(one.code).toBe(1);
+      expect(one.stderr).toContain(`add --allow-egress ${FILES}`);
+      expect(one.stderr).not.toContain(`add --allow-egress ${MIRROR}`);
+      const other = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', MIRROR, '--allow-egress', FILES, '--allow-egress', 'https://elsewhere.example.test:443']);
+      expect(other.code).toBe(2); // a usage error
+      expect(other.stderr).toContain('https://elsewhere.example.test:443: the repository does not ask for it');
       expect((await client.call('tasks.list', {})).length).toBe(before);
 
-      const allowed = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', '--wait', '--json'], 10 * 60_000);
+      const allowed = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', FILES, '--allow-egress', MIRROR, '--wait', '--json'], 10 * 60_000);
       expect(allowed.code, allowed.stderr).toBe(0);
-      expect(allowed.stderr).toContain('allowing this task to reach what the repository asks for: http://mirror.example.test:8080');
+      expect(allowed.stderr).toContain(`allowing this task to reach: ${MIRROR}, ${FILES}`);
       const task = Task.parse(JSON.parse(allowed.stdout));
       expect(task.phase).toBe('review');
-      expect(task.egress?.allowed.map((r) => `${r.scheme}://${r.host}:${r.port}`)).toEqual(['http://mirror.example.test:8080']);
+      expect(task.egress?.allowed.map((r) => `${r.scheme}://${r.host}:${r.port}`)).toEqual([MIRROR, FILES]);
       expect((await cli(['reject', task.id])).code).toBe(0);
     } finally {
       asking.cleanup();
