@@ -8,7 +8,7 @@ import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
 import type { ErrorName } from './errors.js';
 import { EgressRule } from './egress.js';
-import { HostCheckInput, HostName, HostSaveInput, type HostCheckResult, type SandboxHostView } from './sandbox-hosts.js';
+import { HostCheckInput, HostName, HostSaveInput, SshAlias, type HostCheckResult, type SandboxHostView, type SshConfigHost } from './sandbox-hosts.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
 import type { SandboxSample, SandboxStats } from './sandbox-stats.js';
 import type {
@@ -125,6 +125,8 @@ export const apiInputs = {
   'hosts.save': HostSaveInput,
   /** Removes a host; refused while a sandbox runs there, naming its tasks. */
   'hosts.remove': z.object({ name: HostName }),
+  /** The address, user, port and key an alias of the user's SSH config stands for (ssh -G), to fill the host form. Saves nothing. */
+  'hosts.fromSshConfig': z.object({ alias: SshAlias }),
   /** Hides a finished task from the board (listed under "Archived"), or restores it. A running task cannot be archived. */
   'tasks.archive': z.object({ taskId: id, archived: z.boolean() }),
   // The next steps on an approved task, on the host with the user's own git (main/git/branch-actions.ts).
@@ -233,6 +235,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'hosts.check': HostCheckResult;
   'hosts.save': SandboxHostView[];
   'hosts.remove': SandboxHostView[];
+  'hosts.fromSshConfig': SshConfigHost;
   'terminal.list': TerminalInfo[];
   'terminal.openShell': TerminalInfo;
   'terminal.openHostShell': TerminalInfo;

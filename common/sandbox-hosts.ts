@@ -86,6 +86,18 @@ export const SandboxHostSetting = z
   .superRefine(keyFileWhenFile);
 export type SandboxHostSetting = z.infer<typeof SandboxHostSetting>;
 
+/** A Host alias of the user's SSH config (hosts.fromSshConfig): a plain name, never an option or a pattern. */
+export const SshAlias = text(253, /^[A-Za-z0-9_][A-Za-z0-9._-]*$/, 'must be a Host name from your SSH config (letters, digits, . _ -)');
+
+/** The host form's fields an SSH config alias stands for (ssh -G). */
+export interface SshConfigHost {
+  destination: string;
+  port: number;
+  keySource: 'file' | 'agent';
+  /** The first of the alias's IdentityFile entries that exists; absent when none does. */
+  keyFile?: string;
+}
+
 /** Facts about a host from hosts.check (what libvirt on it offers). */
 export interface HostFacts {
   /** The QEMU version libvirt drives there; absent when libvirt does not answer. */

@@ -1,5 +1,6 @@
 // The hosts.* API (common/contract.ts) over Settings and the live hosts:
-// list with status, check a draft, save with the confirmed host key, remove.
+// list with status, check a draft, save with the confirmed host key, remove,
+// and a draft's fields from an alias of the user's SSH config.
 import type { FactoryApi } from '../../common/contract.js';
 import { FactoryError } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
@@ -7,14 +8,17 @@ import type { SandboxHostSetting, SandboxHostView } from '../../common/sandbox-h
 import type { Settings } from '../state/settings.js';
 import { checkHostDraft, hostToSave, type HostAccess } from './host-check.js';
 import type { SandboxHosts } from './sandbox-hosts.js';
+import { hostFromSshConfig, type SshConfigAccess } from './ssh-config.js';
 
-type HostsApi = Pick<FactoryApi, 'hosts.list' | 'hosts.check' | 'hosts.save' | 'hosts.remove'>;
+type HostsApi = Pick<FactoryApi, 'hosts.list' | 'hosts.check' | 'hosts.save' | 'hosts.remove' | 'hosts.fromSshConfig'>;
 
 export interface HostsApiDeps {
   settings: { get(): Settings; set(patch: Partial<Settings>): Settings };
   hosts: SandboxHosts;
   tasks: () => Task[];
   access?: HostAccess;
+  /** Where hosts.fromSshConfig reads the user's SSH config (tests give their own file). */
+  sshConfig?: SshConfigAccess;
 }
 
 const ACTIVE = new Set(['booting', 'running', 'stopping']);
@@ -75,6 +79,7 @@ export function hostsApi(deps: HostsApiDeps): HostsApi {
       void deps.hosts.connectAll();
       return list();
     },
+    'hosts.fromSshConfig': async ({ alias }) => hostFromSshConfig(alias, { ...(deps.access?.agentSocket ? { agentSocket: deps.access.agentSocket } : {}), ...deps.sshConfig }),
     'hosts.remove': async ({ name }) => {
       const hosts = deps.settings.get().sandboxHosts;
       if (!hosts.some((h) => h.name === name)) throw new FactoryError('InvalidInput', `name: there is no sandbox host named ${JSON.stringify(name)}`);

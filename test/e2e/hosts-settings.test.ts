@@ -4,7 +4,8 @@
 // libvirt); the rest of the app is the scripted one the fast UI specs use.
 // A user adds a host by keyboard and mouse, is refused a hostile destination by
 // name, checks the host, compares and trusts its key, saves it, sees it listed
-// with its state, and the new-task form offers it.
+// with its state, and the new-task form offers it. Adding it again, an alias of
+// the user's SSH config fills the form in; one behind a jump host is refused.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -43,7 +44,10 @@ describe.skipIf(!!missing)('adding a sandbox host in Settings', () => {
     hosts = new SandboxHosts({ settings: () => settings.get(), log: stderrLogger('hosts') });
     app = new ScriptedApp(40);
     // The user's known_hosts is empty here: the key must be compared and trusted in the UI.
-    const real = hostsApi({ settings, hosts, tasks: () => [], access: { knownHosts: async () => '' } });
+    // The user's SSH config: the rig under an alias, and a host behind a jump host.
+    const sshConfig = path.join(dir, 'ssh_config');
+    fs.writeFileSync(sshConfig, [`Host rig`, `  HostName 127.0.0.1`, `  Port ${rig.port}`, `  User root`, `  IdentityFile ${rig.keyFile}`, `Host inner`, `  HostName inner.lan`, `  ProxyJump rig`, ''].join('\n'));
+    const real = hostsApi({ settings, hosts, tasks: () => [], access: { knownHosts: async () => '', agentSocket: () => undefined }, sshConfig: { file: sshConfig } });
     const api = new Proxy(app.api, { get: (t, m: string) => (m in real ? real[m as keyof typeof real] : t[m as keyof FactoryApi]) });
     web = await startWebHost({ api, onEvent: (l) => app.onEvent(l), onTerminalData: (l) => app.onTerminalData(l) }, { staticDir });
     browser = await openBrowser();
@@ -179,5 +183,36 @@ describe.skipIf(!!missing)('adding a sandbox host in Settings', () => {
     await page.getByTestId('new-task-form').waitFor();
     // Without hosts the form asks nothing about where to run (after its next look at the hosts).
     await page.getByTestId('run-on-select').waitFor({ state: 'detached', timeout: 30_000 });
+  });
+
+  it('fills the form in from an alias of the SSH config; an alias behind a jump host is refused next to the field', async () => {
+    const { page } = browser;
+    await page.getByTestId('nav-settings').click();
+    await page.getByTestId('host-add').click();
+    // Enter in the alias field fills the form in.
+    await page.getByTestId('host-alias').click();
+    await page.keyboard.type('inner');
+    await page.keyboard.press('Enter');
+    const err = page.getByTestId('host-alias-error');
+    await err.waitFor();
+    expect(await err.textContent()).toMatch(/^From your SSH config: inner goes through a jump host \(ProxyJump/);
+    // Enter filled in (and was refused); it did not try to save the empty host.
+    expect(await page.getByTestId('host-name-error').count()).toBe(0);
+
+    await page.getByTestId('host-alias').fill('rig');
+    await page.getByTestId('host-alias').press('Enter');
+    await expect.poll(() => page.getByTestId('host-destination').inputValue()).toBe('root@127.0.0.1');
+    expect(await page.getByTestId('host-alias-error').count()).toBe(0);
+    expect(await page.getByTestId('host-name').inputValue()).toBe('rig');
+    expect(await page.getByTestId('host-port').inputValue()).toBe(String(rig.port));
+    expect(await page.getByTestId('host-keySource').inputValue()).toBe('file');
+    expect(await page.getByTestId('host-keyFile').inputValue()).toBe(rig.keyFile);
+    // What it filled in reaches the host.
+    await page.getByTestId('host-check').click();
+    const fp = page.getByTestId('host-key-fingerprint');
+    await fp.waitFor({ timeout: 60_000 });
+    expect(await fp.textContent()).toBe(rig.hostKeyFingerprint);
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await page.getByTestId('host-cancel').click();
   });
 });

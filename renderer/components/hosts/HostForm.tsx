@@ -1,6 +1,7 @@
-// Add or change one sandbox host: type it, Check (the host key it presents,
-// then what libvirt there offers), trust the key, Save. A refusal that names a
-// field shows next to it; what the user typed stays through every failure.
+// Add or change one sandbox host: type it (or fill it in from an alias of the
+// user's SSH config), Check (the host key it presents, then what libvirt there
+// offers), trust the key, Save. A refusal that names a field shows next to it;
+// what the user typed stays through every failure.
 import { useState, type ReactNode } from 'react';
 import type { ErrorInfo } from '../../../common/domain.js';
 import type { HostCheckResult, SandboxHostView } from '../../../common/sandbox-hosts.js';
@@ -25,7 +26,8 @@ export function HostForm({ initial, editing, onSaved, onCancel }: Props) {
   const [result, setResult] = useState<HostCheckResult>();
   const [error, setError] = useState<ErrorInfo>();
   const [local, setLocal] = useState<{ field: HostField; problem: string }>();
-  const [busy, setBusy] = useState<'check' | 'save'>();
+  const [busy, setBusy] = useState<'check' | 'save' | 'fill'>();
+  const [alias, setAlias] = useState('');
   const edit = (patch: Partial<HostFormDraft>) => {
     setD({ ...d, ...patch });
     // Another address or port may present another key: what was trusted no longer applies.
@@ -58,6 +60,27 @@ export function HostForm({ initial, editing, onSaved, onCancel }: Props) {
     }
   };
 
+  /** The form's address, user, port and key from what the alias stands for in the user's SSH config. */
+  const fill = async () => {
+    if (busy) return;
+    setError(undefined);
+    setLocal(undefined);
+    const a = alias.trim();
+    if (!a) return setLocal({ field: 'alias', problem: 'is empty' });
+    setBusy('fill');
+    try {
+      const h = await controller.bridge.call('hosts.fromSshConfig', { alias: a });
+      // From the form as it is now (the user may have typed meanwhile); a name is suggested only when there is none.
+      setD((now) => ({ ...now, name: now.name.trim() || (/^[a-z][a-z0-9-]{0,31}$/.test(a) ? a : ''), destination: h.destination, port: String(h.port), keySource: h.keySource, keyFile: h.keyFile ?? '' }));
+      setTrusted(undefined);
+      setResult(undefined);
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      setBusy(undefined);
+    }
+  };
+
   const named = error ? fieldOfMessage(error.message) : undefined;
   const problemOf = (f: HostField) => (local?.field === f ? local.problem : named?.field === f ? named.problem : undefined);
   const row = (f: HostField, label: string, control: (common: Record<string, unknown>) => ReactNode, help?: string) => {
@@ -82,6 +105,35 @@ export function HostForm({ initial, editing, onSaved, onCancel }: Props) {
   return (
     <form className="settings-form host-form" data-testid="host-form" aria-label={editing ? `Change sandbox host ${editing.name}` : 'Add a sandbox host'} onSubmit={(e) => { e.preventDefault(); void run('save'); }}>
       <div className="settings-fields">
+        {editing
+          ? null
+          : row(
+              'alias',
+              'From your SSH config',
+              (c) => (
+                <span className="with-unit">
+                  <input
+                    type="text"
+                    spellCheck={false}
+                    {...c}
+                    placeholder="kvm-box"
+                    value={alias}
+                    onChange={(e) => setAlias(e.target.value)}
+                    // Enter here fills the form in; it does not save a half-typed host.
+                    onKeyDown={(e) => {
+                      if (e.key === 'Enter') {
+                        e.preventDefault();
+                        void fill();
+                      }
+                    }}
+                  />
+                  <button type="button" data-testid="host-fill" aria-disabled={!!busy} onClick={() => void fill()}>
+                    {busy === 'fill' ? 'Reading…' : 'Fill in'}
+                  </button>
+                </span>
+              ),
+              'A Host alias from ~/.ssh/config: fills in the address, user, port and key it stands for (as ssh -G reads them).',
+            )}
         {row('name', 'Name', text('name', { placeholder: 'kvm-box' }), 'How tasks and the board name it: lowercase letters, digits and dashes.')}
         {row('destination', 'SSH destination', text('destination', { placeholder: 'you@kvm-box.lan' }), 'user@host, as for ssh.')}
         {row('port', 'SSH port', text('port', { inputMode: 'numeric' }))}

@@ -14,7 +14,7 @@ export interface HostFormDraft {
   virtType: 'kvm' | 'qemu';
 }
 
-export const HOST_FIELDS = ['name', 'destination', 'port', 'keySource', 'keyFile', 'capacity', 'storageDir', 'virtType', 'hostKeyFingerprint'] as const;
+export const HOST_FIELDS = ['alias', 'name', 'destination', 'port', 'keySource', 'keyFile', 'capacity', 'storageDir', 'virtType', 'hostKeyFingerprint'] as const;
 export type HostField = (typeof HOST_FIELDS)[number];
 
 export const EMPTY_HOST: HostFormDraft = { name: '', destination: '', port: '22', keySource: 'agent', keyFile: '', capacity: '2', storageDir: '/var/lib/factory-in-a-box', virtType: 'kvm' };
