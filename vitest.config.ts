@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests mirror the environments (DESIGN.md): node for common/ and main/, jsdom
 // for renderer components, real QEMU / keyring / git for integration, Chromium
@@ -7,10 +8,31 @@ import { defineConfig } from 'vitest/config';
 // take more than the default second to paint what already arrived. The warm
 // pool is off there (an app's waiting VM would count among a test's QEMU
 // processes and take a core); test/integration/warm-pool.test.ts turns it on.
+//
+// Three groups, one after the other (sequence.groupOrder), two files at a time
+// at most: first the unit and renderer tests side by side, with the one
+// integration file that mostly waits (a sandbox kept for a minute, idle) next
+// to them; then the integration files alone, one by one; then e2e alone, so no
+// VM test ever shares the machine with another VM test or with a browser whose
+// frame times are measured.
+const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
+const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
+
+/** The waiting file starts first, so its minute overlaps the unit tests instead of running alone after them. */
+class WaitingFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const waiting = (f: TestSpecification) => f.project.name === 'integration-waiting';
+    return [...sorted.filter(waiting), ...sorted.filter((f) => !waiting(f))];
+  }
+}
+
 export default defineConfig({
   test: {
+    maxWorkers: 2,
+    sequence: { sequencer: WaitingFirst },
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000 } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000, sequence: { groupOrder: 0 } } },
       {
         test: {
           name: 'renderer',
@@ -18,33 +40,14 @@ export default defineConfig({
           environment: 'jsdom',
           testTimeout: 30_000,
           setupFiles: ['test/renderer/support/jsdom-setup.ts'],
+          sequence: { groupOrder: 0 },
         },
         esbuild: { jsx: 'automatic' },
       },
-      {
-        test: {
-          name: 'integration',
-          include: ['test/integration/**/*.test.ts'],
-          environment: 'node',
-          testTimeout: 600_000,
-          hookTimeout: 600_000,
-          fileParallelism: false,
-          expect: { poll: { timeout: 15_000 } },
-          env: { FACTORY_WARM_POOL: '0' },
-        },
-      },
-      {
-        test: {
-          name: 'e2e',
-          include: ['test/e2e/**/*.test.ts'],
-          environment: 'node',
-          testTimeout: 900_000,
-          hookTimeout: 900_000,
-          fileParallelism: false,
-          expect: { poll: { timeout: 15_000 } },
-          env: { FACTORY_WARM_POOL: '0' },
-        },
-      },
+      // Not one file at a time: the same pool as the unit tests, so it runs beside them.
+      { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
+      { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: MOSTLY_WAITING, ...VM_TESTS, sequence: { groupOrder: 1 } } },
+      { test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], ...VM_TESTS, testTimeout: 900_000, hookTimeout: 900_000, sequence: { groupOrder: 2 } } },
     ],
   },
 });
