@@ -29,7 +29,8 @@ export function HostForm({ initial, editing, onSaved, onCancel }: Props) {
   const [busy, setBusy] = useState<'check' | 'save' | 'fill'>();
   const [alias, setAlias] = useState('');
   const edit = (patch: Partial<HostFormDraft>) => {
-    setD({ ...d, ...patch });
+    // From the form as it is now: a fill-in that answers late keeps what was typed meanwhile.
+    setD((now) => ({ ...now, ...patch }));
     // Another address or port may present another key: what was trusted no longer applies.
     if (patch.destination !== undefined || patch.port !== undefined) {
       setTrusted(undefined);
@@ -70,10 +71,9 @@ export function HostForm({ initial, editing, onSaved, onCancel }: Props) {
     setBusy('fill');
     try {
       const h = await controller.bridge.call('hosts.fromSshConfig', { alias: a });
-      // From the form as it is now (the user may have typed meanwhile); a name is suggested only when there is none.
-      setD((now) => ({ ...now, name: now.name.trim() || (/^[a-z][a-z0-9-]{0,31}$/.test(a) ? a : ''), destination: h.destination, port: String(h.port), keySource: h.keySource, keyFile: h.keyFile ?? '' }));
-      setTrusted(undefined);
-      setResult(undefined);
+      edit({ destination: h.destination, port: String(h.port), keySource: h.keySource, keyFile: h.keyFile ?? '' });
+      // The alias is suggested as the name only when there is none and it is one.
+      if (/^[a-z][a-z0-9-]{0,31}$/.test(a)) setD((now) => (now.name.trim() ? now : { ...now, name: a }));
     } catch (err) {
       setError(toErrorInfo(err));
     } finally {
