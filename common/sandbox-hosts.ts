@@ -7,18 +7,18 @@ import { z } from 'zod';
 const FINGERPRINT = /^SHA256:[A-Za-z0-9+/]{43}$/;
 
 /** The first thing wrong with a free-text value, in words; undefined when none of the generic problems applies. */
-export function textProblem(value: string, max: number): string | undefined {
+export function textProblem(value: string, max: number, opts: { spaces?: boolean } = {}): string | undefined {
   if (value.length === 0) return 'is empty';
   if (value.length > max) return `is longer than ${max} characters`;
   if (/[\x00-\x1f\x7f-\x9f\u2028\u2029]/.test(value)) return 'contains a control character';
-  if (/\s/.test(value)) return 'contains a space';
+  if (opts.spaces ? /[^\S ]/.test(value) : /\s/.test(value)) return opts.spaces ? 'contains a space other than a plain one' : 'contains a space';
   if (value.startsWith('-')) return 'starts with a dash (ssh would read it as an option)';
   return undefined;
 }
 
-function text(max: number, rule: RegExp, says: string, extra?: (v: string) => string | undefined) {
+function text(max: number, rule: RegExp, says: string, extra?: (v: string) => string | undefined, opts: { spaces?: boolean } = {}) {
   return z.string().superRefine((v, ctx) => {
-    const problem = textProblem(v, max) ?? (rule.test(v) ? extra?.(v) : says);
+    const problem = textProblem(v, max, opts) ?? (rule.test(v) ? extra?.(v) : says);
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 }
@@ -43,7 +43,9 @@ export const HostStorageDir = text(4000, /^\/[A-Za-z0-9._/+-]*$/, 'must be an ab
   p.split('/').includes('..') ? 'must not contain ..' : undefined,
 );
 
-export const HostKeyFile = text(4096, /^(\/|~\/)/, 'must be an absolute path to a private key file (or start with ~/)');
+// Only the app reads the key file (its contents go to the SSH client, never a command
+// line), so a plain space in the path is fine, as in "~/Keys/work laptop/id_ed25519".
+export const HostKeyFile = text(4096, /^(\/|~\/)/, 'must be an absolute path to a private key file (or start with ~/)', undefined, { spaces: true });
 
 const base = {
   name: HostName,

@@ -19,6 +19,13 @@ describe('a sandbox host as the user types it', () => {
     expect(refusal('hosts.check', { ...agent, keySource: 'agent' })).toBe('accepted');
   });
 
+  it('accepts a key file in a folder with a space (only the app reads it), but no other kind of space', () => {
+    expect(refusal('hosts.check', { ...good, keyFile: '/home/alice/Keys/work laptop/id_ed25519' })).toBe('accepted');
+    expect(refusal('hosts.check', { ...good, keyFile: '~/Keys/work laptop/id_ed25519' })).toBe('accepted');
+    expect(refusal('hosts.check', { ...good, keyFile: '/home/alice/Keys/work\u00a0laptop/id' })).toContain('keyFile: contains a space other than a plain one');
+    expect(refusal('hosts.check', { ...good, keyFile: '/home/alice/Keys/work\tlaptop/id' })).toContain('keyFile: contains a control character');
+  });
+
   it.each([
     ['a newline in the name', { name: 'box\nrm' }, 'name: contains a control character'],
     ['an escape sequence in the destination', { destination: 'alice@kvm\u001b[2J' }, 'destination: contains a control character'],
