@@ -4,6 +4,7 @@ import type { Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import { FactoryError } from '../../common/contract.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
+import { shellWord } from '../../common/shell-quote.js';
 import type { FactoryClient } from './client.js';
 import { plain, printJson, type Io } from './output.js';
 
@@ -75,7 +76,7 @@ async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: stri
     throw new FactoryError(
       'EgressNotApproved',
       `the repository asks its sandbox to reach ${missing.map(destination).join(', ')}, not allowed always for this repository; nothing was started. ` +
-        `To let this task reach ${missing.length === 1 ? 'it' : 'them'}, add ${missing.map((r) => `--allow-egress ${destination(r)}`).join(' ')}, or start the task in the app and choose there`,
+        `To let this task reach ${missing.length === 1 ? 'it' : 'them'}, add ${missing.map((r) => `--allow-egress ${shellWord(destination(r))}`).join(' ')}, or start the task in the app and choose there`,
     );
   }
   if (!asked.length) return undefined;

@@ -93,22 +93,24 @@ describe('factory CLI outcomes on a real sandbox', () => {
       files: {
         'README.md': '# Asks for two hosts\n',
         '.factory/pipeline.json': JSON.stringify({
-          environment: { egress: [{ host: 'mirror.example.test', port: 8080, scheme: 'http' }, { host: 'files.example.test' }] },
+          environment: { egress: [{ host: 'mirror.example.test', port: 8080, scheme: 'http' }, { host: '*.files.example.test' }] },
           stages: { build: { command: 'echo "built" >> README.md' } },
         }),
       },
     });
     const MIRROR = 'http://mirror.example.test:8080';
-    const FILES = 'https://files.example.test:443';
+    // A wildcard is printed quoted, so the suggested flags can be pasted into a shell as they are.
+    const FILES = 'https://*.files.example.test:443';
+    const FILES_QUOTED = `'${FILES}'`;
     try {
       const before = (await client.call('tasks.list', {})).length;
       const refused = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--wait']);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain(`add --allow-egress ${MIRROR} --allow-egress ${FILES}`);
+      expect(refused.stderr).toContain(`add --allow-egress ${MIRROR} --allow-egress ${FILES_QUOTED},`);
       // Naming one is not consent to the other; naming one it does not ask for is refused.
       const one = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', MIRROR]);
       expect(one.code).toBe(1);
-      expect(one.stderr).toContain(`add --allow-egress ${FILES}`);
+      expect(one.stderr).toContain(`add --allow-egress ${FILES_QUOTED},`);
       expect(one.stderr).not.toContain(`add --allow-egress ${MIRROR}`);
       const other = await cli(['run', asking.dir, 'build it', '--agent', 'command', '--allow-egress', MIRROR, '--allow-egress', FILES, '--allow-egress', 'https://elsewhere.example.test:443']);
       expect(other.code).toBe(2); // a usage error
