@@ -8,6 +8,9 @@
 // profile over CDP and prints the functions with the most self time.
 // On a shared 2-core machine with a 2-vCPU guest, every CPU second spent here
 // is taken from the guest, so CPU per MB is what the whole-path ratio follows.
+// Chromium is driven by playwright here (for its profiler and tracing), whose
+// Network domain copies every WebSocket frame to this process: main's and the
+// browser process's figures include that; terminal-flood.bench.ts measures without it.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

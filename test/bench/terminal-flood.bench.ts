@@ -8,29 +8,35 @@
 //   (c) the whole path: the same exec as a stage, through the web host's
 //       WebSocket into the real UI in Chromium, until xterm.js has parsed the
 //       last line (flow control engaged by the renderer's acknowledgements).
+//       Chromium is driven over a bare DevTools pipe (support/plain-chromium.ts),
+//       not playwright, whose Network domain would copy every WebSocket frame to
+//       this process and count that CPU as the app's.
 // Prints throughput of each, the ratio (c)/(a), peak memory of main (this
 // process, which is the app's main process under the web host) and of the
 // Chromium renderer, and the CPU seconds per MB each phase cost on the host
 // (the guest has as many vCPUs as the host has cores, so every host CPU second
 // of the viewer's path is taken from the guest that produces the output).
 // BENCH_BASELINE_STATIC_DIR=<another e2e renderer build> adds (c) through that
-// renderer too, alternating with this one in the same run (before/after).
+// renderer too, alternating with this one in the same run (before/after); the
+// host's side of it can be set apart with BENCH_BASELINE_WINDOW_KB (the flow-control
+// high watermark; the low one is a quarter), BENCH_BASELINE_STREAM_MS and
+// BENCH_BASELINE_CHUNK_KB (flood batching), else it is this build's.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CDPSession } from 'playwright-core';
 import { startWebHost } from '../../main/host/web/web-host.js';
 import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
-import { TerminalService } from '../../main/terminal/terminal-service.js';
+import { DEFAULT_BATCH } from '../../main/terminal/flow-control.js';
+import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';
 import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver, sandboxFiles } from '../../main/vm/qemu-driver.js';
-import { openBrowser } from '../e2e/support/browser.js';
 import { ensureE2eRendererBuilt } from '../e2e/support/build.js';
 import { rendererRss } from '../support/chromium-memory.js';
 import { chromiumCpu, pidCpu, sum, waitedChildrenCpu } from '../support/process-cpu.js';
+import { PlainChromium } from './support/plain-chromium.js';
 import { testImage } from '../support/image.js';
 import { TERMINAL_TASK_ID, TerminalHostApp } from '../support/terminal-host-app.js';
 
@@ -45,6 +51,18 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/** The baseline viewer's host settings: this build's, or earlier ones named in the environment. */
+function baselineHostSettings(): Partial<TerminalServiceOptions> {
+  const env = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
+  const windowKb = env('BENCH_BASELINE_WINDOW_KB');
+  const streamMs = env('BENCH_BASELINE_STREAM_MS');
+  const chunkKb = env('BENCH_BASELINE_CHUNK_KB');
+  return {
+    ...(windowKb ? { watermarks: { high: windowKb * 1024, low: (windowKb * 1024) / 4 } } : {}),
+    batch: { ...DEFAULT_BATCH, ...(streamMs ? { streamDelayMs: streamMs } : {}), ...(chunkKb ? { maxChunkBytes: chunkKb * 1024 } : {}) },
+  };
+}
+
 function run(cmd: string, args: string[]): Promise<{ code: number | null; ms: number; stderr: string }> {
   const t0 = Date.now();
   return new Promise((resolve, reject) => {
@@ -56,9 +74,11 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; ms: nu
   });
 }
 
-async function jsHeapUsed(cdp: CDPSession): Promise<number> {
-  const { metrics } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };
-  return metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+/** The page at url with the terminal test task selected (the UI's pane follows its running stage). */
+async function openTask(browser: PlainChromium, url: string): Promise<void> {
+  const select = `document.querySelector('[data-testid="task-select-${TERMINAL_TASK_ID}"]')`;
+  await browser.goto(url, select);
+  await browser.evaluate(`${select}.click()`);
 }
 
 async function main() {
@@ -73,10 +93,10 @@ async function main() {
   const viewers = [{ key: 'chromium', label: 'into xterm.js in Chromium', app, host }];
   const baselineDir = process.env.BENCH_BASELINE_STATIC_DIR;
   if (baselineDir) {
-    const baseApp = new TerminalHostApp({ logDir: path.join(work, 'logs-baseline'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
+    const baseApp = new TerminalHostApp({ service: baselineHostSettings(), logDir: path.join(work, 'logs-baseline'), openShell: async (cols, rows) => sshChannelSource(await ssh.shell({ cols, rows })) });
     viewers.push({ key: 'baseline', label: 'into xterm.js, baseline renderer', app: baseApp, host: await startWebHost(baseApp, { staticDir: baselineDir }) });
   }
-  const browser = await openBrowser();
+  const browser = await PlainChromium.launch();
   const results: Record<string, number[]> = { openssh: [], opensshPty: [], opensshPtyNoSetup: [], session: [], chromium: [], baseline: [] };
   const peaks: Record<string, { main: number; renderer: number; heap: number }> = {};
   let pauses = 0;
@@ -105,11 +125,7 @@ async function main() {
       '-o', 'IdentitiesOnly=yes', 'root@127.0.0.1',
     ];
 
-    const page = browser.page;
-    const cdp = await page.context().newCDPSession(page);
-    await cdp.send('Performance.enable');
-    await page.goto(host.url);
-    await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
+    await openTask(browser, host.url);
 
     for (let round = 1; round <= rounds; round++) {
       // (a) OpenSSH, no pty and with a pty.
@@ -150,10 +166,7 @@ async function main() {
 
       // (c) the whole path into xterm.js in Chromium.
       for (const { key, label, app, host } of viewers) {
-        if (viewers.length > 1) {
-          await page.goto(host.url);
-          await page.getByTestId(`task-select-${TERMINAL_TASK_ID}`).click();
-        }
+        if (viewers.length > 1) await openTask(browser, host.url);
         const peak = (peaks[key] ??= { main: 0, renderer: 0, heap: 0 });
         const c0 = cpuNow();
         const t0 = Date.now();
@@ -169,17 +182,13 @@ async function main() {
           if (samples++ % 4 === 0 || exited) {
             peak.main = Math.max(peak.main, process.memoryUsage().rss);
             peak.renderer = Math.max(peak.renderer, rendererRss());
-            peak.heap = Math.max(peak.heap, await jsHeapUsed(cdp));
+            peak.heap = Math.max(peak.heap, await browser.jsHeapUsed());
           }
           if (exited) {
-            const tail = await page.evaluate(
-              (id) => {
-                // The last rows only: reading all 10 000 rows every 20 ms would take the renderer's
-                // time from the flood being measured (a baseline build may have text() alone).
-                const h = (window as unknown as { __factoryTerminals?: { text(id: string): string; tail?(id: string, rows: number): string } }).__factoryTerminals;
-                return h?.tail ? h.tail(id, 5) : (h?.text(id).slice(-300) ?? '');
-              },
-              info.id,
+            // The last rows only: reading all 10 000 rows every 20 ms would take the renderer's
+            // time from the flood being measured (a baseline build may have text() alone).
+            const tail = await browser.evaluate<string>(
+              `(() => { const h = window.__factoryTerminals; const id = ${JSON.stringify(info.id)}; return h?.tail ? h.tail(id, 5) : (h?.text(id).slice(-300) ?? ''); })()`,
             );
             done = tail.includes(END);
           }
@@ -188,7 +197,7 @@ async function main() {
         const ms = Date.now() - t0;
         const c1 = cpuNow();
         cpu[key]!.push([(c1[0] - c0[0]) / mb, (c1[1] - c0[1]) / mb, (c1[3] - c0[3]) / mb]);
-        const text = await page.evaluate((id) => (window as unknown as { __factoryTerminals: { text(id: string): string } }).__factoryTerminals.text(id), info.id);
+        const text = await browser.evaluate<string>(`window.__factoryTerminals.text(${JSON.stringify(info.id)})`);
         const lines = text.split('\n');
         const endAt = lines.lastIndexOf(END);
         const last = lines[endAt - 1] ?? '';
@@ -198,7 +207,7 @@ async function main() {
         const st = app.terminals.stats(info.id);
         pauses += st.pauses;
         results[key]!.push(mb / (ms / 1000));
-        console.log(`round ${round} ${label}: ${(mb / (ms / 1000)).toFixed(2)} MB/s (pauses ${st.pauses}, renderer ${await page.getByTestId('terminal-pane').getAttribute('data-renderer')})`);
+        console.log(`round ${round} ${label}: ${(mb / (ms / 1000)).toFixed(2)} MB/s (pauses ${st.pauses}, renderer ${await browser.evaluate<string | null>(`document.querySelector('[data-testid="terminal-pane"]')?.getAttribute('data-renderer') ?? null`)})`);
       }
     }
 
