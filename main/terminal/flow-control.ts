@@ -10,7 +10,12 @@ export interface Watermarks {
   low: number;
 }
 
-export const DEFAULT_WATERMARKS: Watermarks = { high: 512 * 1024, low: 128 * 1024 };
+/**
+ * 2 MiB unacknowledged before the source pauses: room for the renderer to hold a
+ * flood for half a second and write it as one piece (renderer/terminal/write-pacer.ts
+ * holds up to half of it) without the host waiting on a full window meanwhile.
+ */
+export const DEFAULT_WATERMARKS: Watermarks = { high: 2 * 1024 * 1024, low: 512 * 1024 };
 
 export type FlowDecision = 'pause' | 'resume' | null;
 
@@ -92,12 +97,13 @@ export interface BatchLimits {
 }
 
 /**
- * 32 ms in a flood: measured with test/bench/terminal-cpu.bench.ts, a third as
- * many WebSocket messages and about a fifth less CPU per MB on the host and in
- * Chromium than 8 ms; the renderer holds a flood's output for 40-100 ms anyway
+ * 64 ms and up to 256 KiB per message in a flood: every message costs the host,
+ * the browser and the renderer a fixed amount (8 ms to 32 ms sent a third as many
+ * messages for about a fifth less CPU per MB, test/bench/terminal-cpu.bench.ts),
+ * and the renderer holds a flood's output for half a second anyway
  * (renderer/terminal/write-pacer.ts), so nobody sees it later.
  */
-export const DEFAULT_BATCH: BatchLimits = { delayMs: 8, streamDelayMs: 32, streamAfterMs: 100, maxChunkBytes: 64 * 1024 };
+export const DEFAULT_BATCH: BatchLimits = { delayMs: 8, streamDelayMs: 64, streamAfterMs: 100, maxChunkBytes: 256 * 1024 };
 
 /**
  * Collects source output; the owner arms a timer when push() says so and calls

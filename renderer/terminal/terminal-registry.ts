@@ -226,6 +226,8 @@ export class TerminalRegistry {
   input(sessionId: string, data: string): void {
     const e = this.entries.get(sessionId);
     if (!e || !e.interactive || e.snapshot.info?.status !== 'live') return;
+    // What the keystroke answers (a prompt after Ctrl+C) must not wait behind a flood's pacing.
+    e.pacer.userInput();
     this.bridge.call('terminal.write', { sessionId, data }).catch((err: unknown) => this.update(e, { error: messageOf(err) }));
   }
 
@@ -365,7 +367,11 @@ export class TerminalRegistry {
     if (ev.type !== 'terminal.status' && ev.type !== 'terminal.opened') return;
     const e = this.entries.get(ev.info.id);
     if (e) {
-      if (ev.info.status !== 'live') e.acks.flush();
+      if (ev.info.status !== 'live') {
+        // The session ended: its last output shows now, not at the end of a flood interval.
+        e.pacer.flush();
+        e.acks.flush();
+      }
       this.update(e, { info: ev.info });
     }
     if (ev.info.status !== 'live') this.draining.delete(ev.info.id);

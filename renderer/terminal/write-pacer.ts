@@ -22,22 +22,33 @@ export interface WritePacerOptions {
   floodAfterMs: number;
   /** Write at once when this many bytes are held, whatever the time. */
   maxHeldBytes: number;
+  /**
+   * Held output is written once nothing more arrived for this long, whatever the
+   * interval: the end of a flood shows without waiting out a long flood interval.
+   * Above the host's batch time (main/terminal/flow-control.ts), so a flood in
+   * full flow is not taken for a quiet moment.
+   */
+  quietMs: number;
 }
 
 /**
- * maxHeldBytes is half the host's high watermark (512 KiB, main/terminal/flow-control.ts):
+ * maxHeldBytes is half the host's high watermark (2 MiB, main/terminal/flow-control.ts):
  * a fast flood is written as soon as half a window is held, so the host never
- * waits out a whole interval with its window full (that would cap a local
- * flood at 512 KiB per interval).
+ * waits out a whole interval with its window full.
  *
- * A flood that has kept coming for a second redraws 5 times a second: each
- * redraw costs the renderer, the browser and the GPU process a fixed amount,
- * and on a machine whose cores the sandbox also needs every saved frame goes to
- * the program making the output. Measured with test/bench/terminal-cpu.bench.ts
- * (8 MB at about 0.8 MB/s, 3 rounds each): 0.27-0.30 CPU s/MB on the host and in
- * Chromium at 200 ms, 0.34-0.41 at 100 ms.
+ * A flood that has kept coming for a second redraws twice a second: each redraw
+ * costs the renderer, the browser and the GPU process a fixed amount, and on a
+ * machine whose cores the sandbox also needs every saved frame goes to the
+ * program making the output. What that would cost the user is taken back by the
+ * quiet time (the end of a flood shows 120 ms after it arrived) and by
+ * userInput() (a keystroke writes what is held at once). Measured with
+ * test/bench/terminal-flood.bench.ts against the same run's earlier renderer
+ * (5 redraws a second, 256 KiB held, a 512 KiB window, 32 ms host batches):
+ * Chromium 0.10-0.11 CPU s/MB against 0.11-0.13, 3-7 % more throughput.
+ * The quiet time is above the host's flood batch time (64 ms), so a flood in
+ * full flow is not taken for a quiet moment.
  */
-export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 200, floodAfterMs: 1000, maxHeldBytes: 256 * 1024 };
+export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 500, floodAfterMs: 1000, maxHeldBytes: 1024 * 1024, quietMs: 120 };
 
 type Timer = ReturnType<typeof setTimeout>;
 
@@ -48,6 +59,8 @@ export class WritePacer {
   /** When the output that is still coming began (no quiet moment since). */
   private streamStart = 0;
   private timer: Timer | null = null;
+  /** When the held output is due by the interval alone. */
+  private dueAt = 0;
   private closed = false;
   /** Bytes handed to xterm.js and not yet parsed. */
   private inFlight = 0;
@@ -62,10 +75,10 @@ export class WritePacer {
     private readonly opts: WritePacerOptions = DEFAULT_PACING,
     private readonly now: () => number = () => performance.now(),
   ) {
-    const { intervalMs, floodIntervalMs, floodAfterMs, maxHeldBytes } = opts;
-    if (!(intervalMs >= 0) || !(floodIntervalMs >= intervalMs) || !(floodAfterMs >= 0) || !(maxHeldBytes > 0)) {
+    const { intervalMs, floodIntervalMs, floodAfterMs, maxHeldBytes, quietMs } = opts;
+    if (!(intervalMs >= 0) || !(floodIntervalMs >= intervalMs) || !(floodAfterMs >= 0) || !(maxHeldBytes > 0) || !(quietMs > 0)) {
       throw new Error(
-        `invalid write pacing: interval ${intervalMs} ms, flood interval ${floodIntervalMs} ms (not below the interval) after ${floodAfterMs} ms, max held ${maxHeldBytes} bytes`,
+        `invalid write pacing: interval ${intervalMs} ms, flood interval ${floodIntervalMs} ms (not below the interval) after ${floodAfterMs} ms, max held ${maxHeldBytes} bytes, quiet after ${quietMs} ms`,
       );
     }
   }
@@ -79,14 +92,26 @@ export class WritePacer {
     if (this.closed || data.byteLength === 0) return;
     this.held.push(data);
     this.heldBytes += data.byteLength;
-    if (this.timer !== null && this.heldBytes < this.opts.maxHeldBytes) return;
     const now = this.now();
-    // Quiet for two flood intervals: this is new output, not more of the same.
-    if (now - this.lastWrite > 2 * this.opts.floodIntervalMs) this.streamStart = now;
-    const interval = now - this.streamStart >= this.opts.floodAfterMs ? this.opts.floodIntervalMs : this.opts.intervalMs;
-    const wait = this.lastWrite + interval - now;
-    if (wait <= 0 || this.heldBytes >= this.opts.maxHeldBytes) this.flush();
-    else this.timer = setTimeout(() => this.flush(), wait);
+    if (this.timer === null) {
+      // Quiet for two flood intervals: this is new output, not more of the same.
+      if (now - this.lastWrite > 2 * this.opts.floodIntervalMs) this.streamStart = now;
+      const interval = now - this.streamStart >= this.opts.floodAfterMs ? this.opts.floodIntervalMs : this.opts.intervalMs;
+      this.dueAt = this.lastWrite + interval;
+    }
+    if (this.dueAt <= now || this.heldBytes >= this.opts.maxHeldBytes) return this.flush();
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.flush(), Math.min(this.dueAt, now + this.opts.quietMs) - now);
+  }
+
+  /**
+   * The user typed into the terminal: what is held is written now and the next
+   * output goes out at once, so the answer to a keystroke (Ctrl+C ending a flood,
+   * say) is never held behind a flood's interval.
+   */
+  userInput(): void {
+    this.flush();
+    this.lastWrite = Number.NEGATIVE_INFINITY;
   }
 
   /** Writes everything held now. */
@@ -95,17 +120,19 @@ export class WritePacer {
     this.timer = null;
     if (this.heldBytes === 0 || this.closed) return;
     const parts = this.held;
-    const n = this.heldBytes;
     this.held = [];
     this.heldBytes = 0;
     this.lastWrite = this.now();
-    this.inFlight += n;
     const epoch = this.epoch;
-    this.write(parts.length === 1 ? parts[0]! : concat(parts, n), () => {
-      if (epoch !== this.epoch) return;
-      this.inFlight -= n;
-      this.parsed(n);
-    });
+    for (const piece of pieces(parts, WRITE_PIECE_BYTES)) {
+      const n = piece.byteLength;
+      this.inFlight += n;
+      this.write(piece, () => {
+        if (epoch !== this.epoch) return;
+        this.inFlight -= n;
+        this.parsed(n);
+      });
+    }
   }
 
   /**
@@ -132,6 +159,38 @@ export class WritePacer {
     this.inFlight = 0;
     this.epoch++;
   }
+}
+
+/**
+ * xterm.js parses each write whole before it yields to the page (it checks its
+ * time budget between writes), so what is held goes in as pieces of this size:
+ * about 5 ms of parsing each here, and the page answers in between. Writing 1 MiB
+ * as one piece made the slowest answer during a flood twice as slow (terminal-flood e2e).
+ */
+export const WRITE_PIECE_BYTES = 128 * 1024;
+
+/** The parts joined in order and cut into pieces of at most max bytes (a part larger than that is split). */
+export function pieces(parts: Uint8Array[], max: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let group: Uint8Array[] = [];
+  let size = 0;
+  const close = () => {
+    if (size === 0) return;
+    out.push(group.length === 1 ? group[0]! : concat(group, size));
+    group = [];
+    size = 0;
+  };
+  for (let part of parts) {
+    while (part.byteLength > 0) {
+      const take = Math.min(max - size, part.byteLength);
+      group.push(take === part.byteLength ? part : part.subarray(0, take));
+      size += take;
+      part = part.subarray(take);
+      if (size === max) close();
+    }
+  }
+  close();
+  return out;
 }
 
 function concat(parts: Uint8Array[], n: number): Uint8Array {

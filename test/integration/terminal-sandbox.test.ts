@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FactoryEvent, TerminalDataEvent } from '../../common/contract.js';
 import type { SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
 import { sshChannelSource } from '../../main/terminal/ssh-channel-source.js';
+import { DEFAULT_BATCH, DEFAULT_WATERMARKS } from '../../main/terminal/flow-control.js';
 import { TerminalService } from '../../main/terminal/terminal-service.js';
 import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
@@ -147,7 +148,7 @@ describe('terminal sessions in a real sandbox', () => {
     expect(stats.pauses).toBeGreaterThan(0);
     expect(stats.resumes).toBeGreaterThan(0);
     // Never more than the high watermark plus one read and one batch in flight.
-    expect(peakUnacked).toBeLessThan(512 * 1024 + 2 * 64 * 1024 + 64 * 1024);
+    expect(peakUnacked).toBeLessThan(DEFAULT_WATERMARKS.high + 2 * DEFAULT_BATCH.maxChunkBytes + 64 * 1024);
     // Nothing like the whole stream is held in memory.
     expect(peakExtra).toBeLessThan(STREAM_BYTES / 2);
     await ssh.run('rm -f /root/blob');

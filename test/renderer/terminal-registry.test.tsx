@@ -266,6 +266,31 @@ describe('TerminalRegistry', () => {
     expect(acked).toBe(service.stats(info.id).bytesEmitted - before);
   });
 
+  it('a keystroke and the end of a session write held output at once, whatever the pacing', async () => {
+    bridge = new LoopbackBridge(path.join(dir, 'logs'));
+    // Pacing so slow that only a keystroke or the session's end can write what is held.
+    registry = new TerminalRegistry(bridge, { webgl: false, pacing: { intervalMs: 60_000, floodIntervalMs: 60_000, floodAfterMs: 0, maxHeldBytes: 1 << 30, quietMs: 60_000 } });
+    const m = manualSource();
+    const info = bridge.service.register({ kind: 'shell', title: 'sh', cols: 80, rows: 24, source: m.source });
+    registry.acquire(info.id);
+    await waitFor(() => registry.snapshot(info.id)?.phase === 'attached');
+    m.push('first\r\n');
+    await waitFor(() => registry.text(info.id).includes('first'));
+    m.push('held by the pacing\r\n');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(registry.text(info.id)).not.toContain('held by the pacing');
+    registry.paste(info.id, '\x03'); // Ctrl+C
+    await waitFor(() => registry.text(info.id).includes('held by the pacing'));
+    expect(m.written).toEqual(['\x03']);
+    m.push('^C\r\n$ ');
+    await waitFor(() => registry.text(info.id).includes('$')); // the answer to the keystroke, not held
+    m.push('last words\r\n');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(registry.text(info.id)).not.toContain('last words');
+    m.exit(0);
+    await waitFor(() => registry.text(info.id).includes('last words'));
+  });
+
   it('sends input to the session and shows the answer; resize reaches the pty', async () => {
     const { service } = setup();
     const info = service.register({ kind: 'shell', title: 'sh', cols: 80, rows: 24, source: ptyCommand('read line; echo "got:$line"; stty size; read _end') });

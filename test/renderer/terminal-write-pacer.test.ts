@@ -2,7 +2,7 @@
 // (few redraws), a keystroke's echo after a quiet moment goes out at once, and
 // nothing is lost, reordered or left unacknowledged.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_PACING, WritePacer, type WritePacerOptions } from '../../renderer/terminal/write-pacer.js';
+import { DEFAULT_PACING, WRITE_PIECE_BYTES, WritePacer, pieces, type WritePacerOptions } from '../../renderer/terminal/write-pacer.js';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -18,7 +18,7 @@ function pacer(opts: Partial<WritePacerOptions> = {}) {
       pendingParse.push(done);
     },
     (n) => (parsed += n),
-    { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 1024, ...opts },
+    { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 1024, quietMs: 1000, ...opts },
     () => clock,
   );
   return {
@@ -89,7 +89,7 @@ describe('WritePacer', () => {
     expect(writesDuring(400)).toBeGreaterThanOrEqual(9); // back to every 40 ms
   });
 
-  it('by default a flood that has kept coming for a second redraws five times a second', () => {
+  it('by default a flood that has kept coming for a second redraws twice a second', () => {
     const t = pacer(DEFAULT_PACING);
     const writesDuring = (ms: number) => {
       const before = t.writes.length;
@@ -102,8 +102,70 @@ describe('WritePacer', () => {
     };
     expect(writesDuring(1000)).toBeGreaterThanOrEqual(20); // every 40 ms at first
     const later = writesDuring(2000);
-    expect(later).toBeGreaterThanOrEqual(9);
-    expect(later).toBeLessThanOrEqual(11); // every 200 ms
+    expect(later).toBeGreaterThanOrEqual(3);
+    expect(later).toBeLessThanOrEqual(5); // every 500 ms
+  });
+
+  it('writes what a flood left held once nothing more came for the quiet time, not at the end of the interval', () => {
+    const t = pacer({ floodIntervalMs: 500, quietMs: 80, maxHeldBytes: 1 << 30 });
+    for (let i = 0; i < 1500 / 20; i++) {
+      t.p.push(bytes('z'.repeat(100)));
+      t.advance(20); // in flow: a batch every 20 ms is never a quiet moment
+    }
+    const during = t.writes.length;
+    t.p.push(bytes('the last line'));
+    t.advance(79);
+    expect(t.writes.length).toBe(during);
+    t.advance(1);
+    expect(t.writes.length).toBe(during + 1);
+    expect(t.writes.at(-1)!.endsWith('the last line')).toBe(true);
+    expect(t.p.pendingBytes).toBe(0);
+  });
+
+  it('a keystroke writes what is held at once, and the answer to it is not held either', () => {
+    const t = pacer({ floodIntervalMs: 500, quietMs: 400, maxHeldBytes: 1 << 30 });
+    for (let i = 0; i < 1500 / 20; i++) {
+      t.p.push(bytes('f'.repeat(100)));
+      t.advance(20);
+    }
+    t.p.push(bytes('held'));
+    const before = t.writes.length;
+    t.p.userInput(); // Ctrl+C
+    expect(t.writes.length).toBe(before + 1);
+    expect(t.writes.at(-1)!.endsWith('held')).toBe(true);
+    t.advance(5);
+    t.p.push(bytes('^C\r\n$ '));
+    expect(t.writes.at(-1)).toBe('^C\r\n$ '); // the prompt at once
+    t.p.userInput(); // nothing held: no empty write
+    expect(t.writes.at(-1)).toBe('^C\r\n$ ');
+  });
+
+  it('writes a large held flood as pieces xterm.js can parse between page tasks, in order, each acknowledged', () => {
+    const t = pacer({ intervalMs: 1000, floodIntervalMs: 1000, maxHeldBytes: 1 << 30 });
+    t.p.push(bytes('start'));
+    let sent = '';
+    for (let i = 0; i < 40; i++) {
+      const piece = String.fromCharCode(97 + (i % 26)).repeat(10_000);
+      sent += piece;
+      t.p.push(bytes(piece));
+    }
+    t.p.flush();
+    const flood = t.writes.slice(1);
+    expect(flood.join('')).toBe(sent);
+    expect(flood.length).toBe(Math.ceil(sent.length / WRITE_PIECE_BYTES));
+    expect(flood.every((w) => w.length <= WRITE_PIECE_BYTES)).toBe(true);
+    t.parseAll();
+    expect(t.parsedBytes()).toBe(5 + sent.length);
+  });
+
+  it('cuts parts into pieces without losing, reordering or copying more than it must', () => {
+    const a = bytes('abcdef');
+    const b = bytes('gh');
+    const c = bytes('ijklmnopq');
+    const out = pieces([a, b, c], 4).map(text);
+    expect(out).toEqual(['abcd', 'efgh', 'ijkl', 'mnop', 'q']);
+    expect(pieces([a], 100)[0]).toBe(a); // one part that fits is passed as it is
+    expect(pieces([], 4)).toEqual([]);
   });
 
   it('writes at once when the held bytes reach the cap, whatever the time', () => {
@@ -151,9 +213,10 @@ describe('WritePacer', () => {
   });
 
   it('refuses a pacing that would hold output forever', () => {
-    const ok = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 10 };
+    const ok = { intervalMs: 40, floodIntervalMs: 100, floodAfterMs: 1000, maxHeldBytes: 10, quietMs: 80 };
     expect(() => new WritePacer(() => {}, () => {}, { ...ok, maxHeldBytes: 0 })).toThrow(/max held 0 bytes/);
     expect(() => new WritePacer(() => {}, () => {}, { ...ok, intervalMs: Number.NaN })).toThrow(/interval NaN ms/);
     expect(() => new WritePacer(() => {}, () => {}, { ...ok, floodIntervalMs: 10 })).toThrow(/flood interval 10 ms \(not below the interval\)/);
+    expect(() => new WritePacer(() => {}, () => {}, { ...ok, quietMs: 0 })).toThrow(/quiet after 0 ms/);
   });
 });

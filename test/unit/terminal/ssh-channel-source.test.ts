@@ -172,7 +172,7 @@ describe('sshChannelSource', () => {
       logDir: dir,
       emit: () => {},
       emitData: (e) => (received += e.data.byteLength),
-      options: { watermarks: { high: 256 * 1024, low: 64 * 1024 } },
+      options: { watermarks: { high: 256 * 1024, low: 64 * 1024 }, batch: { delayMs: 8, streamDelayMs: 32, streamAfterMs: 100, maxChunkBytes: 64 * 1024 } },
     });
     cleanups.push(() => void svc.dispose()); // not persisted: nothing to wait for
     const info = svc.register({ kind: 'shell', title: 'flood', cols: 80, rows: 24, source: sshChannelSource(await exec(await connect(), 'flood')) });
