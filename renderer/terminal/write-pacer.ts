@@ -165,7 +165,9 @@ export class WritePacer {
  * xterm.js parses each write whole before it yields to the page (it checks its
  * time budget between writes), so what is held goes in as pieces of this size:
  * about 5 ms of parsing each here, and the page answers in between. Writing 1 MiB
- * as one piece made the slowest answer during a flood twice as slow (terminal-flood e2e).
+ * as one piece made the page's slowest script round trip during a flood two to three
+ * times as long (terminal-flood e2e). A piece may end inside a UTF-8 sequence or an
+ * escape sequence: xterm.js's decoder and parser carry their state across writes.
  */
 export const WRITE_PIECE_BYTES = 128 * 1024;
 
