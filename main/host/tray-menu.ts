@@ -2,8 +2,8 @@
 // so it is tested as data and the Electron tray only turns it into a Menu. It
 // lists the running sandboxes (title or "quick sandbox", where it is, for how
 // long) with Open and Destroy, "Quick sandbox" (destroyed when its shell closes, or
-// kept until destroyed), the recent repositories (a quick
-// sandbox seeded with one), then the window and Quit.
+// kept until destroyed), the recent repositories (a quick sandbox of either kind
+// seeded with one), then the window and Quit.
 import path from 'node:path';
 import { isQuickSandbox, STAGE_NAMES, type Task } from '../../common/domain.js';
 
@@ -53,11 +53,14 @@ export function trayMenu(input: TrayInput): TrayItem[] {
   items.push({ kind: 'action', label: 'Quick sandbox (keep until destroyed)', action: { type: 'quick', keep: true } });
   const recent = recentRepos(input.tasks, input.maxRecent ?? 5);
   if (recent.length) {
-    items.push({
-      kind: 'submenu',
-      label: 'Quick sandbox with a repository',
-      items: recent.map((repoPath) => ({ kind: 'action' as const, label: menuLabel(shortPath(repoPath)), action: { type: 'quick' as const, repoPath } })),
-    });
+    // The same two kinds as above, each seeded with one of the recent repositories.
+    for (const keep of [false, true]) {
+      items.push({
+        kind: 'submenu',
+        label: keep ? 'Quick sandbox with a repository (keep until destroyed)' : 'Quick sandbox with a repository',
+        items: recent.map((repoPath) => ({ kind: 'action' as const, label: menuLabel(shortPath(repoPath)), action: { type: 'quick' as const, repoPath, ...(keep ? { keep } : {}) } })),
+      });
+    }
   }
   items.push({ kind: 'action', label: 'New task…', action: { type: 'newTask' } });
   items.push({ kind: 'separator' });
