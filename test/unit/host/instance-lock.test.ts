@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireInstanceLock, DataDirInUseError, LOCK_FILE, readPid } from '../../../main/host/socket/instance-lock.js';
+import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid } from '../../../main/host/socket/instance-lock.js';
 
 const lockModule = path.resolve(__dirname, '../../../main/host/socket/instance-lock.ts');
 const dirs: string[] = [];
@@ -25,14 +25,23 @@ function deadPid(): number {
   return Number(r.stdout);
 }
 
-/** `n` apps try the lock at the same instant; each holding it keeps it a moment. Returns what each said. */
-async function race(dataDir: string, n: number): Promise<string[]> {
+/** link() as a file system without hard links answers it (vfat, exfat). */
+function linkWithoutHardLinks(): never {
+  throw Object.assign(new Error('link: operation not permitted'), { code: 'EPERM' });
+}
+const NO_HARD_LINKS = linkWithoutHardLinks.toString();
+
+/**
+ * `n` apps try the lock at the same instant; each holding it keeps it a moment. Returns what each said.
+ * noHardLinks: their link() fails as on a file system without hard links.
+ */
+async function race(dataDir: string, n: number, noHardLinks = false): Promise<string[]> {
   const at = Date.now() + 700;
   const script = `
     const { acquireInstanceLock } = await import(${JSON.stringify(lockModule)});
     while (Date.now() < ${at}) {}
     try {
-      const lock = acquireInstanceLock(${JSON.stringify(dataDir)});
+      const lock = acquireInstanceLock(${JSON.stringify(dataDir)}${noHardLinks ? `, { link: ${NO_HARD_LINKS} }` : ''});
       console.log('held');
       await new Promise((r) => setTimeout(r, 600));
       lock.release();
@@ -61,6 +70,39 @@ describe('instance lock', () => {
       expect(fs.existsSync(path.join(dir, LOCK_FILE)), 'the holder removed its lock').toBe(false);
     }
   }, 60_000);
+
+  it('is held by exactly one of several apps on a file system without hard links', async () => {
+    for (let round = 0; round < 4; round++) {
+      const dir = tempDir();
+      if (round % 2 === 1) fs.writeFileSync(path.join(dir, LOCK_FILE), `${deadPid()}\n`);
+      const said = await race(dir, 4, true);
+      expect(said.filter((s) => s === 'held'), `round ${round}: ${said.join(', ')}`).toHaveLength(1);
+      expect(said.filter((s) => s === 'in use')).toHaveLength(3);
+      expect(fs.existsSync(path.join(dir, LOCK_FILE)), 'the holder removed its lock').toBe(false);
+    }
+  }, 60_000);
+
+  it('waits for an empty lock another app is writing; an empty lock left long ago is stale', () => {
+    const dir = tempDir();
+    const file = path.join(dir, LOCK_FILE);
+    const noLinks = { link: linkWithoutHardLinks };
+    // Just created, pid not written yet: the "other app" writes it 300 ms later, while we wait.
+    fs.writeFileSync(file, '');
+    const writer = spawn(process.execPath, ['-e', `setTimeout(() => require('fs').writeFileSync(${JSON.stringify(file)}, process.pid + '\\n'), 300); setTimeout(() => {}, 10000)`]);
+    const t0 = Date.now();
+    expect(() => acquireInstanceLock(dir, noLinks)).toThrow(`(pid ${writer.pid})`);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
+    writer.kill();
+    fs.rmSync(file);
+    // Empty and older than LOCK_BIRTH_MS: whoever made it died before writing.
+    fs.writeFileSync(file, '');
+    const old = new Date(Date.now() - LOCK_BIRTH_MS - 1000);
+    fs.utimesSync(file, old, old);
+    const lock = acquireInstanceLock(dir, noLinks);
+    expect(readPid(file)).toBe(process.pid);
+    lock.release();
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
 
   it('names the live holder; takes over a stale or unreadable lock; release leaves a later owner alone', () => {
     const dir = tempDir();
