@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { CHROMIUM } from '../../e2e/support/browser.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../e2e/support/browser.js';
 
 interface Pending {
   resolve: (v: unknown) => void;
@@ -44,15 +44,8 @@ export class PlainChromium {
 
   static async launch(): Promise<PlainChromium> {
     const profile = mkdtempSync(path.join(os.tmpdir(), 'factory-bench-chromium-'));
-    const child = spawn(
-      CHROMIUM,
-      [
-        '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        '--remote-debugging-pipe', `--user-data-dir=${profile}`, '--window-size=1400,1000', 'about:blank',
-      ],
-      { stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe'] },
-    );
+    const args = ['--headless', ...CHROMIUM_ARGS, '--remote-debugging-pipe', `--user-data-dir=${profile}`, '--window-size=1400,1000', 'about:blank'];
+    const child = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe'] });
     const browser = new PlainChromium(child, profile);
     const { targetInfos } = (await browser.send('Target.getTargets')) as { targetInfos: Array<{ targetId: string; type: string }> };
     const page = targetInfos.find((t) => t.type === 'page');

@@ -10,6 +10,17 @@ export function chromiumMissingReason(): string | undefined {
   return existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (set FACTORY_CHROMIUM)`;
 }
 
+/** Chromium's flags for every test and bench: no sandbox (root in CI), no GPU, nothing fetched in the background. */
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+] as const;
+
 export interface OpenBrowser {
   context: BrowserContext;
   page: Page;
@@ -24,15 +35,7 @@ export async function openBrowser(): Promise<OpenBrowser> {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1400, height: 1000 },
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: [...CHROMIUM_ARGS],
   });
   const page = context.pages()[0] ?? (await context.newPage());
   const problems: string[] = [];
