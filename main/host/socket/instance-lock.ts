@@ -97,11 +97,12 @@ function createExclusive(file: string): boolean {
   }
   try {
     fs.writeSync(fd, `${process.pid}\n`);
-    fs.closeSync(fd);
   } catch (err) {
-    fs.closeSync(fd);
+    // Ours and empty: leave no lock that others would wait on.
     fs.rmSync(file, { force: true });
     throw err;
+  } finally {
+    fs.closeSync(fd);
   }
   return true;
 }
