@@ -25,8 +25,8 @@ export interface WritePacerOptions {
   /**
    * Held output is written once nothing more arrived for this long, whatever the
    * interval: the end of a flood shows without waiting out a long flood interval.
-   * Above the host's batch time (main/terminal/flow-control.ts), so a flood in
-   * full flow is not taken for a quiet moment.
+   * Above the host's flood batch time (64 ms, main/terminal/flow-control.ts), so a
+   * flood in full flow is not taken for a quiet moment.
    */
   quietMs: number;
 }
@@ -45,8 +45,6 @@ export interface WritePacerOptions {
  * test/bench/terminal-flood.bench.ts against the same run's earlier renderer
  * (5 redraws a second, 256 KiB held, a 512 KiB window, 32 ms host batches):
  * Chromium 0.10-0.11 CPU s/MB against 0.11-0.13, 3-7 % more throughput.
- * The quiet time is above the host's flood batch time (64 ms), so a flood in
- * full flow is not taken for a quiet moment.
  */
 export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 500, floodAfterMs: 1000, maxHeldBytes: 1024 * 1024, quietMs: 120 };
 
