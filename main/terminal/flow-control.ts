@@ -2,6 +2,7 @@
 // can be tested byte by byte: the watermark accounting that decides when to
 // pause/resume a source, the output batcher that turns many small reads into
 // few size-capped chunks, and the byte-capped scrollback ring.
+import { TERMINAL_WINDOW_BYTES } from '../../common/terminal-window.js';
 
 export interface Watermarks {
   /** Pause the source when this many emitted bytes are not yet acknowledged. */
@@ -10,12 +11,8 @@ export interface Watermarks {
   low: number;
 }
 
-/**
- * 2 MiB unacknowledged before the source pauses: room for the renderer to hold a
- * flood for half a second and write it as one piece (renderer/terminal/write-pacer.ts
- * holds up to half of it) without the host waiting on a full window meanwhile.
- */
-export const DEFAULT_WATERMARKS: Watermarks = { high: 2 * 1024 * 1024, low: 512 * 1024 };
+/** The window the renderer's pacing is made for (common/terminal-window.ts); resume at a quarter of it. */
+export const DEFAULT_WATERMARKS: Watermarks = { high: TERMINAL_WINDOW_BYTES, low: TERMINAL_WINDOW_BYTES / 4 };
 
 export type FlowDecision = 'pause' | 'resume' | null;
 

@@ -13,6 +13,7 @@
 // each piece's `parsed` callback runs after xterm.js parsed it (the flow-control
 // acknowledgement). What is held is bounded by the host's high watermark, since
 // the host stops sending what is not acknowledged.
+import { TERMINAL_WINDOW_BYTES } from '../../common/terminal-window.js';
 
 export interface WritePacerOptions {
   /** Least time between two writes into xterm.js while output keeps coming. */
@@ -32,9 +33,9 @@ export interface WritePacerOptions {
 }
 
 /**
- * maxHeldBytes is half the host's high watermark (2 MiB, main/terminal/flow-control.ts):
- * a fast flood is written as soon as half a window is held, so the host never
- * waits out a whole interval with its window full.
+ * maxHeldBytes is half the window the host keeps (common/terminal-window.ts): a fast
+ * flood is written as soon as half a window is held, so the host never waits out a
+ * whole interval with its window full.
  *
  * A flood that has kept coming for a second redraws twice a second: each redraw
  * costs the renderer, the browser and the GPU process a fixed amount, and on a
@@ -46,7 +47,7 @@ export interface WritePacerOptions {
  * (5 redraws a second, 256 KiB held, a 512 KiB window, 32 ms host batches):
  * Chromium 0.10-0.11 CPU s/MB against 0.11-0.13, 3-7 % more throughput.
  */
-export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 500, floodAfterMs: 1000, maxHeldBytes: 1024 * 1024, quietMs: 120 };
+export const DEFAULT_PACING: WritePacerOptions = { intervalMs: 40, floodIntervalMs: 500, floodAfterMs: 1000, maxHeldBytes: TERMINAL_WINDOW_BYTES / 2, quietMs: 120 };
 
 type Timer = ReturnType<typeof setTimeout>;
 
