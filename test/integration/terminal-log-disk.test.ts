@@ -14,6 +14,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TerminalDataEvent } from '../../common/contract.js';
 import { spawnHostShell } from '../../main/terminal/host-shell.js';
+import { DEFAULT_BATCH } from '../../main/terminal/flow-control.js';
 import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';
 
 /** The blkio cgroup (v1) this process writes from, where a throttle rule applies to it. */
@@ -141,11 +142,13 @@ function seqText(n: number): string {
 }
 
 const QUEUE = { high: 256 * 1024, low: 64 * 1024, hardCap: 8 * 1024 * 1024, stallMs: 30_000, maxWriteBytes: 256 * 1024 };
+// Host batches of 64 KiB: the bounds below count two of them in flight when the queue holds the source.
+const BATCH = { ...DEFAULT_BATCH, maxChunkBytes: 64 * 1024 };
 
 describe.skipIf(!!missing)('terminal logs on a slow and on a full disk', () => {
   it('a slow disk paces the program instead of blocking the event loop or filling memory, and the log is complete', async () => {
     const dir = slowDisk(THROTTLE_BPS);
-    const r = await flood(dir, { logQueue: QUEUE });
+    const r = await flood(dir, { logQueue: QUEUE, batch: BATCH });
     // The event loop kept answering: no write of the log ran on it. (Before the
     // change every 64 KiB batch was a synchronous write here, ~125 ms each at
     // 512 KiB/s: measured p99 262 ms, max 330 ms; after it p99 25 ms, max 54 ms.)
@@ -157,7 +160,7 @@ describe.skipIf(!!missing)('terminal logs on a slow and on a full disk', () => {
     expect(r.stats.logHolds).toBeGreaterThan(0);
     expect(r.floodMs).toBeGreaterThan(((r.output.length - QUEUE.high) / THROTTLE_BPS) * 1000 * 0.8);
     // Memory bounded by the queue's high watermark plus what was in flight when it paused.
-    expect(r.maxQueued).toBeLessThanOrEqual(QUEUE.high + 2 * 64 * 1024);
+    expect(r.maxQueued).toBeLessThanOrEqual(QUEUE.high + 2 * BATCH.maxChunkBytes);
     // And nothing is missing from the log.
     const logged = fs.readFileSync(path.join(dir, `${r.id}.log`));
     expect(logged.equals(r.output)).toBe(true);
@@ -167,7 +170,7 @@ describe.skipIf(!!missing)('terminal logs on a slow and on a full disk', () => {
 
   it('a full disk is reported and the terminal loses nothing', async () => {
     const dir = fullDisk();
-    const r = await flood(dir, { logQueue: QUEUE });
+    const r = await flood(dir, { logQueue: QUEUE, batch: BATCH });
     expect(r.loopDelayP99Ms).toBeLessThan(100);
     expect(r.loopDelayMaxMs).toBeLessThan(250);
     expect(r.exit).toEqual({ code: 0, lost: false });
@@ -178,7 +181,7 @@ describe.skipIf(!!missing)('terminal logs on a slow and on a full disk', () => {
     expect(r.warnings.length).toBeLessThanOrEqual(3);
     expect(r.stats.logError).toMatch(/ENOSPC/);
     expect(r.stats.logDropped).toBeGreaterThan(r.output.length - 1024 * 1024);
-    expect(r.maxQueued).toBeLessThanOrEqual(QUEUE.high + 2 * 64 * 1024);
+    expect(r.maxQueued).toBeLessThanOrEqual(QUEUE.high + 2 * BATCH.maxChunkBytes);
     expect(fs.statSync(path.join(dir, `${r.id}.log`)).size).toBeLessThanOrEqual(1024 * 1024);
   });
 });
