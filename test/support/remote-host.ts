@@ -5,9 +5,12 @@
 // local socket. Installs nothing: scripts/ensure-system.sh does (for `test`).
 //
 // Two things make this machine look like a Debian KVM host to libvirt:
-// - /dev/kvm here is root-only, so libvirt (probing as root, checking as its
-//   QEMU user) re-probed QEMU on every call (~1 min per domain). libvirtd runs
-//   in its own mount namespace where /dev/kvm is /dev/null: TCG only, stable.
+// - /dev/kvm here opens but runs no guest. libvirtd runs in its own mount
+//   namespace where /dev/kvm is an empty file nobody may open: its QEMU user
+//   finds KVM unusable and its probe finds no KVM, so the cached capabilities
+//   stay valid. Anything its QEMU user can open there (/dev/null, say) makes
+//   libvirt see KVM "usable" but probe none, and probe QEMU again on every
+//   capabilities call (4 s each, 20 s and more per domain).
 // - guestfwd runs a command per guest connection, which libvirt's default
 //   QEMU seccomp filter (spawn=deny) kills; the namespace sees a qemu.conf
 //   with `seccomp_sandbox = 0`, the setting a real host needs too.
@@ -66,7 +69,12 @@ export async function ensureLibvirtd(): Promise<void> {
   const conf = path.join(dir, 'qemu.conf');
   writeFileSync(conf, `${readFileSync('/etc/libvirt/qemu.conf', 'utf8')}\nseccomp_sandbox = 0\n`);
   const binds = [`mount --bind ${conf} /etc/libvirt/qemu.conf`];
-  if (existsSync('/dev/kvm')) binds.push('mount --bind /dev/null /dev/kvm');
+  if (existsSync('/dev/kvm')) {
+    // A device node (libvirt carries /dev's mounts into each QEMU's own /dev, device nodes only): /dev/null's, mode 000.
+    const noKvm = path.join(dir, 'no-kvm');
+    await run('mknod', ['-m', '000', noKvm, 'c', '1', '3']);
+    binds.push(`mount --bind ${noKvm} /dev/kvm`);
+  }
   await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${binds.join(' && ')} && exec libvirtd -d`]);
   for (let i = 0; i < 100; i++) {
     if (existsSync('/run/libvirt/libvirt-sock')) return;
