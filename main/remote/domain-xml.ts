@@ -72,7 +72,8 @@ export function domainXml(spec: DomainSpec): string {
     '  </os>',
     // The guest finds fw_cfg through ACPI.
     '  <features><acpi/></features>',
-    spec.virtType === 'kvm' ? "  <cpu mode='host-passthrough'/>" : "  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>",
+    // Under TCG libvirt's default is qemu64, without the AVX2 the agent binaries need (as -cpu max locally).
+    spec.virtType === 'kvm' ? "  <cpu mode='host-passthrough'/>" : "  <cpu mode='maximum' migratable='off'/>",
     "  <sysinfo type='fwcfg'>",
     ...fwCfg,
     '  </sysinfo>',

@@ -78,6 +78,8 @@ describe('a sandbox host reached over SSH', () => {
       expect(await onHost(`ls ${rig.storageDir}/images`)).toMatch(/^[0-9a-f]{64}\n$/);
       const qemuArgs = await onHost("ps -o args= -C qemu-system-x86_64 | grep -F 'guest=fiab-rmtboot1'");
       expect(qemuArgs).toContain('restrict=on');
+      // Software emulation here: the CPU with AVX2 the agent binaries need, as locally.
+      expect(qemuArgs).toMatch(/-cpu max\b/);
       expect(qemuArgs).toMatch(/hostfwd=tcp:127\.0\.0\.1:\d+-:22/);
       expect(qemuArgs).not.toMatch(/virtfs|9p|-fsdev/);
 

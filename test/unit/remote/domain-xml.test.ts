@@ -36,6 +36,13 @@ describe('the remote sandbox domain', () => {
     expect(xml).not.toMatch(/<filesystem|<interface|<graphics/);
   });
 
+  it('gives the guest a CPU the agent binaries run on: the host’s under KVM, all that emulation offers under TCG', () => {
+    const cpuOf = (virtType: DomainSpec['virtType']) => new DOMParser().parseFromString(domainXml(spec({ virtType })), 'application/xml').getElementsByTagName('cpu')[0];
+    expect(cpuOf('kvm')?.getAttribute('mode')).toBe('host-passthrough');
+    // Not libvirt's TCG default (qemu64): no AVX2 or SSE4.2, and the Claude Code binary dies on an illegal instruction.
+    expect(cpuOf('qemu')?.getAttribute('mode')).toBe('maximum');
+  });
+
   it('escapes XML in the kernel command line instead of letting it close the element', () => {
     const xml = domainXml(spec({ cmdline: "quiet</cmdline></os><devices><filesystem type='mount'><source dir='/'/></filesystem></devices><os><cmdline>" }));
     const doc = new DOMParser().parseFromString(xml, 'application/xml');
