@@ -7,7 +7,7 @@
 // restrict=on or guestfwd, so that netdev is passed through as QEMU
 // arguments), no host folder shared, no display, serial console to a file.
 // Every value is validated, and escaped where it lands in XML.
-import { userNetdev, type GuestForward } from '../vm/qemu-args.js';
+import { TCG_CACHE_MB, userNetdev, type GuestForward } from '../vm/qemu-args.js';
 
 export interface DomainSpec {
   /** libvirt domain name, also the QEMU guest name. */
@@ -70,8 +70,8 @@ export function domainXml(spec: DomainSpec): string {
     `    <initrd>${x(spec.initrd)}</initrd>`,
     `    <cmdline>${x(spec.cmdline)}</cmdline>`,
     '  </os>',
-    // The guest finds fw_cfg through ACPI.
-    '  <features><acpi/></features>',
+    // The guest finds fw_cfg through ACPI. Under TCG the translation cache is capped as locally (QEMU's default is 1 GiB).
+    spec.virtType === 'kvm' ? '  <features><acpi/></features>' : `  <features><acpi/><tcg><tb-cache unit='MiB'>${TCG_CACHE_MB}</tb-cache></tcg></features>`,
     // Under TCG libvirt's default is qemu64, without the AVX2 the agent binaries need (as -cpu max locally).
     spec.virtType === 'kvm' ? "  <cpu mode='host-passthrough'/>" : "  <cpu mode='maximum' migratable='off'/>",
     "  <sysinfo type='fwcfg'>",

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyGuestForward } from '../../main/credentials/routes.js';
 import type { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
 import { SshHost } from '../../main/remote/ssh-host.js';
+import { TCG_CACHE_MB } from '../../main/vm/qemu-args.js';
 import { testImage } from '../support/image.js';
 import { startRemoteHost, type RemoteHostRig } from '../support/remote-host.js';
 
@@ -80,6 +81,7 @@ describe('a sandbox host reached over SSH', () => {
       expect(qemuArgs).toContain('restrict=on');
       // Software emulation here: the CPU with AVX2 the agent binaries need, as locally.
       expect(qemuArgs).toMatch(/-cpu max\b/);
+      expect(qemuArgs).toMatch(new RegExp(`-accel tcg,tb-size=${TCG_CACHE_MB}\\b`));
       expect(qemuArgs).toMatch(/hostfwd=tcp:127\.0\.0\.1:\d+-:22/);
       expect(qemuArgs).not.toMatch(/virtfs|9p|-fsdev/);
 

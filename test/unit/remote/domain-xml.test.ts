@@ -5,6 +5,7 @@
 // from settings or a task that would inject XML or QEMU options).
 import { describe, expect, it } from 'vitest';
 import { checkHostPath, domainXml, escapeXml, type DomainSpec } from '../../../main/remote/domain-xml.js';
+import { TCG_CACHE_MB } from '../../../main/vm/qemu-args.js';
 
 const spec = (patch: Partial<DomainSpec> = {}): DomainSpec => ({
   name: 'fiab-abc123',
@@ -41,6 +42,13 @@ describe('the remote sandbox domain', () => {
     expect(cpuOf('kvm')?.getAttribute('mode')).toBe('host-passthrough');
     // Not libvirt's TCG default (qemu64): no AVX2 or SSE4.2, and the Claude Code binary dies on an illegal instruction.
     expect(cpuOf('qemu')?.getAttribute('mode')).toBe('maximum');
+  });
+
+  it('caps the translation cache under TCG as a local sandbox does, and says nothing of TCG under KVM', () => {
+    const tbCache = (virtType: DomainSpec['virtType']) => new DOMParser().parseFromString(domainXml(spec({ virtType })), 'application/xml').querySelector('features > tcg > tb-cache');
+    expect(tbCache('qemu')?.textContent).toBe(String(TCG_CACHE_MB));
+    expect(tbCache('qemu')?.getAttribute('unit')).toBe('MiB');
+    expect(tbCache('kvm')).toBeNull();
   });
 
   it('escapes XML in the kernel command line instead of letting it close the element', () => {
