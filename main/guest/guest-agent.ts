@@ -70,8 +70,7 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
   let bannerSeen = false;
   while (Date.now() < deadline) {
     if (opts.vm.hasExited) throw opts.exitedError();
-    const probe = opts.probeBanner === false ? Promise.resolve(true) : probeSshBanner(opts.endpoint.port, Math.min(3000, Math.max(200, deadline - Date.now())));
-    const banner = await Promise.race([probe, opts.vm.exited.then(() => false)]);
+    const banner = opts.probeBanner === false ? true : await firstSshBanner(opts.endpoint.port, { everyMs: opts.pollMs ?? 200, until: deadline, stop: opts.vm.exited });
     if (opts.vm.hasExited) throw opts.exitedError();
     if (banner) {
       if (!bannerSeen && opts.probeBanner !== false) opts.onBanner?.();
@@ -253,7 +252,13 @@ function runWithInput(ssh: SandboxSsh, script: string, input: string, timeoutMs:
 
 /** True once the forwarded port sends an SSH identification line. */
 export function probeSshBanner(port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
+  return bannerProbe(port, timeoutMs).result;
+}
+
+/** One banner probe; cancel() ends it at once with false. */
+function bannerProbe(port: number, timeoutMs: number): { result: Promise<boolean>; cancel(): void } {
+  let cancel = () => {};
+  const result = new Promise<boolean>((resolve) => {
     const socket = net.createConnection({ host: '127.0.0.1', port });
     let data = '';
     const finish = (ok: boolean) => {
@@ -261,6 +266,7 @@ export function probeSshBanner(port: number, timeoutMs: number): Promise<boolean
       socket.destroy();
       resolve(ok);
     };
+    cancel = () => finish(false);
     const timer = setTimeout(() => finish(false), timeoutMs);
     socket.on('data', (c: Buffer) => {
       data += c.toString('latin1');
@@ -269,6 +275,42 @@ export function probeSshBanner(port: number, timeoutMs: number): Promise<boolean
     });
     socket.on('error', () => finish(false));
     socket.on('close', () => finish(false));
+  });
+  return { result, cancel };
+}
+
+/**
+ * True at the first SSH banner on the forwarded port; false at `until` (ms since the epoch) or once
+ * `stop` settles. A new probe starts every `everyMs` while earlier ones still wait, and the first
+ * banner ends them all: QEMU's user network resends a SYN the guest did not answer (its network not
+ * up yet) only 3 s later, so one probe at a time let a cold boot wait up to 3 s after sshd listened.
+ */
+export function firstSshBanner(port: number, opts: { everyMs: number; until: number; stop: Promise<unknown>; probeTimeoutMs?: number }): Promise<boolean> {
+  return new Promise((resolve) => {
+    const waiting = new Set<() => void>();
+    let done = false;
+    let next: NodeJS.Timeout | undefined;
+    const finish = (ok: boolean) => {
+      if (done) return;
+      done = true;
+      clearTimeout(next);
+      clearTimeout(deadline);
+      for (const cancel of waiting) cancel();
+      resolve(ok);
+    };
+    const deadline = setTimeout(() => finish(false), Math.max(0, opts.until - Date.now()));
+    const probe = () => {
+      if (done) return;
+      const p = bannerProbe(port, Math.min(opts.probeTimeoutMs ?? 3000, Math.max(200, opts.until - Date.now())));
+      waiting.add(p.cancel);
+      void p.result.then((ok) => {
+        waiting.delete(p.cancel);
+        if (ok) finish(true);
+      });
+      next = setTimeout(probe, opts.everyMs);
+    };
+    void opts.stop.then(() => finish(false), () => finish(false));
+    probe();
   });
 }
 

@@ -80,6 +80,37 @@ describe('guest readiness', () => {
     ssh.close();
   });
 
+  it('logs in soon after sshd listens even when its first probe went out before the guest network was up', async () => {
+    const keys = generateSandboxKeys('sb');
+    const guest = await startGuest(keys.hostPrivateKey, { clientPublicKey: keys.clientPublicKey, onExec: (_c, _i, s) => (s.end('up\n'), s.exit(0)) });
+    // QEMU's user network stands in front of the guest: it accepts every connection at once, but one made
+    // before the guest's network is up hears nothing until the SYN is resent, 3 s later.
+    const upAt = Date.now() + 600;
+    const silent = new Set<net.Socket>();
+    const network = net.createServer((client) => {
+      if (Date.now() < upAt) {
+        silent.add(client);
+        client.on('close', () => silent.delete(client));
+        client.on('error', () => {});
+        return;
+      }
+      const guestSide = net.connect(guest.port, '127.0.0.1');
+      client.pipe(guestSide).pipe(client);
+      client.on('error', () => guestSide.destroy());
+      guestSide.on('error', () => client.destroy());
+    });
+    await new Promise<void>((r) => network.listen(0, '127.0.0.1', r));
+    cleanups.push(() => network.close());
+    const started = Date.now();
+    const ssh = await waitForSsh({ endpoint: { port: (network.address() as AddressInfo).port, keys }, vm: running, timeoutMs: 15_000, ...errors });
+    const tookMs = Date.now() - started;
+    expect((await ssh.run('echo up')).stdout).toBe('up\n');
+    ssh.close();
+    // Not held up by the probes that went out too early (each waits 3 s), and none of them is left open.
+    expect(tookMs).toBeLessThan(2500);
+    await expect.poll(() => silent.size, { timeout: 2000 }).toBe(0);
+  });
+
   it('refuses at once a server presenting any other host key, without waiting for the deadline', async () => {
     const keys = generateSandboxKeys('sb');
     const impostor = generateSandboxKeys('impostor');
