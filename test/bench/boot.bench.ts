@@ -14,7 +14,7 @@
 // Start taken from the warm pool against restores without it, alternating
 // (support/pool-start.ts), and its ratios to the restores above.
 // BENCH_ROUNDS (default 2); BENCH_COLD=0 leaves the cold kinds out, BENCH_POOL=0 the pool.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -22,7 +22,7 @@ import path from 'node:path';
 import { generateSandboxKeys } from '../../main/ssh/sandbox-keys.js';
 import { AccelProbe, type AccelChoice } from '../../main/vm/accel-probe.js';
 import { createOverlay } from '../../main/vm/overlay.js';
-import { probeSshBanner } from '../../main/guest/guest-agent.js';
+import { firstSshBanner } from '../../main/guest/guest-agent.js';
 import { identityMessage } from '../../main/guest/identity-channel.js';
 import net from 'node:net';
 import { appPaths } from '../../main/state/paths.js';
@@ -85,13 +85,13 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
-/** Waits for the SSH banner on port, probing every 20 ms, while the child lives. */
-async function waitBanner(port: number, child: { exitCode: number | null }, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline && child.exitCode === null) {
-    if (await probeSshBanner(port, 2000)) return;
-    await sleep(20);
-  }
+/**
+ * Waits for the SSH banner on port, a new probe every 20 ms while earlier ones wait (as the app
+ * does: a SYN sent before the guest's network is up is resent only 3 s later), while the child lives.
+ */
+async function waitBanner(port: number, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const exited = new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
+  if (await firstSshBanner(port, { everyMs: 20, until: Date.now() + timeoutMs, stop: exited, probeTimeoutMs: 2000 })) return;
   throw new Error('raw QEMU never sent the SSH banner');
 }
 
