@@ -121,6 +121,24 @@ describe('remote leak scan (perl on the host, salted digests only)', () => {
     const r = await remoteScan({ memory: short }, needles);
     expect(r.windows).toBe(0);
     expect(r.scans.get('memory')!.hits).toEqual([]);
+
+    // Graphic runs one shorter than the needle, ended by other bytes or NUL, plain and UTF-16: no run is
+    // even looked into; the one whole value after them is found once, where it is.
+    const wideNeedles = needlesFor('p', value).filter((n) => ['raw', 'utf16le', 'utf16be'].includes(n.encoding));
+    const almost = value.slice(0, -1);
+    // (\x01 between the parts: a NUL then UTF-16LE text would make one wide character more.)
+    const layout = Buffer.concat(
+      [
+        Buffer.from(`${almost}\x01`.repeat(20_000)),
+        Buffer.from(`${almost}\0`.repeat(20_000)),
+        Buffer.from(`${almost}\x01`.repeat(20_000), 'utf16le'),
+        Buffer.from(`${almost}\x01`.repeat(20_000), 'utf16le').swap16(),
+      ].flatMap((part) => [part, Buffer.from([1])]),
+    );
+    const nearMisses = await remoteScan({ memory: file(Buffer.concat([layout, Buffer.from(`${value}\x01`)])) }, wideNeedles);
+    expect(nearMisses.windows).toBe(1);
+    expect(nearMisses.stdout).toMatch(/^source memory bytes \d+ runs 1 ok$/m);
+    expect(hitsOf(nearMisses.scans.get('memory'))).toEqual([`raw@${layout.length}`]);
   });
 
   it('stops at the window cap and says so: the verdict cannot be clean', async () => {
