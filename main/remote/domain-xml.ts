@@ -44,6 +44,19 @@ export function escapeXml(value: string): string {
   return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
 }
 
+/** The oldest libvirt whose domain can say what a TCG sandbox needs (`<cpu mode='maximum'>`, 7.1; `<tcg><tb-cache>`, 6.9). */
+export const TCG_MIN_LIBVIRT = [7, 1] as const;
+
+/** What `virsh version` says of the daemon, checked against TCG_MIN_LIBVIRT: a problem to show, or undefined. */
+export function libvirtTooOldToEmulate(virshVersion: string): string | undefined {
+  const m = /Running against daemon: ([0-9]+)\.([0-9]+)/.exec(virshVersion);
+  if (!m) return undefined;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  const [needMajor, needMinor] = TCG_MIN_LIBVIRT;
+  if (major > needMajor || (major === needMajor && minor >= needMinor)) return undefined;
+  return `libvirt ${major}.${minor} on the host cannot give an emulated sandbox the CPU its agents need: without KVM it takes libvirt ${needMajor}.${needMinor} or later`;
+}
+
 export function domainXml(spec: DomainSpec): string {
   if (!DOMAIN_NAME.test(spec.name)) throw new Error(`bad domain name ${JSON.stringify(spec.name)}`);
   if (spec.virtType !== 'kvm' && spec.virtType !== 'qemu') throw new Error(`bad domain type ${JSON.stringify(spec.virtType)}`);

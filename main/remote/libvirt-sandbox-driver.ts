@@ -16,7 +16,7 @@ import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
 import type { GuestForwardSpec, QemuDriverPort, RunningVmPort } from '../tasks/sandbox-ports.js';
 import type { BaseImage } from '../vm/image-store.js';
-import { checkHostPath, domainXml, DOMAIN_NAME } from './domain-xml.js';
+import { checkHostPath, domainXml, DOMAIN_NAME, libvirtTooOldToEmulate } from './domain-xml.js';
 import type { SshHost } from './ssh-host.js';
 import { VolumeStore } from './volume-store.js';
 import type { RemoteLeakSource } from '../credentials/leak-check.js';
@@ -84,12 +84,14 @@ export class LibvirtSandboxDriver implements QemuDriverPort<BaseImage> {
   async checkHost(): Promise<HostCheck> {
     const problems: string[] = [];
     const host = await this.opts.connect();
-    const version = await host.run([...VIRSH, 'version']);
+    const version = await host.run([...VIRSH, 'version', '--daemon']);
     const qemu = /hypervisor: QEMU ([0-9.]+)/.exec(version.stdout)?.[1];
     if (version.code !== 0) problems.push(`libvirt does not answer: ${version.stderr.trim().slice(0, 200)}`);
     else if (!qemu) problems.push('libvirt answers but has no QEMU hypervisor');
     const kvm = (await host.run([...VIRSH, 'domcapabilities', '--virttype', 'kvm'])).code === 0;
     if (this.opts.virtType === 'kvm' && !kvm) problems.push('KVM is not available on the host (set the host to qemu to emulate, much slower)');
+    const tooOld = this.opts.virtType === 'qemu' ? libvirtTooOldToEmulate(version.stdout) : undefined;
+    if (tooOld) problems.push(tooOld);
     if ((await host.run(['sh', '-c', 'command -v socat'])).code !== 0) problems.push('socat is missing on the host (the credential proxy needs it): apt-get install socat');
     // The leak check scans memory and disk on the host with perl (salted digests only, never a key).
     if ((await host.run(['perl', '-MDigest::SHA', '-e', '1'])).code !== 0) problems.push("perl with Digest::SHA is missing on the host (the leak check runs there): apt-get install perl");

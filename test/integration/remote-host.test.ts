@@ -67,6 +67,8 @@ describe('a sandbox host reached over SSH', () => {
     expect(check.freeBytes).toBeGreaterThan(1024 ** 3);
     // Whether libvirt offers KVM there comes from libvirt itself (here it may say so even though tests use TCG).
     expect(typeof check.kvm).toBe('boolean');
+    // The line the check reads the daemon's version from (too old to emulate is a problem to show).
+    expect(await onHost('virsh -q -c qemu:///system version --daemon')).toMatch(/^Running against daemon: \d+\.\d+/m);
   });
 
   it('boots the base image under libvirt, reaches the guest through the host and leaves nothing at teardown', async () => {

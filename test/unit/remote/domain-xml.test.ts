@@ -4,7 +4,7 @@
 // keys, direct kernel boot, no shared folder) and what it refuses (values
 // from settings or a task that would inject XML or QEMU options).
 import { describe, expect, it } from 'vitest';
-import { checkHostPath, domainXml, escapeXml, type DomainSpec } from '../../../main/remote/domain-xml.js';
+import { checkHostPath, domainXml, escapeXml, libvirtTooOldToEmulate, type DomainSpec } from '../../../main/remote/domain-xml.js';
 import { TCG_CACHE_MB } from '../../../main/vm/qemu-args.js';
 
 const spec = (patch: Partial<DomainSpec> = {}): DomainSpec => ({
@@ -42,6 +42,16 @@ describe('the remote sandbox domain', () => {
     expect(cpuOf('kvm')?.getAttribute('mode')).toBe('host-passthrough');
     // Not libvirt's TCG default (qemu64): no AVX2 or SSE4.2, and the Claude Code binary dies on an illegal instruction.
     expect(cpuOf('qemu')?.getAttribute('mode')).toBe('maximum');
+  });
+
+  it('names a libvirt too old to describe an emulated sandbox, from what virsh version --daemon says', () => {
+    const said = (daemon: string) => `Compiled against library: libvirt 9.0.0\nUsing library: libvirt 9.0.0\nUsing API: QEMU 9.0.0\nRunning hypervisor: QEMU 7.2.0\nRunning against daemon: ${daemon}\n`;
+    expect(libvirtTooOldToEmulate(said('7.0.0'))).toMatch(/^libvirt 7\.0 on the host .* libvirt 7\.1 or later$/);
+    expect(libvirtTooOldToEmulate(said('6.10.0'))).toMatch(/libvirt 6\.10 /);
+    expect(libvirtTooOldToEmulate(said('7.1.0'))).toBeUndefined();
+    expect(libvirtTooOldToEmulate(said('10.0.0'))).toBeUndefined();
+    // Nothing said of the daemon: nothing to judge (the check names a libvirt that does not answer elsewhere).
+    expect(libvirtTooOldToEmulate('Running hypervisor: QEMU 7.2.0\n')).toBeUndefined();
   });
 
   it('caps the translation cache under TCG as a local sandbox does, and says nothing of TCG under KVM', () => {
