@@ -6,7 +6,7 @@
 //
 // Two things make this machine look like a Debian KVM host to libvirt:
 // - /dev/kvm here opens but runs no guest. libvirtd runs in its own mount
-//   namespace where /dev/kvm is an empty file nobody may open: its QEMU user
+//   namespace where /dev/kvm is a device node nobody may open: its QEMU user
 //   finds KVM unusable and its probe finds no KVM, so the cached capabilities
 //   stay valid. Anything its QEMU user can open there (/dev/null, say) makes
 //   libvirt see KVM "usable" but probe none, and probe QEMU again on every
