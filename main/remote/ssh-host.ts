@@ -136,10 +136,14 @@ export class SshHost extends EventEmitter {
     return this.closed;
   }
 
-  /** Runs argv on the host (each word quoted), stdin optional, output capped. Throws when the connection is gone. */
+  /**
+   * Runs argv on the host (each word quoted) in the C locale, stdin optional, output capped. Throws when
+   * the connection is gone. The app reads what virsh, df and the rest say, and a host's own locale
+   * would translate it (virsh's "failed to get domain" among them).
+   */
   run(argv: string[], opts: { stdin?: string | Buffer; timeoutMs?: number } = {}): Promise<RunResult> {
     if (argv.length === 0) throw new Error('no command');
-    return this.runLine(argv.map(shellQuote).join(' '), opts);
+    return this.runLine(['env', 'LC_ALL=C', ...argv].map(shellQuote).join(' '), opts);
   }
 
   /** Like run(), but throws a FactoryError naming the command on a non-zero exit. */

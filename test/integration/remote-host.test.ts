@@ -71,6 +71,11 @@ describe('a sandbox host reached over SSH', () => {
     expect(await onHost('virsh -q -c qemu:///system version --daemon')).toMatch(/^Running against daemon: \d+\.\d+/m);
   });
 
+  it('runs commands on the host in the C locale, whatever the host’s own, since it reads what they say', async () => {
+    const host = await rig.connect();
+    expect((await host.run(['sh', '-c', 'printf "%s|%s" "$LC_ALL" "$(locale 2>/dev/null | grep ^LC_MESSAGES=)"'])).stdout).toBe('C|LC_MESSAGES="C"');
+  });
+
   it('boots the base image under libvirt, reaches the guest through the host and leaves nothing at teardown', async () => {
     const image = await testImage();
     const sandboxDir = path.join(home, 'sandboxes', 'rmtboot1');
