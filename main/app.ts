@@ -140,6 +140,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       emit,
       log: log.child('credentials'),
       qmpFor: (taskId) => live.qmpFor(taskId),
+      qemuPidFor: (taskId) => live.qemuPidFor(taskId),
       gitRouteFor: async (taskId) => {
         const task = live.task(taskId);
         // A quick sandbox without a repository has no remote (an empty path would mean the app's own folder).

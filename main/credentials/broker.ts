@@ -39,6 +39,8 @@ export interface CredentialBrokerDeps {
    * dump: a QMP socket serves one client, and the VM keeps its connection open.
    */
   qmpFor?: (taskId: string) => (() => Promise<QmpExecutor>) | undefined;
+  /** The process id of a task's QEMU on this machine, whose memory the leak check reads (with qmpFor). */
+  qemuPidFor?: (taskId: string) => number | undefined;
   /** Tests only: extra upstream trust root and the loopback allowance for local upstreams. */
   upstreamCa?: string | Buffer;
   allowAddress?: AddressAllowance;
@@ -205,12 +207,12 @@ export class CredentialBroker {
    * makes the verdict 'incomplete', a hit makes it 'leak' (announced as
    * leakcheck.finished); a check that fails as a whole is logged and gives undefined.
    */
-  async beforeDestroy(ctx: { taskId: string; sandboxDir?: string; qmp?: () => Promise<QmpExecutor> }): Promise<LeakReport | undefined> {
+  async beforeDestroy(ctx: { taskId: string; sandboxDir?: string; qmp?: () => Promise<QmpExecutor>; qemuPid?: number }): Promise<LeakReport | undefined> {
     try {
       const dir = this.usedBy.get(ctx.taskId)?.sandboxDir ?? ctx.sandboxDir;
       return await this.leakCheck(ctx.taskId, {
         ...(dir ? { overlayPath: path.join(dir, 'overlay.qcow2'), qmpSocket: path.join(dir, 'qmp.sock') } : {}),
-        ...(ctx.qmp ? { qmp: ctx.qmp } : {}),
+        ...(ctx.qmp ? { qmp: ctx.qmp, ...(ctx.qemuPid ? { qemuPid: ctx.qemuPid } : {}) } : {}),
       });
     } catch (err) {
       this.log.warn('leak check before destroy failed', { taskId: ctx.taskId, err });
@@ -294,6 +296,8 @@ export class CredentialBroker {
       overlayPath?: string;
       /** The VM's QMP client; else qmpFor(taskId); else a fresh connection to qmpSocket. */
       qmp?: () => Promise<QmpExecutor>;
+      /** With qmp: the VM's QEMU process, whose memory is read directly; else qemuPidFor(taskId). */
+      qemuPid?: number;
       qmpSocket?: string;
       dumpMemory?: (file: string) => Promise<void>;
       serialLog?: string;
@@ -310,6 +314,9 @@ export class CredentialBroker {
     const overlayPath = sources.overlayPath ?? path.join(sandboxDir, 'overlay.qcow2');
     const qmpSocket = sources.qmpSocket ?? path.join(sandboxDir, 'qmp.sock');
     const qmp = sources.qmp ?? this.deps.qmpFor?.(taskId);
+    // The process behind that QMP client: its memory is read in place, the dump only where that fails.
+    const qemuPid = sources.qmp ? sources.qemuPid : (sources.qemuPid ?? this.deps.qemuPidFor?.(taskId));
+    const liveMemory = !remote && !sources.dumpMemory && qmp && qemuPid ? { qmp, qemuPid } : undefined;
     const dumpMemory = remote
       ? undefined
       : sources.dumpMemory ??
@@ -334,6 +341,7 @@ export class CredentialBroker {
               moreDisks: sandboxDisks(sandboxFiles(sandboxDir)).filter((d) => d !== overlayPath),
               serialLog: sources.serialLog ?? path.join(sandboxDir, 'serial.log'),
             }),
+        ...(liveMemory ? { liveMemory } : {}),
         ...(dumpMemory ? { dumpMemory } : {}),
         stageLogs: stageLogs instanceof Error ? [] : stageLogs,
         returnedWork: sources.returnedWork ?? path.join(this.deps.quarantineRoot ?? path.join(this.deps.paths.data, 'quarantine'), taskId),

@@ -1,5 +1,6 @@
 // Leak check: proves that no credential a sandbox's routes used ever reached
-// the VM. Scans the disk overlay, a dump of guest memory, the serial console
+// the VM. Scans the disk overlay, guest memory (read from QEMU's process, or a
+// QMP dump where it cannot be: guest-ram), the serial console
 // log, the host's logs of the task's terminal sessions and the work it returned
 // for each value in the encodings it could plausibly take there (leak-needles),
 // escaped or compressed (leak-scan, leak-inflate). Every source is streamed in
@@ -16,17 +17,15 @@ import type { LeakHit, LeakReport } from '../../common/credentials.js';
 import type { SecretSource } from './keychain.js';
 import { needlesFor, type LeakNeedle } from './leak-needles.js';
 import { elfPageMap } from './leak-pages.js';
-import { scanFile, type ScanLimits, type SourceScan } from './leak-scan.js';
+import { openGuestRam, type QmpExecutor } from './guest-ram.js';
+import { scanFile, scanReader, type ScanLimits, type SourceScan } from './leak-scan.js';
 import { scanReturnedWork, statIfPresent, type ReturnedWorkLimits } from './leak-sources.js';
 import { QmpClient } from '../vm/qmp-client.js';
 
 export { needlesFor, type LeakNeedle } from './leak-needles.js';
 export { scanFile } from './leak-scan.js';
 
-/** Anything that runs a QMP command: the VM's own client (a QMP socket takes one client at a time). */
-export interface QmpExecutor {
-  execute(command: string, args?: Record<string, unknown>): Promise<unknown>;
-}
+export type { QmpExecutor } from './guest-ram.js';
 
 /** Dumps the guest's memory to a file through QMP (`dump-guest-memory`, paging off: raw RAM as ELF). */
 export async function dumpGuestMemoryWith(qmp: QmpExecutor, outFile: string, opts: { timeoutMs?: number } = {}): Promise<void> {
@@ -68,7 +67,9 @@ export interface LeakCheckSources {
   overlayPath?: string;
   /** Later disks of the sandbox's chain (after its disk was frozen into a layer, writes go on in these). */
   moreDisks?: string[];
-  /** Writes a guest memory dump to the given file (e.g. dumpGuestMemory with the VM's QMP socket). */
+  /** The running VM's QMP client and QEMU's process id: its memory is read from that process (Linux). */
+  liveMemory?: { qmp: () => Promise<QmpExecutor>; qemuPid: number };
+  /** Writes a guest memory dump to the given file (e.g. dumpGuestMemory with the VM's QMP socket); where liveMemory cannot be read. */
   dumpMemory?: (file: string) => Promise<void>;
   /** Folder for the temporary memory dump (the sandbox folder); deleted after the scan. */
   workDir: string;
@@ -118,7 +119,33 @@ export class LeakChecker {
     if (needles.length) {
       if (src.overlayPath) await scan('overlay', 'disk overlay', () => scanFile(src.overlayPath!, needles, limits));
       for (const disk of src.moreDisks ?? []) await scan('overlay', `disk overlay ${path.basename(disk)}`, () => scanFile(disk, needles, limits));
-      if (src.dumpMemory) {
+      let liveUnavailable: string | undefined;
+      if (src.liveMemory) {
+        const live = src.liveMemory;
+        const opened = await live
+          .qmp()
+          .then((qmp) => openGuestRam(qmp, live.qemuPid))
+          .catch((err: Error) => ({ unavailable: err.message }));
+        if ('ram' in opened) {
+          const ram = opened.ram;
+          // Pages are in ram0's order: a value split across two of them is looked for at page edges too.
+          await scan('memory', 'guest memory', async () => {
+            let result: SourceScan;
+            try {
+              result = await scanReader(ram.read, needles, limits, { pageMap: ram.pageMap });
+            } catch (err) {
+              await ram.close().catch(() => undefined);
+              throw err;
+            }
+            // The VM resumes after the read; a failed resume is this source's error.
+            return ram.close().then(
+              () => result,
+              (err: Error) => ({ ...result, error: err.message }),
+            );
+          });
+        } else liveUnavailable = opened.unavailable;
+      }
+      if (src.dumpMemory && (!src.liveMemory || liveUnavailable)) {
         const dumpFile = path.join(src.workDir, `memory-${Date.now()}.dump`);
         try {
           await src.dumpMemory(dumpFile);
@@ -126,16 +153,17 @@ export class LeakChecker {
           // Physical pages: a value split across two of them is looked for at page edges too.
           // A dump that is not ELF has no page map: the contiguous scan still runs, and the note says what was not looked for.
           const pages = await elfPageMap(dumpFile).catch(() => null);
+          const notes = [liveUnavailable && `dumped through QMP: ${liveUnavailable}`, pages ? undefined : 'not an ELF dump: values split across pages not looked for'].filter(Boolean);
           await scan('memory', 'guest memory', async () => ({
             ...(await scanFile(dumpFile, needles, limits, pages ?? undefined)),
-            ...(pages ? {} : { note: 'not an ELF dump: values split across pages not looked for' }),
+            ...(notes.length ? { note: notes.join('; ') } : {}),
           }));
         } catch (err) {
           scanned.push({ source: 'guest memory', bytes: 0, error: `memory dump failed: ${(err as Error).message}` });
         } finally {
           await rm(dumpFile, { force: true });
         }
-      }
+      } else if (liveUnavailable) scanned.push({ source: 'guest memory', bytes: 0, error: `not scanned: ${liveUnavailable}, and no dump was offered` });
       if (src.remote) {
         const remote = src.remote;
         try {
@@ -167,7 +195,7 @@ export class LeakChecker {
       if (src.returnedWork) await scan('returned-work', 'returned work', () => scanReturnedWork(src.returnedWork!, needles, limits));
       for (const f of src.files ?? []) await scan('file', path.basename(f), () => scanFile(f, needles, limits));
     }
-    const anySource = src.remote || src.overlayPath || src.dumpMemory || src.serialLog || src.stageLogs || src.returnedWork || (src.files ?? []).length;
+    const anySource = src.remote || src.overlayPath || src.liveMemory || src.dumpMemory || src.serialLog || src.stageLogs || src.returnedWork || (src.files ?? []).length;
     const incomplete = !anySource || scanned.some((s) => s.error);
     return {
       sandboxId: opts.sandboxId,

@@ -222,10 +222,18 @@ export async function scanReader(
     },
   }, opts.size !== undefined ? Math.min(lim.chunkBytes, opts.size + 1) : lim.chunkBytes);
   let pos = 0;
+  // The next chunk is read while this one is scanned (reads run off the main thread).
+  const readAhead = (at: number) => {
+    const p = read(at, lim.chunkBytes);
+    p.catch(() => undefined); // awaited below; never an unhandled rejection if a scan throws first
+    return p;
+  };
+  let next = readAhead(0);
   for (;;) {
-    const chunk = await read(pos, lim.chunkBytes);
+    const chunk = await next;
     if (!chunk.length) break;
     pos += chunk.length;
+    next = readAhead(pos);
     scanner.push(chunk);
   }
   scanner.end();

@@ -69,6 +69,12 @@ export class LiveSandboxes {
     return () => vm.qmp!();
   }
 
+  /** The process id of a task's QEMU on this machine (a VM with a QMP client), for reading its memory. */
+  qemuPidFor(taskId: string): number | undefined {
+    const vm = this.byTask.get(taskId)?.vm;
+    return vm && typeof vm.qmp === 'function' && vm.pid > 0 ? vm.pid : undefined;
+  }
+
   /** Guest memory of the sandboxes booting or running now. */
   memoryMb(): number {
     let sum = 0;

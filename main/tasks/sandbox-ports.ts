@@ -84,7 +84,7 @@ export interface SandboxExtension {
    */
   prepare(ctx: { taskId: string; sandboxDir: string; egress?: EgressRule[]; socketPath?: string }): Promise<{ guestForwards?: GuestForwardSpec[]; guestEnv?: Record<string, string> }>;
   /** Called while the VM still runs, just before it is destroyed (e.g. a leak check of disk and memory); must not throw. */
-  beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort> }): Promise<unknown>;
+  beforeDestroy?(ctx: { taskId: string; sandboxDir: string; qmp?: () => Promise<QmpPort>; qemuPid?: number }): Promise<unknown>;
   /** Called once after the VM ended (destroy, crash, app shutdown); must not throw. */
   release(ctx: { taskId: string }): Promise<void>;
 }

@@ -239,7 +239,7 @@ export class SandboxProvisioner<Image = unknown> {
       const qmp: (() => Promise<QmpPort>) | undefined = typeof vm.qmp === 'function' ? () => vm.qmp!() : undefined;
       for (const ext of sandbox.extensions) {
         // beforeDestroy must not throw (port contract); if one does, the teardown goes on and the log says so.
-        await ext.beforeDestroy?.({ taskId: sandbox.taskId, sandboxDir: vm.sandboxDir, ...(qmp ? { qmp } : {}) })
+        await ext.beforeDestroy?.({ taskId: sandbox.taskId, sandboxDir: vm.sandboxDir, ...(qmp ? { qmp, qemuPid: vm.pid } : {}) })
           .catch((err: unknown) => this.deps.log.warn('a sandbox extension failed before destroy', { taskId: sandbox.taskId, extension: ext.name, err }));
       }
     }

@@ -19,6 +19,7 @@ import { runCommand } from './process-runner.js';
 import { buildQemuArgs, type GuestForward } from './qemu-args.js';
 import { QemuVm, type FrozenDisk, type LaunchContext, type StartPhase } from './qemu-vm.js';
 import { activeDisk, identitySocketFor, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
+import type { QmpClient } from './qmp-client.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { resumeRestored, SnapshotBoot } from './snapshot-boot.js';
@@ -85,6 +86,8 @@ export interface RunningVm {
   freezeDisk(opts?: { memory?: boolean }): Promise<FrozenDisk>;
   /** New connection, host key pinned, per-sandbox client key. */
   ssh(opts?: { username?: string }): Promise<SandboxSsh>;
+  /** The VM's own QMP client (a QMP socket serves one client at a time). */
+  qmp(): Promise<QmpClient>;
   /** QMP quit, SIGKILL on timeout; resolves when the process has ended. */
   stop(): Promise<void>;
   /** stop() and delete overlay, keys, sockets; keeps the logs. */

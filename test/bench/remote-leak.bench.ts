@@ -1,7 +1,7 @@
 // Remote leak check benchmark, run with: npx tsx test/bench/remote-leak.bench.ts
 // In one run and alternating: the leak check of a 1 GiB guest (a) on this
-// machine (QMP dump-guest-memory, then the local scan of memory, overlay and
-// serial log, in Node) and (b) on the "remote" host (test/support/remote-host.ts:
+// machine (memory read from QEMU's process as the app does, overlay and serial
+// log, scanned in Node) and (b) on the "remote" host (test/support/remote-host.ts:
 // libvirt behind an OpenSSH server on 127.0.0.1; virsh dump --memory-only, then
 // the perl scanner there from salted digests). Both look for the same
 // credential. Prints each duration, the bytes scanned and the ratio.
@@ -38,8 +38,14 @@ async function main() {
         if (kind === 'local') {
           const lvm = await local.start({ sandboxDir, image, ...size });
           vm = lvm;
-          const qmp = (lvm as unknown as { qmp(): Promise<{ execute(c: string, a?: Record<string, unknown>): Promise<unknown> }> }).qmp.bind(lvm);
-          sources = { workDir: sandboxDir, overlayPath: sandboxFiles(sandboxDir).overlay, serialLog: path.join(sandboxDir, 'serial.log'), dumpMemory: async (f) => dumpGuestMemoryWith(await qmp(), f) };
+          const qmp = () => lvm.qmp();
+          sources = {
+            workDir: sandboxDir,
+            overlayPath: sandboxFiles(sandboxDir).overlay,
+            serialLog: path.join(sandboxDir, 'serial.log'),
+            liveMemory: { qmp, qemuPid: lvm.pid },
+            dumpMemory: async (f) => dumpGuestMemoryWith(await qmp(), f),
+          };
         } else {
           const rvm = await remote.start({ sandboxDir, image, ...size });
           vm = rvm;

@@ -6,7 +6,7 @@
 // push, so a new branch under factory/<id>/ goes through and main is refused),
 // the audit log of that sandbox, and the leak
 // check the app runs at teardown while the VM still runs: clean, with the
-// overlay and a dump of guest memory both scanned.
+// overlay and guest memory (read from the VM's QEMU process) both scanned.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -137,6 +137,8 @@ describe('credential broker in the app', () => {
     expect(report!.scanned.map((s) => s.source).sort()).toEqual(['disk overlay', 'guest memory', 'returned work', 'serial log', 'stage logs']);
     for (const s of report!.scanned) expect(s.error, s.source).toBeUndefined();
     for (const s of report!.scanned.filter((x) => ['disk overlay', 'guest memory'].includes(x.source))) expect(s.bytes).toBeGreaterThan(1_000_000);
+    // Read in place from the task's QEMU process: a dump would carry a note saying why.
+    expect(report!.scanned.find((s) => s.source === 'guest memory')!.note).toBeUndefined();
     // The stages' logs and the returned work (still in quarantine: the task is in review) were read too.
     expect(report!.scanned.find((s) => s.source === 'stage logs')!.bytes).toBeGreaterThan(0);
     expect(report!.scanned.find((s) => s.source === 'returned work')!.bytes).toBeGreaterThan(0);

@@ -34,6 +34,19 @@ describe('leak check', () => {
     }
   });
 
+  it('a source that fails while the previous chunk is scanned fails the scan, with its own error', async () => {
+    // The next chunk is read ahead while one is scanned: its failure must surface here, not go unhandled.
+    const data = Buffer.alloc(64 * 1024, 0x2e);
+    const reads: number[] = [];
+    const failing = async (position: number, length: number) => {
+      reads.push(position);
+      if (position > 0) throw new Error('the VM exited mid-read');
+      return data.subarray(position, position + length);
+    };
+    await expect(scanReader(failing, needlesFor('gh', SECRET), { chunkBytes: 16 * 1024 })).rejects.toThrow('the VM exited mid-read');
+    expect(reads).toEqual([0, 16 * 1024]);
+  });
+
   it('finds the encodings a credential takes: UTF-16, hex, base64 at any alignment, basic-auth header', async () => {
     const needles = needlesFor('gh', SECRET, { basicUsernames: ['x-access-token'] });
     const cases: Array<[string, Buffer]> = [
