@@ -92,7 +92,13 @@ export async function openGuestRam(qmp: QmpExecutor, pid: number): Promise<Guest
   if (others.length) return { unavailable: `the VM has guest memory besides ${GUEST_RAM_BLOCK} (${others.join(', ').slice(0, 200)})` };
   const hva = parseGpa2hva(await hmp(qmp, 'gpa2hva 0'));
   if (hva === null) return { unavailable: `QEMU did not give ${GUEST_RAM_BLOCK}'s address` };
-  const maps = await readFile(`/proc/${pid}/maps`, 'utf8').catch(() => '');
+  let maps: string;
+  try {
+    maps = await readFile(`/proc/${pid}/maps`, 'utf8');
+  } catch (err) {
+    // ENOENT: no such process; EACCES: the system lets no one but root look into it.
+    return { unavailable: `the memory map of process ${pid} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  }
   if (!mappedWhole(maps, hva, ram.usedBytes)) return { unavailable: `process ${pid} does not map ${GUEST_RAM_BLOCK} where QEMU says it is` };
 
   const { running } = (await qmp.execute('query-status')) as { running?: boolean };

@@ -119,7 +119,7 @@ describe('the leak check of a running sandbox’s memory', () => {
 
   it('without a dump to fall back on, an unreadable memory makes the check incomplete, never clean', async () => {
     const report = await check({ liveMemory: { qmp: async () => qmp, qemuPid: 999_999_999 } });
-    expect(report.scanned.find((s) => s.source === 'guest memory')!.error).toBe('not scanned: process 999999999 does not map ram0 where QEMU says it is, and no dump was offered');
+    expect(report.scanned.find((s) => s.source === 'guest memory')!.error).toBe('not scanned: the memory map of process 999999999 cannot be read: ENOENT, and no dump was offered');
     expect(report.verdict).not.toBe('clean');
   });
 });
