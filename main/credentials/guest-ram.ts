@@ -104,12 +104,15 @@ export async function openGuestRam(qmp: QmpExecutor, pid: number): Promise<Guest
   const { running } = (await qmp.execute('query-status')) as { running?: boolean };
   // Paused, the guest cannot move a value from a page not yet read to one already read.
   if (running) await qmp.execute('stop');
+  /** Resumes the VM if it was running; what went wrong, if it could not be. */
+  const resume = async (): Promise<string | undefined> =>
+    running ? qmp.execute('cont').then(() => undefined, (err: Error) => `the VM could not be resumed after the read: ${err.message}`) : undefined;
   let fh: FileHandle;
   try {
     fh = await open(`/proc/${pid}/mem`, 'r');
   } catch (err) {
-    if (running) await qmp.execute('cont');
-    return { unavailable: `QEMU's memory cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+    const notResumed = await resume();
+    return { unavailable: [`QEMU's memory cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, notResumed].filter(Boolean).join('; ') };
   }
   const bytes = ram.usedBytes;
   return {
@@ -128,13 +131,10 @@ export async function openGuestRam(qmp: QmpExecutor, pid: number): Promise<Guest
         return buf;
       },
       async close() {
+        // A read-only handle on /proc: a failed close loses nothing, and must not keep the VM paused.
         await fh.close().catch(() => undefined);
-        if (!running) return;
-        try {
-          await qmp.execute('cont');
-        } catch (err) {
-          throw new Error(`the VM could not be resumed after the read: ${(err as Error).message}`);
-        }
+        const notResumed = await resume();
+        if (notResumed) throw new Error(notResumed);
       },
     },
   };

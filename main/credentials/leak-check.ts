@@ -130,18 +130,17 @@ export class LeakChecker {
           const ram = opened.ram;
           // Pages are in ram0's order: a value split across two of them is looked for at page edges too.
           await scan('memory', 'guest memory', async () => {
-            let result: SourceScan;
-            try {
-              result = await scanReader(ram.read, needles, limits, { pageMap: ram.pageMap });
-            } catch (err) {
-              await ram.close().catch(() => undefined);
-              throw err;
-            }
-            // The VM resumes after the read; a failed resume is this source's error.
-            return ram.close().then(
-              () => result,
-              (err: Error) => ({ ...result, error: err.message }),
+            const scanned = await scanReader(ram.read, needles, limits, { pageMap: ram.pageMap }).then(
+              (result) => ({ result }),
+              (err: Error) => ({ failed: err.message }),
             );
+            // The VM resumes whatever the scan did; a failed resume is this source's error too.
+            const resumeFailed = await ram.close().then(
+              () => undefined,
+              (err: Error) => err.message,
+            );
+            if ('failed' in scanned) throw new Error(resumeFailed ? `${scanned.failed}; ${resumeFailed}` : scanned.failed);
+            return resumeFailed ? { ...scanned.result, error: resumeFailed } : scanned.result;
           });
         } else liveUnavailable = opened.unavailable;
       }

@@ -122,4 +122,21 @@ describe('the leak check of a running sandbox’s memory', () => {
     expect(report.scanned.find((s) => s.source === 'guest memory')!.error).toBe('not scanned: the memory map of process 999999999 cannot be read: ENOENT, and no dump was offered');
     expect(report.verdict).not.toBe('clean');
   });
+
+  // Last: it ends the VM.
+  it('a VM that dies while its memory is read makes the check incomplete, naming the read and the resume', async () => {
+    const dying: QmpExecutor = {
+      async execute(command, args) {
+        const r = await qmp.execute(command, args);
+        if (command === 'stop') process.kill(vm.pid, 'SIGKILL');
+        return r;
+      },
+    };
+    const report = await check({ liveMemory: { qmp: async () => dying, qemuPid: vm.pid } });
+    const memory = report.scanned.find((s) => s.source === 'guest memory')!;
+    console.log(`the VM killed mid-check: ${memory.error}`);
+    expect(memory.error).toMatch(/QEMU's memory (ended|cannot be read)/);
+    expect(memory.error).toContain('the VM could not be resumed after the read');
+    expect(report.verdict).toBe('incomplete');
+  });
 });
