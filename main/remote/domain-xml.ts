@@ -7,7 +7,7 @@
 // restrict=on or guestfwd, so that netdev is passed through as QEMU
 // arguments), no host folder shared, no display, serial console to a file.
 // Every value is validated, and escaped where it lands in XML.
-import { TCG_CACHE_MB, userNetdev, type GuestForward } from '../vm/qemu-args.js';
+import { guestKernelCmdline, TCG_CACHE_MB, userNetdev, type GuestForward } from '../vm/qemu-args.js';
 
 export interface DomainSpec {
   /** libvirt domain name, also the QEMU guest name. */
@@ -81,7 +81,7 @@ export function domainXml(spec: DomainSpec): string {
     "    <type arch='x86_64' machine='pc'>hvm</type>",
     `    <kernel>${x(spec.kernel)}</kernel>`,
     `    <initrd>${x(spec.initrd)}</initrd>`,
-    `    <cmdline>${x(spec.cmdline)}</cmdline>`,
+    `    <cmdline>${x(guestKernelCmdline(spec.cmdline, spec.virtType === 'qemu'))}</cmdline>`,
     '  </os>',
     // The guest finds fw_cfg through ACPI. Under TCG the translation cache is capped as locally (QEMU's default is 1 GiB).
     spec.virtType === 'kvm' ? '  <features><acpi/></features>' : `  <features><acpi/><tcg><tb-cache unit='MiB'>${TCG_CACHE_MB}</tb-cache></tcg></features>`,

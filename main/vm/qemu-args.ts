@@ -79,6 +79,19 @@ export function discardProblem(args: readonly string[]): string | undefined {
  */
 export const TCG_CACHE_MB = 128;
 
+/**
+ * The kernel command line a guest boots with. Under emulation (TCG) it adds
+ * `norandmaps`: QEMU 7.2 finds code it has already translated by the guest's
+ * virtual address, so with address randomisation every process start translates
+ * ld.so, libc and the program anew; at fixed addresses a second start of the
+ * same program reuses them (test/bench/process-start.bench.ts: a login shell,
+ * coreutils or git 3-4x faster). The guest is the untrusted side: randomisation
+ * there guards its own processes, nothing of the host. KVM translates nothing.
+ */
+export function guestKernelCmdline(cmdline: string, emulated: boolean): string {
+  return emulated && !/(^|\s)norandmaps(\s|$)/.test(cmdline) ? `${cmdline} norandmaps` : cmdline;
+}
+
 export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;
@@ -172,7 +185,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
     '-m', String(spec.memoryMb),
     '-kernel', spec.kernel,
     '-initrd', spec.initrd,
-    '-append', spec.cmdline,
+    '-append', guestKernelCmdline(spec.cmdline, spec.accel.accel === 'tcg'),
     '-drive', `file=${e(spec.overlay)},if=virtio,format=qcow2,discard=unmap`,
     '-netdev', netdev,
     ...MACHINE_DEVICES.flatMap((d) => ['-device', d]),

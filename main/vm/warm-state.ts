@@ -27,7 +27,8 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
         // 2: the guest RAM is the named backend ram0, and a template keeps it in a file (device-only state).
         // 3: the template's guest has perl and a login shell in its page cache.
         // 4: the template's guest waits for its identity on the identity port, its sshd for a host key.
-        v: 4,
+        // 5: a TCG guest boots with norandmaps.
+        v: 5,
         qemu: qemuVersion,
         binary: qemuBinary,
         accel: m.accel.accel,

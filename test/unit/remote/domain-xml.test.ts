@@ -44,6 +44,12 @@ describe('the remote sandbox domain', () => {
     expect(cpuOf('qemu')?.getAttribute('mode')).toBe('maximum');
   });
 
+  it('boots an emulated guest at fixed addresses, as a local one, and leaves a KVM guest’s command line alone', () => {
+    const cmdlineOf = (virtType: DomainSpec['virtType']) => new DOMParser().parseFromString(domainXml(spec({ virtType })), 'application/xml').getElementsByTagName('cmdline')[0]?.textContent;
+    expect(cmdlineOf('qemu')).toBe('root=/dev/vda rw console=ttyS0 init=/sbin/factory-init norandmaps');
+    expect(cmdlineOf('kvm')).toBe('root=/dev/vda rw console=ttyS0 init=/sbin/factory-init');
+  });
+
   it('names a libvirt too old to describe an emulated sandbox, from what virsh version --daemon says', () => {
     const said = (daemon: string) => `Compiled against library: libvirt 9.0.0\nUsing library: libvirt 9.0.0\nUsing API: QEMU 9.0.0\nRunning hypervisor: QEMU 7.2.0\nRunning against daemon: ${daemon}\n`;
     expect(libvirtTooOldToEmulate(said('7.0.0'))).toMatch(/^libvirt 7\.0 on the host .* libvirt 7\.1 or later$/);

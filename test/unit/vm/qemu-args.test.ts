@@ -47,6 +47,13 @@ describe('QEMU command line', () => {
     expect(option(kvm, '-cpu')).toEqual(['host']);
   });
 
+  it('boots a TCG guest without address randomisation (translated code is found by address), a KVM guest as the image says', () => {
+    expect(option(buildQemuArgs(base), '-append')).toEqual(['root=/dev/vda console=ttyS0 net.ifnames=0 norandmaps']);
+    expect(option(buildQemuArgs({ ...base, accel: { accel: 'kvm', cpu: 'host', reason: 'probe ran' } }), '-append')).toEqual(['root=/dev/vda console=ttyS0 net.ifnames=0']);
+    // An image that already asks for it does not get it twice.
+    expect(option(buildQemuArgs({ ...base, cmdline: 'norandmaps root=/dev/vda' }), '-append')).toEqual(['norandmaps root=/dev/vda']);
+  });
+
   it('shares no host folder and has no display or default devices', () => {
     const args = buildQemuArgs(base);
     const joined = args.join(' ');
@@ -60,7 +67,7 @@ describe('QEMU command line', () => {
     const args = buildQemuArgs(base);
     expect(option(args, '-kernel')).toEqual(['/img/vmlinuz']);
     expect(option(args, '-initrd')).toEqual(['/img/initrd.img']);
-    expect(option(args, '-append')).toEqual([base.cmdline]);
+    expect(option(args, '-append')).toEqual([`${base.cmdline} norandmaps`]);
     expect(option(args, '-chardev')).toEqual([
       'file,id=serial0,path=/sb/serial.log',
       'socket,id=qmp0,path=/sb/qmp.sock,server=on,wait=off',
