@@ -24,7 +24,9 @@ const MAX_REPLY_BYTES = 1024;
  * the port, turns the host key file into a FIFO, sends sshd SIGHUP (sshd
  * re-executes and waits in open() of the FIFO), waits until it does, then
  * forks: the parent exits 0 (the template's command ends), the child waits for
- * the identity. Paths are plain (GUEST_SSH_PATHS); no single quote anywhere.
+ * the identity, takes it, then becomes a login shell that exits at once (a
+ * warm-up: see the last line). Paths are plain (GUEST_SSH_PATHS); no single
+ * quote anywhere.
  */
 function waiterPerl(): string {
   const p = GUEST_SSH_PATHS;
@@ -63,7 +65,10 @@ function waiterPerl(): string {
     '  1;',
     '};',
     'my $why = $@ // ""; $why =~ s/[^\\x20-\\x7e]/ /g;',
-    'syswrite($port, $ok ? "ok\\n" : "error: $why\\n"); exit($ok ? 0 : 1);',
+    'syswrite($port, $ok ? "ok\\n" : "error: $why\\n"); exit(1) unless $ok;',
+    // While the host logs in, root's login shell runs once with nothing to do, so the emulator has
+    // translated it when the first real one starts (fixed addresses under TCG: guestKernelCmdline).
+    `$ENV{HOME} = "/root"; $ENV{TERM} = "xterm-256color"; exec { "/bin/bash" } "-bash", "-i", "-c", "exit"; exit(0);`,
   ].join(' ');
 }
 

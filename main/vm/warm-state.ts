@@ -28,7 +28,8 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
         // 3: the template's guest has perl and a login shell in its page cache.
         // 4: the template's guest waits for its identity on the identity port, its sshd for a host key.
         // 5: a TCG guest boots with norandmaps.
-        v: 5,
+        // 6: the identity waiter warms the login shell once the clone has its identity.
+        v: 6,
         qemu: qemuVersion,
         binary: qemuBinary,
         accel: m.accel.accel,

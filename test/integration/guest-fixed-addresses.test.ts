@@ -2,7 +2,8 @@
 // snapshot): under software emulation its processes map code at fixed
 // addresses, so the emulator reuses what it translated for one start of a
 // program in the next (test/bench/process-start.bench.ts measures what that
-// saves); under KVM the guest keeps the kernel's randomisation.
+// saves); under KVM the guest keeps the kernel's randomisation. And the login
+// shell the identity waiter runs as a warm-up is gone once the sandbox is up.
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,6 +48,26 @@ describe('a started sandbox’s processes', () => {
         expect(setting).toBe('2');
         expect(starts.size).toBeGreaterThan(1);
       }
+    } finally {
+      ssh.close();
+    }
+  });
+
+  it('hold no warm-up shell and no identity waiter once the sandbox is up', async () => {
+    const ssh = await vm!.ssh();
+    try {
+      // Each process's argv[0]; this command's own shell is "bash", a login shell "-bash".
+      const list = 'for p in /proc/[0-9]*; do [ "$p" = /proc/$$ ] || { tr "\\0" " " < $p/cmdline; echo; }; done 2>/dev/null';
+      let left: string[] = [];
+      // The warm-up may still be ending on a loaded host: it must be gone within seconds, not linger.
+      for (const until = Date.now() + 10_000; ; ) {
+        const commands = (await ssh.run(list)).stdout.split('\n').filter(Boolean);
+        expect(commands.some((c) => c.startsWith('sshd'))).toBe(true);
+        left = commands.filter((c) => c.startsWith('-bash') || c.startsWith('perl'));
+        if (!left.length || Date.now() > until) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(left).toEqual([]);
     } finally {
       ssh.close();
     }
