@@ -131,8 +131,9 @@ export async function openGuestRam(qmp: QmpExecutor, pid: number): Promise<Guest
         return buf;
       },
       async close() {
-        // A read-only handle on /proc: a failed close loses nothing, and must not keep the VM paused.
-        await fh.close().catch(() => undefined);
+        await fh.close().catch(() => {
+          // Ignored: a read-only handle on /proc, so a failed close loses nothing, and it must not keep the VM paused.
+        });
         const notResumed = await resume();
         if (notResumed) throw new Error(notResumed);
       },

@@ -222,15 +222,15 @@ export async function scanReader(
     },
   }, opts.size !== undefined ? Math.min(lim.chunkBytes, opts.size + 1) : lim.chunkBytes);
   let pos = 0;
-  // The next chunk is read while this one is scanned (reads run off the main thread).
-  const readAhead = (at: number) => {
-    const p = read(at, lim.chunkBytes);
-    p.catch(() => undefined); // awaited below; never an unhandled rejection if a scan throws first
-    return p;
-  };
+  // The next chunk is read while this one is scanned (reads run off the main thread). A failed
+  // read is kept until the loop reaches it and thrown there, so a scan that throws first leaves
+  // no unhandled rejection behind.
+  const readAhead = (at: number) => read(at, lim.chunkBytes).then((chunk) => ({ chunk }), (err: unknown) => ({ err }));
   let next = readAhead(0);
   for (;;) {
-    const chunk = await next;
+    const got = await next;
+    if ('err' in got) throw got.err;
+    const chunk = got.chunk;
     if (!chunk.length) break;
     pos += chunk.length;
     next = readAhead(pos);

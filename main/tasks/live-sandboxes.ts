@@ -64,15 +64,20 @@ export class LiveSandboxes {
 
   /** The QMP client of a task's running VM (e.g. for a leak check's memory dump), if the driver offers one. */
   qmpFor(taskId: string): (() => Promise<QmpPort>) | undefined {
-    const vm = this.byTask.get(taskId)?.vm;
-    if (!vm || typeof vm.qmp !== 'function') return undefined;
-    return () => vm.qmp!();
+    const vm = this.qemuVm(taskId);
+    return vm ? () => vm.qmp!() : undefined;
   }
 
   /** The process id of a task's QEMU on this machine (a VM with a QMP client), for reading its memory. */
   qemuPidFor(taskId: string): number | undefined {
+    const vm = this.qemuVm(taskId);
+    return vm && vm.pid > 0 ? vm.pid : undefined;
+  }
+
+  /** A task's VM if it is a QEMU this app drives over QMP (not a remote one). */
+  private qemuVm(taskId: string): LiveSandbox['vm'] | undefined {
     const vm = this.byTask.get(taskId)?.vm;
-    return vm && typeof vm.qmp === 'function' && vm.pid > 0 ? vm.pid : undefined;
+    return vm && typeof vm.qmp === 'function' ? vm : undefined;
   }
 
   /** Guest memory of the sandboxes booting or running now. */

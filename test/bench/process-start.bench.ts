@@ -52,9 +52,11 @@ async function main() {
         if (set.code !== 0) throw new Error(`could not switch randomisation ${setting}: ${set.stderr}`);
         for (const [name, script] of Object.entries(workloads)) {
           const r = await ssh.run(`bash -c 't0=$EPOCHREALTIME; ( ${script} ) || exit 1; t1=$EPOCHREALTIME; echo "ms $t0 $t1"'`, { timeoutMs: 300_000 });
-          const m = /^ms (\d+)[.,](\d+) (\d+)[.,](\d+)$/m.exec(r.stdout);
+          // EPOCHREALTIME uses the locale's decimal separator.
+          const m = /^ms (\d+[.,]\d+) (\d+[.,]\d+)$/m.exec(r.stdout);
           if (r.code !== 0 || !m) throw new Error(`${name} failed (${r.code}): ${r.stdout}${r.stderr}`);
-          const ms = (Number(m[3]) - Number(m[1])) * 1000 + (Number(`0.${m[4]}`) - Number(`0.${m[2]}`)) * 1000;
+          const seconds = (t: string) => Number(t.replace(',', '.'));
+          const ms = (seconds(m[2]!) - seconds(m[1]!)) * 1000;
           times.get(name)![setting].push(ms);
           console.log(`round ${round}: randomisation ${setting.padEnd(3)} ${name.padEnd(18)} ${ms.toFixed(0).padStart(6)} ms`);
         }
