@@ -42,10 +42,12 @@ describe('the leak check of a running sandbox’s memory', () => {
     const own = await vm.qmp();
     // The VM's own QMP client, every command it is sent noted.
     qmp = { execute: (c, a) => (commands.push(a?.['command-line'] ? `${c} ${String(a['command-line'])}` : c), own.execute(c, a)) };
-    // A process holds the key (decoded at run time, so it is on no disk); a file in shared memory holds
-    // the other value across its first page boundary, on two pages of the guest's page cache.
+    // A process holds the key (decoded at run time, so it is on no disk): bash waits for its sleep,
+    // since bash -c would exec a last command in its own place and free the memory holding the key.
+    // A file in shared memory holds the other value across its first page boundary, on two pages of
+    // the guest's page cache.
     const planted = await ssh.run(
-      `setsid bash -c 'k=$(printf %s ${Buffer.from(KEY).toString('base64')} | base64 -d); echo "$k" > /dev/null; touch /tmp/held; sleep 600' </dev/null >/dev/null 2>&1 & ` +
+      `setsid bash -c 'k=$(printf %s ${Buffer.from(KEY).toString('base64')} | base64 -d); echo "$k" > /dev/null; touch /tmp/held; sleep 600 & wait' </dev/null >/dev/null 2>&1 & ` +
         `{ head -c 4090 /dev/zero | tr '\\0' 'p'; printf %s ${Buffer.from(SPLIT).toString('base64')} | base64 -d; } > /dev/shm/straddle; ` +
         `for i in $(seq 1 100); do [ -e /tmp/held ] && break; sleep 0.1; done; echo ok`,
     );
