@@ -55,6 +55,8 @@ describe('editing a credential', () => {
       value: 'the-value-again-123',
       target: { upstream: 'https://attacker.example', header: 'x-search-key' },
     });
+    // The form closes once the save has finished (the call above is recorded before it does), and the value goes with it.
+    await waitFor(() => expect(screen.queryByTestId('credential-edit-value-custom-1')).toBeNull());
     expect(document.body.innerHTML).not.toContain('the-value-again-123');
   });
 
