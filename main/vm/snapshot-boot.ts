@@ -20,7 +20,7 @@ import { identitySocketFor, qmpSocketFor, readKeys, sandboxFiles, writeKeys, typ
 import { IdentityChannel, identityWaiterCommand } from '../guest/identity-channel.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import { shellQuote } from '../../common/shell-quote.js';
-import { machineKey } from './warm-state.js';
+import { templateKey } from './warm-state.js';
 
 /** What snapshot boot needs of the driver: starting QEMU processes. */
 export interface QemuLauncher {
@@ -65,8 +65,8 @@ export class SnapshotBoot {
   }
 
   private keyFor(ctx: LaunchContext, qemuVersion: string): string {
-    // Anything that changes the machine or the guest's memory invalidates a snapshot.
-    return machineKey(ctx, qemuVersion, this.launcher.qemuBinary);
+    // Anything that changes the machine or what the template's guest runs invalidates a snapshot.
+    return templateKey(ctx, qemuVersion, this.launcher.qemuBinary);
   }
 
   /** Boots a template VM in dir, lets it settle, and saves its memory and disk there. */

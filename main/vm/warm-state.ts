@@ -19,16 +19,20 @@ export interface MachineFields {
   cmdline: string;
 }
 
-/** Short hash of QEMU (version, binary) and the machine; the same for the image's booted snapshot and warm layers. */
+/**
+ * Short hash of QEMU (version, binary) and the machine: a memory state saved
+ * with one key loads only where the key is the same (warm layers and the
+ * image's snapshot template alike). Bump `v` only for a change of the machine
+ * its fields do not show; a change of what the template's guest runs is
+ * TEMPLATE_VERSION's, so it never sends a user's warm layers back to cold boots.
+ */
 export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: string): string {
   return createHash('sha256')
     .update(
       JSON.stringify({
         // 2: the guest RAM is the named backend ram0, and a template keeps it in a file (device-only state).
-        // 3: the template's guest has perl and a login shell in its page cache.
-        // 4: the template's guest waits for its identity on the identity port, its sshd for a host key.
         // 5: a TCG guest boots with norandmaps.
-        // 6: the identity waiter warms the login shell once the clone has its identity.
+        // (3, 4 and 6 were template changes, from before TEMPLATE_VERSION; the number stays so layers saved with 6 still load.)
         v: 6,
         qemu: qemuVersion,
         binary: qemuBinary,
@@ -45,6 +49,19 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
     )
     .digest('hex')
     .slice(0, 16);
+}
+
+/**
+ * What the image's snapshot template runs in its guest before it is saved:
+ * 1: perl and a login shell in the page cache, the identity waiter on the
+ * identity port, sshd waiting for a host key, the login shell warmed once a
+ * clone has its identity (machine key versions 3, 4 and 6 before).
+ */
+export const TEMPLATE_VERSION = 1;
+
+/** The snapshot template's folder name: its machine and what its guest was made to run. */
+export function templateKey(m: MachineFields, qemuVersion: string, qemuBinary: string, version = TEMPLATE_VERSION): string {
+  return createHash('sha256').update(JSON.stringify({ machine: machineKey(m, qemuVersion, qemuBinary), template: version })).digest('hex').slice(0, 16);
 }
 
 /** A saved memory state: its folder (layout below) and the machine it belongs to. */
