@@ -90,6 +90,8 @@ export const SandboxInfo = z.object({
   accel: z.string().optional(),
   sshPort: z.number().optional(),
   bootMs: z.number().optional(),
+  /** Why the sandbox booted cold although a saved memory was there to restore (one line, capped by the host). */
+  coldBootReason: z.string().max(1000).optional(),
   /** After Approve or Reject the sandbox is kept for inspection until this time (ISO), then destroyed. */
   keptUntil: z.string().optional(),
   /** The sandbox host it runs on (issue 14); absent for this machine. */

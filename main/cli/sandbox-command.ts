@@ -39,7 +39,10 @@ export async function cmdSandbox(client: FactoryClient, io: Io, a: { repo?: stri
     const msg = `the quick sandbox ${id} ended before its shell opened (${t.phase})${t.error ? `: ${t.error.message}` : ''}`;
     throw t.error ? FactoryError.carried(t.error.name, msg, t.error.detail) : new FactoryError('SandboxStopped', msg);
   }
-  if (!io.json) io.stderr.write(`sandbox running${t.sandbox.bootMs !== undefined ? ` (booted in ${(t.sandbox.bootMs / 1000).toFixed(1)} s)` : ''}; exit the shell to ${a.keep ? 'leave it running' : 'destroy it'}\n`);
+  if (!io.json) {
+    io.stderr.write(`sandbox running${t.sandbox.bootMs !== undefined ? ` (booted in ${(t.sandbox.bootMs / 1000).toFixed(1)} s)` : ''}; exit the shell to ${a.keep ? 'leave it running' : 'destroy it'}\n`);
+    if (t.sandbox.coldBootReason) io.stderr.write(`${t.sandbox.coldBootReason}\n`);
+  }
   const code = await cmdShell(client, { ...io, json: false }, { task: id });
   const after = await client.call('tasks.get', { taskId: id });
   if (io.json) printJson(io, { taskId: id, exitCode: code, kept: a.keep, phase: after.phase, sandbox: after.sandbox.status });

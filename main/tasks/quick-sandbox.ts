@@ -11,7 +11,7 @@ import type { TaskRecord } from '../state/state-store.js';
 import { inspectRepo } from './host-repo.js';
 import type { LiveSandbox } from './live-sandboxes.js';
 import type { QemuDriverPort } from './sandbox-ports.js';
-import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
+import { bootedSandboxInfo, checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
 import type { TaskBook } from './task-book.js';
 import type { TaskEnvironment } from './task-environment.js';
 
@@ -82,7 +82,7 @@ async function bootQuick<Image>(parts: QuickParts<Image>, record: TaskRecord, rt
   void vm.exited
     .then(() => onQuickVmExited(parts, record, rt, sandbox))
     .catch((err: Error) => parts.log.warn("recording a quick sandbox's end failed", { taskId: record.task.id, err }));
-  await book.transition(record, 'booted', { sandbox: { accel: vm.accel, sshPort: vm.sshPort, bootMs: vm.bootMs } }, { sandboxDir: vm.sandboxDir, qemuPid: vm.pid });
+  await book.transition(record, 'booted', { sandbox: bootedSandboxInfo(vm) }, { sandboxDir: vm.sandboxDir, qemuPid: vm.pid });
   checkAborted(signal);
   if (bundle) await provisioner.seed(sandbox, record.task, bundle);
   else await provisioner.connect(sandbox);

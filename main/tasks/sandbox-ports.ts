@@ -20,6 +20,8 @@ export interface RunningVmPort {
   accel: string;
   sshPort: number;
   bootMs: number;
+  /** Why it booted cold although a saved memory was there to restore. */
+  coldBootReason?: string | undefined;
   sandboxDir: string;
   /** The sandbox host it runs on (issue 14); absent for this machine. */
   host?: string;

@@ -7,7 +7,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FactoryError, type FactoryEvent } from '../../common/contract.js';
-import type { Task } from '../../common/domain.js';
+import type { SandboxInfo, Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
 import type { Logger } from '../log/logger.js';
@@ -402,6 +402,17 @@ export async function warmPooledGuest(ssh: SandboxSshPort, opts: { certificates:
 /** The same guest forwards, in the same order. */
 function sameForwards(a: GuestForwardSpec[], b: GuestForwardSpec[]): boolean {
   return a.length === b.length && a.every((f, i) => f.guestAddress === b[i]?.guestAddress && f.guestPort === b[i]?.guestPort && f.command === b[i]?.command);
+}
+
+/** What a task records about its sandbox once the VM is up. */
+export function bootedSandboxInfo(vm: RunningVmPort): Omit<SandboxInfo, 'status'> {
+  return {
+    accel: vm.accel,
+    sshPort: vm.sshPort,
+    bootMs: vm.bootMs,
+    ...(vm.coldBootReason ? { coldBootReason: vm.coldBootReason } : {}),
+    ...(vm.host ? { host: vm.host } : {}),
+  };
 }
 
 export function checkAborted(signal: AbortSignal): void {

@@ -20,7 +20,7 @@ import { inspectRepo } from './host-repo.js';
 import type { LiveSandbox } from './live-sandboxes.js';
 import { planRetry } from './retry-plan.js';
 import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
-import { checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
+import { bootedSandboxInfo, checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
 import type { SetupRunner } from './setup-step.js';
 import type { TaskEnvironment } from './task-environment.js';
 import { Slots } from './slots.js';
@@ -410,7 +410,7 @@ export class TaskService<Image = unknown> {
     await this.book.transition(
       record,
       'booted',
-      { sandbox: { accel: vm.accel, sshPort: vm.sshPort, bootMs: vm.bootMs, ...(vm.host ? { host: vm.host } : {}) } },
+      { sandbox: bootedSandboxInfo(vm) },
       // A remote sandbox has no local process to reap (pid 0).
       { sandboxDir: vm.sandboxDir, ...(vm.pid > 0 ? { qemuPid: vm.pid } : {}) },
     );

@@ -79,6 +79,8 @@ export interface RunningVm {
   bootMode: 'cold' | 'snapshot';
   /** The layer disk the sandbox's overlay was made on (start's backingDisk), when one was given. */
   backingDisk: string | undefined;
+  /** Why it booted cold although a saved memory was there to restore (coldBootNote); shown with the task. */
+  coldBootReason?: string | undefined;
   /**
    * The disk written so far becomes a read-only file; writes go on in a new overlay. Run `sync` in the
    * guest first (and drop its caches when saving memory). With memory: the guest's memory of the same instant too.
@@ -176,6 +178,8 @@ export class QemuDriver {
     const bootTimeoutMs = opts.bootTimeoutMs ?? (accel.accel === 'tcg' ? 180_000 : 60_000);
     const started = Date.now();
     this.lastWarmBootError = undefined;
+    // Why a saved memory offered for this start was not restored, if one was not.
+    let notRestored: string | undefined;
 
     if (opts.warm && backingDisk && !overlayExisted) {
       try {
@@ -185,6 +189,7 @@ export class QemuDriver {
         return vm;
       } catch (err) {
         this.lastWarmBootError = err as Error;
+        notRestored = coldBootNote('layer', err as Error);
         await rm(files.overlay, { force: true });
       }
     }
@@ -198,6 +203,7 @@ export class QemuDriver {
         return vm;
       } catch (err) {
         this.lastFastBootError = err as Error;
+        notRestored = coldBootNote('image', err as Error);
         await rm(files.overlay, { force: true });
       }
     }
@@ -207,6 +213,7 @@ export class QemuDriver {
       const vm = await this.coldBoot(ctx, keys, started + bootTimeoutMs - Date.now(), bootTimeoutMs);
       vm.bootMs = Date.now() - started;
       vm.backingDisk = backingDisk;
+      vm.coldBootReason = notRestored;
       return vm;
     } catch (err) {
       await rm(files.keysDir, { recursive: true, force: true });
@@ -225,7 +232,7 @@ export class QemuDriver {
    */
   private async restoreWarm(ctx: LaunchContext, keys: SandboxKeys, layerDisk: string, warm: WarmMemory, qemuVersion: string, timeoutMs: number): Promise<QemuVm> {
     const expected = machineKey(ctx, qemuVersion, this.qemuBinary);
-    if (warm.machineKey !== expected) throw new Error(`the layer's memory is of another machine (${warm.machineKey}, this one is ${expected})`);
+    if (warm.machineKey !== expected) throw new OtherMachineError(`the layer's memory is of another machine (${warm.machineKey}, this one is ${expected})`);
     const problem = await warmProblem(warm.dir);
     if (problem) throw new Error(problem);
     const saved = warmFiles(warm.dir);
@@ -374,4 +381,22 @@ export async function freePort(avoid: ReadonlySet<number> = new Set()): Promise<
     });
     if (!avoid.has(port) || i >= 20) return port;
   }
+}
+
+/** A saved memory state made for another machine key: expected after an update, not a fault. */
+class OtherMachineError extends Error {}
+
+/** Longest reason kept: a QEMU error quoted in it can run long. */
+const MAX_NOTE_CHARS = 400;
+
+/** What the user is told when a start that could have restored memory booted cold instead. */
+export function coldBootNote(saved: 'layer' | 'image', err: Error): string {
+  if (saved === 'layer' && err instanceof OtherMachineError) {
+    return "booted cold on the cached environment: its saved memory was made for another setup (QEMU, memory size, CPUs or this app's version); delete the environment on the Environments screen and the next task's setup saves it anew";
+  }
+  const what = saved === 'layer' ? "the cached environment's saved memory" : "the image's snapshot";
+  // QEMU's own words may be in the message: one line of printable text, capped.
+  const why = err.message.replace(/[^\x20-\x7e]+/g, ' ').trim();
+  const note = `booted cold: ${what} could not be restored (${why})`;
+  return note.length > MAX_NOTE_CHARS ? `${note.slice(0, MAX_NOTE_CHARS - 2)}…)` : note;
 }

@@ -89,6 +89,7 @@ export class QemuVm {
   bootMs = 0;
   /** Set by the driver when the overlay was made on a layer. */
   backingDisk: string | undefined = undefined;
+  coldBootReason: string | undefined = undefined;
   readonly exited: Promise<void>;
   private readonly files: SandboxFiles;
   private readonly qmpSocket: string;

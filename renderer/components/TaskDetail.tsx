@@ -124,6 +124,11 @@ function TaskView({ task }: { task: Task }) {
               {task.sandbox.accel ? ` · ${task.sandbox.accel}` : ''}
               {task.sandbox.bootMs !== undefined ? ` · booted in ${formatDuration(task.sandbox.bootMs)}` : ''}
             </p>
+            {task.sandbox.coldBootReason ? (
+              <p className="muted" data-testid="cold-boot-reason">
+                {task.sandbox.coldBootReason}
+              </p>
+            ) : null}
             <ResourceSpark taskId={task.id} running={sandboxUp} />
           </div>
           <div className="actions">

@@ -71,6 +71,7 @@ describe('warm environment layers', () => {
     timings.push(`boot to SSH on the layer, warm: ${vm.bootMs} ms (${vm.bootMode}, ${vm.accel})`);
     expect(driver.lastWarmBootError).toBeUndefined();
     expect(vm.bootMode).toBe('snapshot');
+    expect(vm.coldBootReason).toBeUndefined();
     expect(vm.backingDisk).toBe(layer.disk);
     const ssh = await vm.ssh();
     const seen = await ssh.run('cat /opt/env/marker; test -e /opt/env/after-freeze && echo LEAKED || echo absent; date +%s', { timeoutMs: 60_000 });
@@ -101,6 +102,8 @@ describe('warm environment layers', () => {
     timings.push(`boot to SSH on the layer, cold: ${vm.bootMs} ms (${vm.bootMode}, ${vm.accel})`);
     expect(vm.bootMode).toBe('cold');
     expect(driver.lastWarmBootError?.message).toMatch(/another machine/);
+    // The task says why this start was slow, and what makes the next ones fast again.
+    expect(vm.coldBootReason).toMatch(/^booted cold on the cached environment: its saved memory was made for another setup .*delete the environment/);
     const ssh = await vm.ssh();
     const seen = await ssh.run("cat /opt/env/marker; free -m | awk '/Mem:/ {print $2}'");
     const [marker, totalMb] = seen.stdout.trim().split('\n');
@@ -124,6 +127,7 @@ describe('warm environment layers', () => {
     // The reason is QEMU's own (it exits when the state cannot be loaded), not just a closed connection.
     expect(driver.lastWarmBootError?.message).toMatch(/QEMU (exited|killed)[^:]*: .*(load|migrat|incoming)/i);
     timings.push(`damaged state refused: ${driver.lastWarmBootError?.message.split('\n')[0]}`);
+    expect(vm.coldBootReason).toMatch(/^booted cold: the cached environment's saved memory could not be restored \(.*QEMU (exited|killed)/);
     const ssh = await vm.ssh();
     expect((await ssh.run('cat /opt/env/marker')).stdout).toBe('installed\n');
     ssh.close();

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../../main/vm/process-runner.js';
-import { QemuDriver } from '../../../main/vm/qemu-driver.js';
+import { coldBootNote, QemuDriver } from '../../../main/vm/qemu-driver.js';
 import { activeDisk, nextDisk, sandboxDisks, sandboxFiles } from '../../../main/vm/sandbox-files.js';
 
 const dirs: string[] = [];
@@ -141,5 +141,20 @@ describe('QemuDriver on an environment layer', () => {
     expect(sandboxDisks(files).map((f) => path.basename(f))).toEqual(['overlay.qcow2', 'overlay-2.qcow2', 'overlay-10.qcow2']);
     expect(activeDisk(files)).toBe(path.join(sandboxDir, 'overlay-10.qcow2'));
     expect(nextDisk(files)).toBe(path.join(sandboxDir, 'overlay-11.qcow2'));
+  });
+});
+
+describe('what a task is told when its saved memory was not restored', () => {
+  it('names what was not restored and QEMU’s reason, on one printable line', () => {
+    const note = coldBootNote('layer', new Error('QEMU exited with code 1: qemu-system-x86_64: load of migration failed\n\x1b[31mInvalid argument\x1b[0m'));
+    expect(note).toMatch(/^booted cold: the cached environment's saved memory could not be restored \(QEMU exited with code 1: .*load of migration failed .*Invalid argument.*\)$/);
+    expect(note).not.toMatch(/[^\x20-\x7e]/);
+    expect(coldBootNote('image', new Error('snapshot state did not load in time'))).toBe("booted cold: the image's snapshot could not be restored (snapshot state did not load in time)");
+  });
+
+  it('caps a long reason and still closes it', () => {
+    const note = coldBootNote('image', new Error(`QEMU exited: ${'x'.repeat(5000)}`));
+    expect(note.length).toBeLessThanOrEqual(400);
+    expect(note.endsWith('…)')).toBe(true);
   });
 });
