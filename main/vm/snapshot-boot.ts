@@ -20,7 +20,7 @@ import { identitySocketFor, qmpSocketFor, readKeys, sandboxFiles, writeKeys, typ
 import { IdentityChannel, identityWaiterCommand } from '../guest/identity-channel.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import { shellQuote } from '../../common/shell-quote.js';
-import { templateKey } from './warm-state.js';
+import { machineKey, TEMPLATE_VERSION, templateKey } from './warm-state.js';
 
 /** What snapshot boot needs of the driver: starting QEMU processes. */
 export interface QemuLauncher {
@@ -60,7 +60,11 @@ export class SnapshotBoot {
 
   private async template(ctx: LaunchContext, qemuVersion: string): Promise<{ key: string; dir: string }> {
     const key = this.keyFor(ctx, qemuVersion);
-    const dir = await this.store.ensure(key, (tmp) => this.bootTemplate(ctx, tmp), { baseDisk: path.resolve(ctx.image.disk) });
+    const dir = await this.store.ensure(key, (tmp) => this.bootTemplate(ctx, tmp), {
+      baseDisk: path.resolve(ctx.image.disk),
+      machine: machineKey(ctx, qemuVersion, this.launcher.qemuBinary),
+      version: TEMPLATE_VERSION,
+    });
     return { key, dir };
   }
 

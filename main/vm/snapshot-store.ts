@@ -8,6 +8,16 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import { takeLock } from './file-lock.js';
 
+/** What a template was made from, kept in its meta.json. */
+export interface TemplateMeta {
+  /** The base image disk its overlay is on. */
+  baseDisk?: string;
+  /** The machine key its memory needs (warm-state.ts machineKey). */
+  machine?: string;
+  /** What its guest was made to run (warm-state.ts TEMPLATE_VERSION). */
+  version?: number;
+}
+
 export class SnapshotStore {
   private readonly dir: string;
   private readonly pending = new Map<string, Promise<string>>();
@@ -17,7 +27,7 @@ export class SnapshotStore {
   }
 
   /** The template folder for key, made by `make(tempDir)` if missing. */
-  ensure(key: string, make: (tempDir: string) => Promise<void>, meta: { baseDisk?: string } = {}): Promise<string> {
+  ensure(key: string, make: (tempDir: string) => Promise<void>, meta: TemplateMeta = {}): Promise<string> {
     const final = path.join(this.dir, key);
     if (existsSync(path.join(final, 'ready'))) return Promise.resolve(final);
     let p = this.pending.get(key);
@@ -33,19 +43,29 @@ export class SnapshotStore {
     await rm(path.join(this.dir, key), { recursive: true, force: true });
   }
 
-  /** Removes templates whose base image is gone (e.g. replaced by a newer build). */
-  private async pruneOrphans() {
+  /**
+   * Removes templates no start can use any more, each a disk overlay and up to
+   * the guest's whole memory: those whose base image is gone (replaced by a
+   * newer build), those of this machine made to run an older (or newer)
+   * template version, and those from before templates recorded their machine.
+   * An app of another version sharing the folder would make its own again.
+   */
+  private async pruneOrphans(made: TemplateMeta) {
     for (const name of await readdir(this.dir)) {
       if (name.startsWith('.')) continue;
       const meta = await readFile(path.join(this.dir, name, 'meta.json'), 'utf8').then(
-        (t) => JSON.parse(t) as { baseDisk?: string },
+        (t) => JSON.parse(t) as TemplateMeta,
         () => undefined,
       );
-      if (meta?.baseDisk && !existsSync(meta.baseDisk)) await rm(path.join(this.dir, name), { recursive: true, force: true });
+      // No meta.json: not (yet) a template this store finished; left alone.
+      if (!meta) continue;
+      const imageGone = !!meta.baseDisk && !existsSync(meta.baseDisk);
+      const superseded = made.machine !== undefined && (meta.machine === undefined || (meta.machine === made.machine && meta.version !== made.version));
+      if (imageGone || superseded) await rm(path.join(this.dir, name), { recursive: true, force: true });
     }
   }
 
-  private async create(key: string, final: string, make: (tempDir: string) => Promise<void>, meta: { baseDisk?: string }): Promise<string> {
+  private async create(key: string, final: string, make: (tempDir: string) => Promise<void>, meta: TemplateMeta): Promise<string> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const lock = path.join(this.dir, `.${key}.lock`);
     for (;;) {
@@ -63,7 +83,7 @@ export class SnapshotStore {
         await writeFile(path.join(tmp, 'meta.json'), JSON.stringify({ created: new Date().toISOString(), ...meta }) + '\n');
         await writeFile(path.join(tmp, 'ready'), new Date().toISOString() + '\n');
         await rename(tmp, final);
-        await this.pruneOrphans();
+        await this.pruneOrphans(meta);
       } catch (err) {
         await rm(tmp, { recursive: true, force: true });
         throw err;
