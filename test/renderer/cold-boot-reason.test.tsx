@@ -3,9 +3,8 @@
 // The bridge answers in place of a host.
 import { cleanup, fireEvent, screen } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError, type FactoryBridge } from '../../common/contract.js';
 import { STAGE_NAMES, type SandboxInfo, type Task } from '../../common/domain.js';
-import { mountWith } from './support/app-harness.js';
+import { mountWith, RecordingBridge } from './support/app-harness.js';
 
 function task(id: string, sandbox: SandboxInfo): Task {
   return {
@@ -16,23 +15,15 @@ function task(id: string, sandbox: SandboxInfo): Task {
 }
 
 function mount(tasks: Task[]) {
-  const handlers: Record<string, (input: any) => unknown> = {
-    'system.status': () => ({ qemu: { ok: true }, image: { state: 'ready', version: 'v1' }, dataDir: '/data', host: 'web' }),
-    'tasks.list': () => tasks,
-    'terminal.list': () => [],
-    'audit.list': () => [],
-    'leakcheck.get': () => null,
-  };
-  const bridge: FactoryBridge = {
-    async call(method: string, input: unknown) {
-      const h = handlers[method];
-      if (!h) throw FactoryError.carried('NotImplemented', method);
-      return h(input) as never;
-    },
-    onEvent: () => () => {},
-    onTerminalData: () => () => {},
-  } as FactoryBridge;
-  mountWith(bridge);
+  mountWith(
+    new RecordingBridge({
+      'system.status': () => ({ qemu: { ok: true }, image: { state: 'ready', version: 'v1' }, dataDir: '/data', host: 'web' }),
+      'tasks.list': () => tasks,
+      'terminal.list': () => [],
+      'audit.list': () => [],
+      'leakcheck.get': () => null,
+    }),
+  );
 }
 
 afterEach(cleanup);

@@ -3,9 +3,8 @@
 // sandbox is gone. The bridge records calls in place of a host.
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError, type FactoryBridge } from '../../common/contract.js';
 import { STAGE_NAMES, type SandboxStatus, type Task, type TaskPhase } from '../../common/domain.js';
-import { mountWith } from './support/app-harness.js';
+import { mountWith, RecordingBridge } from './support/app-harness.js';
 
 function task(phase: TaskPhase, sandbox: SandboxStatus): Task {
   return {
@@ -21,27 +20,16 @@ function task(phase: TaskPhase, sandbox: SandboxStatus): Task {
 }
 
 function mount(tasks: Task[]) {
-  const calls: Array<{ method: string; input: unknown }> = [];
-  const handlers: Record<string, (input: any) => unknown> = {
+  const bridge = new RecordingBridge({
     'system.status': () => ({ qemu: { ok: true }, image: { state: 'ready', version: 'v1' }, dataDir: '/data', host: 'web' }),
     'tasks.list': () => tasks,
     'terminal.list': () => [],
     'audit.list': () => [],
     'leakcheck.get': () => null,
     'tasks.retry': () => ({ ...tasks[0]!, phase: 'creating', error: undefined }),
-  };
-  const bridge: FactoryBridge = {
-    async call(method: string, input: unknown) {
-      calls.push({ method, input });
-      const h = handlers[method];
-      if (!h) throw FactoryError.carried('NotImplemented', method);
-      return h(input) as never;
-    },
-    onEvent: () => () => {},
-    onTerminalData: () => () => {},
-  } as FactoryBridge;
+  });
   mountWith(bridge);
-  return { calls };
+  return { calls: bridge.calls };
 }
 
 afterEach(cleanup);

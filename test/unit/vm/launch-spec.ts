@@ -1,5 +1,16 @@
-// A sandbox's QEMU launch spec with made-up paths, for the command-line tests.
+// A sandbox's QEMU launch spec with made-up paths, for the command-line tests,
+// and the machine such a sandbox is, for the machine key tests.
 import type { QemuLaunchSpec } from '../../../main/vm/qemu-args.js';
+import type { MachineFields } from '../../../main/vm/warm-state.js';
+
+/** A 1 GiB, 2-CPU TCG machine on made-up image paths. */
+export const testMachine: MachineFields = {
+  accel: { accel: 'tcg', cpu: 'max' },
+  memoryMb: 1024,
+  cpus: 2,
+  image: { kernel: '/img/vmlinuz', initrd: '/img/initrd.img', disk: '/img/disk.qcow2' },
+  cmdline: 'root=/dev/vda console=ttyS0',
+};
 
 export function launchSpec(overrides: Partial<QemuLaunchSpec> = {}): QemuLaunchSpec {
   return {

@@ -1,17 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB } from '../../../main/vm/qemu-args.js';
-import { launchSpec } from './launch-spec.js';
-import { machineKey, type MachineFields } from '../../../main/vm/warm-state.js';
+import { launchSpec, testMachine } from './launch-spec.js';
+import { machineKey } from '../../../main/vm/warm-state.js';
 
 const spec = launchSpec({ memoryMb: 1024 });
 
-const machine: MachineFields = {
-  accel: { accel: 'tcg', cpu: 'max' },
-  memoryMb: 1024,
-  cpus: 2,
-  image: { kernel: '/img/vmlinuz', initrd: '/img/initrd.img', disk: '/img/disk.qcow2' },
-  cmdline: 'root=/dev/vda console=ttyS0',
-};
+const machine = testMachine;
 
 const devices = (args: string[]) => args.flatMap((a, i) => (a === '-device' ? [args[i + 1]!] : []));
 

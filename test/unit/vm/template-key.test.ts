@@ -1,13 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { machineKey, templateKey, TEMPLATE_VERSION, type MachineFields } from '../../../main/vm/warm-state.js';
+import { machineKey, templateKey, TEMPLATE_VERSION } from '../../../main/vm/warm-state.js';
+import { testMachine } from './launch-spec.js';
 
-const machine: MachineFields = {
-  accel: { accel: 'tcg', cpu: 'max' },
-  memoryMb: 1024,
-  cpus: 2,
-  image: { kernel: '/img/vmlinuz', initrd: '/img/initrd.img', disk: '/img/disk.qcow2' },
-  cmdline: 'root=/dev/vda console=ttyS0',
-};
+const machine = testMachine;
 
 describe('the keys of saved guest memory', () => {
   it('keeps the machine key a user’s warm layers were saved with', () => {
