@@ -89,6 +89,7 @@ export class QemuVm {
   bootMs = 0;
   /** Set by the driver when the overlay was made on a layer. */
   backingDisk: string | undefined = undefined;
+  /** Set by the driver: why it booted cold although saved memory was offered (coldBootNote). */
   coldBootReason: string | undefined = undefined;
   readonly exited: Promise<void>;
   private readonly files: SandboxFiles;
