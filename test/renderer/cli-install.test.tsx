@@ -1,7 +1,7 @@
 // Settings' "Command line": the user reads there the exact command that puts
 // `factory` on PATH for this install. The bridge answers with what the host's own
 // cliInstall computes for each kind of install (packaged, AppImage, a clone).
-import { cleanup, fireEvent, screen } from '@testing-library/react';
+import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FactoryError } from '../../common/contract.js';
 import { cliInstall } from '../../main/host/cli-install.js';
@@ -48,6 +48,7 @@ describe('Settings: Command line', () => {
     open(() => {
       throw FactoryError.carried('NotImplemented', 'system.cliInstall');
     });
-    expect((await screen.findByTestId('settings-cli')).textContent).toMatch(/Could not tell how to install the factory command: .*system\.cliInstall/);
+    // The section is there (saying "Loading…") before the host's answer is: wait for what replaces it.
+    await waitFor(() => expect(screen.getByTestId('settings-cli').textContent).toMatch(/Could not tell how to install the factory command: .*system\.cliInstall/));
   });
 });

@@ -58,6 +58,8 @@ describe('a Claude Code subscription token on the Credentials screen', () => {
     await screen.findByTestId('credential-row-claude-code-oauth-new');
     expect(bridge.calls.filter((c) => c.method === 'credentials.set').map((c) => c.input)).toEqual([{ kind: 'claude-code-oauth', label: 'My Max plan', value: TOKEN }]);
     expect(within(screen.getByTestId('credential-row-claude-code-oauth-new')).getByText('Claude Code subscription token')).toBeTruthy();
+    // The row can show before the save has resolved; the form empties once it has, and the token goes with it.
+    await waitFor(() => expect((screen.getByTestId('credential-value') as HTMLInputElement).value).toBe(''));
     expect(document.body.innerHTML).not.toContain(TOKEN);
   });
 
