@@ -50,6 +50,9 @@ export function droppedMarker(bytes: number): Buffer {
   return Buffer.from(`\r\n[factory: ${bytes} bytes of output are missing from this log: the disk did not keep up]\r\n`);
 }
 
+/** Room kept under the hard cap for the one marker that may still be added (at the end, or before the next chunk). */
+const MARKER_ROOM = droppedMarker(Number.MAX_SAFE_INTEGER).length;
+
 export class SessionLog {
   private queue: Buffer[] = [];
   private queued = 0;
@@ -70,8 +73,8 @@ export class SessionLog {
 
   constructor(private readonly deps: SessionLogDeps) {
     const l = deps.limits;
-    if (!(l.low >= 0 && l.high > l.low && l.hardCap >= l.high && l.maxWriteBytes > 0 && deps.maxLogBytes > 0)) {
-      throw new Error(`invalid log queue limits: need 0 <= low < high <= hardCap and positive sizes, got ${JSON.stringify(l)}`);
+    if (!(l.low >= 0 && l.high > l.low && l.hardCap >= l.high && l.hardCap > 2 * MARKER_ROOM && l.maxWriteBytes > 0 && deps.maxLogBytes > 0)) {
+      throw new Error(`invalid log queue limits: need 0 <= low < high <= hardCap, a hardCap over ${2 * MARKER_ROOM} bytes and positive sizes, got ${JSON.stringify(l)}`);
     }
   }
 
@@ -97,7 +100,10 @@ export class SessionLog {
       this.droppedTotal += chunk.length;
       return;
     }
-    if (this.queued + chunk.length > this.deps.limits.hardCap) {
+    // The chunk goes in after the marker for what was dropped before it, and one more marker must
+    // still fit after it: so the queue never holds more than hardCap, markers included.
+    const marker = this.droppedPending > 0 ? droppedMarker(this.droppedPending).length : 0;
+    if (this.queued + marker + chunk.length > this.deps.limits.hardCap - MARKER_ROOM) {
       this.droppedPending += chunk.length;
       this.droppedTotal += chunk.length;
       return;

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TerminalDataEvent } from '../../../common/contract.js';
 import { spawnHostShell } from '../../../main/terminal/host-shell.js';
-import { SessionLog } from '../../../main/terminal/session-log.js';
+import { droppedMarker, SessionLog } from '../../../main/terminal/session-log.js';
 import { TerminalService, type TerminalServiceDeps, type TerminalServiceOptions } from '../../../main/terminal/terminal-service.js';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -121,23 +121,50 @@ describe('terminal logs written off the main thread', () => {
     await waitFor(() => pressure.length === 2);
     expect(pressure).toEqual([true, false]);
     expect(errors[0]?.message).toMatch(/took no write .* for 300 ms/);
-    // Let go: output keeps coming; the queue fills to the hard cap and the rest is left out.
+    // Let go: output keeps coming; the queue fills to the hard cap, less room for the marker, and the rest is left out.
     for (let i = 4; i < 40; i++) log.append(chunk(i));
-    expect(log.queuedBytes).toBeLessThanOrEqual(limits.hardCap);
+    const keptChunks = Math.floor((limits.hardCap - droppedMarker(Number.MAX_SAFE_INTEGER).length) / (16 * 1024));
+    expect(log.queuedBytes).toBe(keptChunks * 16 * 1024);
     const dropped = log.droppedBytes;
-    expect(dropped).toBe(40 * 16 * 1024 - limits.hardCap);
+    expect(dropped).toBe((40 - keptChunks) * 16 * 1024);
     // The disk comes back (a reader opens the FIFO): everything kept arrives, then the marker, then new output.
     const reader = readAll(fifo);
     await waitFor(() => log.queuedBytes === 0);
     log.append(Buffer.from('after'));
     await log.end();
     const got = await reader;
-    const kept = Buffer.concat(Array.from({ length: 16 }, (_, i) => chunk(i)));
+    const kept = Buffer.concat(Array.from({ length: keptChunks }, (_, i) => chunk(i)));
     expect(got.subarray(0, kept.length).equals(kept)).toBe(true);
     expect(got.subarray(kept.length).toString()).toBe(
       `\r\n[factory: ${dropped} bytes of output are missing from this log: the disk did not keep up]\r\nafter`,
     );
     expect(log.queuedBytes).toBe(0);
+  });
+
+  it('holds no more than the hard cap, the markers for what was left out included', async () => {
+    const fifo = path.join(dir, 'capped.log');
+    execFileSync('mkfifo', [fifo]);
+    const limits = { high: 16 * 1024, low: 4 * 1024, hardCap: 64 * 1024, stallMs: 200, maxWriteBytes: 16 * 1024 };
+    const pressure: boolean[] = [];
+    const log = new SessionLog({ file: fifo, metaFile: path.join(dir, 'capped.json'), maxLogBytes: 1 << 30, limits, onPressure: (h) => pressure.push(h), onError: () => {} });
+    log.append(Buffer.alloc(16 * 1024, 0x61));
+    // The disk takes nothing; once it is taken as stuck, the source is let go and output is left out past the cap.
+    await waitFor(() => pressure.length === 2);
+    for (let i = 0; i < 8; i++) log.append(Buffer.alloc(16 * 1024, 0x62));
+    expect(log.droppedBytes).toBeGreaterThan(0);
+    // A chunk that would fit by itself, but not with the marker owed before it, is left out too.
+    const room = limits.hardCap - log.queuedBytes - droppedMarker(Number.MAX_SAFE_INTEGER).length;
+    expect(room).toBeGreaterThan(0);
+    const droppedBefore = log.droppedBytes;
+    log.append(Buffer.alloc(room, 0x63));
+    expect(log.droppedBytes).toBe(droppedBefore + room);
+    expect(log.queuedBytes + droppedMarker(log.droppedBytes).length).toBeLessThanOrEqual(limits.hardCap);
+    // Closing adds the marker: still within the cap.
+    const ended = log.end();
+    expect(log.queuedBytes).toBeLessThanOrEqual(limits.hardCap);
+    const got = readAll(fifo);
+    await ended;
+    expect((await got).toString()).toMatch(new RegExp(`\\[factory: ${log.droppedBytes} bytes of output are missing from this log: the disk did not keep up\\]\\r\\n$`));
   });
 
   it('a stuck log disk stalls neither the stage nor the shutdown', async () => {
