@@ -59,18 +59,11 @@ export class SnapshotBoot {
   }
 
   private async template(ctx: LaunchContext, qemuVersion: string): Promise<{ key: string; dir: string }> {
-    const key = this.keyFor(ctx, qemuVersion);
-    const dir = await this.store.ensure(key, (tmp) => this.bootTemplate(ctx, tmp), {
-      baseDisk: path.resolve(ctx.image.disk),
-      machine: machineKey(ctx, qemuVersion, this.launcher.qemuBinary),
-      version: TEMPLATE_VERSION,
-    });
-    return { key, dir };
-  }
-
-  private keyFor(ctx: LaunchContext, qemuVersion: string): string {
     // Anything that changes the machine or what the template's guest runs invalidates a snapshot.
-    return templateKey(ctx, qemuVersion, this.launcher.qemuBinary);
+    const machine = machineKey(ctx, qemuVersion, this.launcher.qemuBinary);
+    const key = templateKey(machine);
+    const dir = await this.store.ensure(key, (tmp) => this.bootTemplate(ctx, tmp), { baseDisk: path.resolve(ctx.image.disk), machine, version: TEMPLATE_VERSION });
+    return { key, dir };
   }
 
   /** Boots a template VM in dir, lets it settle, and saves its memory and disk there. */

@@ -59,9 +59,9 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
  */
 export const TEMPLATE_VERSION = 1;
 
-/** The snapshot template's folder name: its machine and what its guest was made to run. */
-export function templateKey(m: MachineFields, qemuVersion: string, qemuBinary: string, version = TEMPLATE_VERSION): string {
-  return createHash('sha256').update(JSON.stringify({ machine: machineKey(m, qemuVersion, qemuBinary), template: version })).digest('hex').slice(0, 16);
+/** The snapshot template's folder name: its machine (machineKey) and what its guest was made to run. */
+export function templateKey(machine: string, version = TEMPLATE_VERSION): string {
+  return createHash('sha256').update(JSON.stringify({ machine, template: version })).digest('hex').slice(0, 16);
 }
 
 /** A saved memory state: its folder (layout below) and the machine it belongs to. */

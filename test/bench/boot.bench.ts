@@ -32,7 +32,7 @@ import { buildQemuArgs, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
 import { QmpClient } from '../../main/vm/qmp-client.js';
 import { sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
-import { templateKey } from '../../main/vm/warm-state.js';
+import { machineKey, templateKey } from '../../main/vm/warm-state.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { testImage } from '../support/image.js';
 import { measurePoolStart, printPoolFigures } from './support/pool-start.js';
@@ -286,7 +286,7 @@ async function main() {
   const version = (await driver.checkInstalled()).version ?? '';
   console.log(`image ${image.version}, accel ${accel.accel} (${accel.reason}), ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
   await driver.prepareFastBoot(image, { memoryMb: MEMORY_MB, cpus: CPUS });
-  const key = templateKey({ accel, memoryMb: MEMORY_MB, cpus: CPUS, image, cmdline: image.manifest.kernelCmdline }, version, 'qemu-system-x86_64');
+  const key = templateKey(machineKey({ accel, memoryMb: MEMORY_MB, cpus: CPUS, image, cmdline: image.manifest.kernelCmdline }, version, 'qemu-system-x86_64'));
   const template = path.join(appPaths().snapshots, key);
   await stat(path.join(template, 'ready'));
   const env: BenchEnv = { image, accel, driver, template, root };

@@ -21,7 +21,7 @@ import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
 import { QmpClient } from '../../main/vm/qmp-client.js';
 import { readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
-import { templateKey } from '../../main/vm/warm-state.js';
+import { machineKey, templateKey } from '../../main/vm/warm-state.js';
 import { testImage } from '../support/image.js';
 import { presentedHostKey } from '../support/presented-host-key.js';
 
@@ -43,7 +43,7 @@ describe("the snapshot template's guest", () => {
     expect(await driver.prepareFastBoot(image, { memoryMb: MEMORY_MB, cpus: CPUS })).toBe(true);
     const version = (await driver.checkInstalled()).version ?? '';
     const accel = await AccelProbe.cached();
-    template = path.join(appPaths().snapshots, templateKey({ accel, memoryMb: MEMORY_MB, cpus: CPUS, image, cmdline: image.manifest.kernelCmdline }, version, 'qemu-system-x86_64'));
+    template = path.join(appPaths().snapshots, templateKey(machineKey({ accel, memoryMb: MEMORY_MB, cpus: CPUS, image, cmdline: image.manifest.kernelCmdline }, version, 'qemu-system-x86_64')));
     await stat(path.join(template, 'ready'));
   }, 600_000);
   afterAll(async () => {

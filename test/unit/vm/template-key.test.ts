@@ -12,17 +12,18 @@ describe('the keys of saved guest memory', () => {
   });
 
   it('gives the template its own key, which moves with the machine', () => {
-    const key = templateKey(machine, '7.2.22', 'qemu-system-x86_64');
+    const key = templateKey(machineKey(machine, '7.2.22', 'qemu-system-x86_64'));
     expect(key).toMatch(/^[0-9a-f]{16}$/);
     expect(key).not.toBe(machineKey(machine, '7.2.22', 'qemu-system-x86_64'));
-    expect(templateKey({ ...machine, memoryMb: 2048 }, '7.2.22', 'qemu-system-x86_64')).not.toBe(key);
-    expect(templateKey(machine, '8.0.0', 'qemu-system-x86_64')).not.toBe(key);
-    expect(templateKey(machine, '7.2.22', 'qemu-system-x86_64')).toBe(key);
+    expect(templateKey(machineKey({ ...machine, memoryMb: 2048 }, '7.2.22', 'qemu-system-x86_64'))).not.toBe(key);
+    expect(templateKey(machineKey(machine, '8.0.0', 'qemu-system-x86_64'))).not.toBe(key);
+    expect(templateKey(machineKey(machine, '7.2.22', 'qemu-system-x86_64'))).toBe(key);
   });
 
   it('moves only the template’s key when what the template’s guest runs changes', () => {
-    const key = templateKey(machine, '7.2.22', 'qemu-system-x86_64');
-    expect(templateKey(machine, '7.2.22', 'qemu-system-x86_64', TEMPLATE_VERSION + 1)).not.toBe(key);
-    expect(templateKey(machine, '7.2.22', 'qemu-system-x86_64', TEMPLATE_VERSION)).toBe(key);
+    const machineOf = machineKey(machine, '7.2.22', 'qemu-system-x86_64');
+    const key = templateKey(machineOf);
+    expect(templateKey(machineOf, TEMPLATE_VERSION + 1)).not.toBe(key);
+    expect(templateKey(machineOf, TEMPLATE_VERSION)).toBe(key);
   });
 });
