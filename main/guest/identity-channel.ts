@@ -14,19 +14,24 @@ import net from 'node:net';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import { IDENTITY_PORT_NAME } from '../vm/qemu-args.js';
 import { GUEST_SSH_PATHS, identityApplyPerl, rekeyInput } from './guest-agent.js';
+import { consolePrestartPerl, consoleRelayPerl, consoleRequestLine, consoleSubsPerl, GuestConsole } from './guest-console.js';
 
 /** The waiter's answers are short; anything longer is not a waiter speaking. */
 const MAX_REPLY_BYTES = 1024;
+/** What is kept of the first shell's output until its session takes the port (it is taken at once). */
+const MAX_EARLY_CONSOLE_BYTES = 64 * 1024;
 
 /**
  * The waiter, as one perl program (no shell, no other process: under emulation
  * each process start costs). Run as root in the template, after sync: it finds
  * the port, turns the host key file into a FIFO, sends sshd SIGHUP (sshd
  * re-executes and waits in open() of the FIFO), waits until it does, then
- * forks: the parent exits 0 (the template's command ends), the child waits for
- * the identity, takes it, then becomes a login shell that exits at once (a
- * warm-up: see the last line). Paths are plain (GUEST_SSH_PATHS); no single
- * quote anywhere.
+ * forks: the child starts the first shell (consolePrestartPerl) and tells the
+ * parent, which exits 0 (the template's command ends); the child waits for
+ * the identity, takes it, then either relays the host's first shell
+ * (guest-console.ts, when the message asked for one) or becomes a login shell
+ * that exits at once (a warm-up: see the last line). Paths are plain
+ * (GUEST_SSH_PATHS); no single quote anywhere.
  */
 function waiterPerl(): string {
   const p = GUEST_SSH_PATHS;
@@ -36,6 +41,7 @@ function waiterPerl(): string {
     `for my $f (glob("/sys/class/virtio-ports/*/name")) { open(my $h, "<", $f) or next; my $n = <$h> // ""; chomp $n; if ($n eq "${IDENTITY_PORT_NAME}") { ($dev) = $f =~ m{^/sys/class/virtio-ports/([a-z0-9]+)/name$}; last; } }`,
     `defined $dev or die "no virtio port named ${IDENTITY_PORT_NAME}\\n";`,
     'sysopen(my $port, "/dev/$dev", POSIX::O_RDWR()) or die "/dev/$dev: $!\\n";',
+    ...consoleSubsPerl(),
     `my $key = "${p.hostKey}";`,
     `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
     'defined $pid && $pid =~ /^[0-9]+$/ or die "no sshd pid\\n";',
@@ -44,13 +50,19 @@ function waiterPerl(): string {
     // Only to make sure the re-exec is paid here and not in every clone; sshd would block there anyway.
     'my $until = time() + 10;',
     'for (;;) { my $w = ""; if (open(my $h, "<", "/proc/$pid/wchan")) { $w = <$h> // ""; } last if $w eq "wait_for_partner" || time() > $until; select(undef, undef, undef, 0.01); }',
-    'my $child = fork() // die "fork: $!\\n"; exit 0 if $child;',
-    'POSIX::setsid(); open(STDIN, "<", "/dev/null"); open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");',
+    // The template's command ends once the child is ready: its first shell is at its prompt (or none could start).
+    'pipe(my $ready_r, my $ready_w) or die "pipe: $!\\n";',
+    'my $child = fork() // die "fork: $!\\n";',
+    'if ($child) { close($ready_w); my $said = <$ready_r> // ""; exit 0 if $said eq "ready\\n"; die "the identity waiter did not get ready\\n"; }',
+    'close($ready_r); POSIX::setsid(); open(STDIN, "<", "/dev/null"); open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");',
+    ...consolePrestartPerl(),
+    'syswrite($ready_w, "ready\\n"); close($ready_w);',
     // From here on this runs in each clone, right after it resumes.
-    'my $buf = "";',
+    'my $buf = ""; my ($cols, $rows);',
     'until ($buf =~ /\\n-----END OPENSSH PRIVATE KEY-----\\n/) { my $n = sysread($port, $buf, 4096, length $buf); if (!$n) { select(undef, undef, undef, 0.01); next; } if (length($buf) > 16384) { syswrite($port, "error: identity message too long\\n"); exit 1; } }',
     'my $ok = eval {',
-    '  my ($epoch, $seed, $mid, $pub, $hostkey) = $buf =~ /\\A([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(-----BEGIN OPENSSH PRIVATE KEY-----\\n.*\\n-----END OPENSSH PRIVATE KEY-----\\n)\\z/s or die "malformed identity message\\n";',
+    '  my ($cc, $cr, $epoch, $seed, $mid, $pub, $hostkey) = $buf =~ /\\A(?:console ([0-9]{1,4}) ([0-9]{1,3})\\n)?([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(-----BEGIN OPENSSH PRIVATE KEY-----\\n.*\\n-----END OPENSSH PRIVATE KEY-----\\n)\\z/s or die "malformed identity message\\n";',
+    '  ($cols, $rows) = ($cc, $cr);',
     ...identityApplyPerl().map((line) => `  ${line}`),
     '  -p $key or die "$key is no longer the FIFO sshd waits on\\n";',
     '  put("$key.new", $hostkey, 0600);',
@@ -66,6 +78,12 @@ function waiterPerl(): string {
     '};',
     'my $why = $@ // ""; $why =~ s/[^\\x20-\\x7e]/ /g;',
     'syswrite($port, $ok ? "ok\\n" : "error: $why\\n"); exit(1) unless $ok;',
+    // The host asked for its first shell here: it is root's login shell, which also warms it for SSH's.
+    'if (defined $cols) {',
+    ...consoleRelayPerl().map((line) => `  ${line}`),
+    '}',
+    // Not asked for: the template's shell goes (killed: it writes no history).
+    'if ($sh) { kill("KILL", -$sh, $sh); waitpid($sh, 0); }',
     // While the host logs in, root's login shell runs once with nothing to do, so the emulator has
     // translated it when the first real one starts (fixed addresses under TCG: guestKernelCmdline).
     `$ENV{HOME} = "/root"; $ENV{TERM} = "xterm-256color"; exec { "/bin/bash" } "-bash", "-i", "-c", "exit"; exit(0);`,
@@ -77,25 +95,37 @@ export function identityWaiterCommand(): string {
   return `modprobe virtio_console && perl -e '${waiterPerl()}'`;
 }
 
-/** The message the waiter reads: rekeyInput()'s lines (time, entropy, machine id, client key, host key). */
-export function identityMessage(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now()): string {
+/**
+ * The message the waiter reads: rekeyInput()'s lines (time, entropy, machine id, client key, host
+ * key), after a `console <cols> <rows>` line when the host wants its first shell over the port.
+ */
+export function identityMessage(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, nowMs = Date.now(), firstShell?: ShellSize): string {
   const text = rekeyInput(keys, nowMs);
   if (!text.endsWith('\n-----END OPENSSH PRIVATE KEY-----\n')) throw new Error('the host private key for the identity does not end its OpenSSH armour');
-  return text;
+  return (firstShell ? consoleRequestLine(firstShell) : '') + text;
+}
+
+export interface ShellSize {
+  cols: number;
+  rows: number;
 }
 
 /** The host's end of a VM's identity port: a connection to the QEMU socket chardev. */
 export class IdentityChannel {
-  private received = '';
+  /** Guest bytes so far: the answer, then (with a first shell asked for) its first frames, capped. */
+  private received: Buffer = Buffer.alloc(0);
   private ended: string | undefined;
   private readonly waiters = new Set<() => void>();
+  /** A first shell was asked for: the socket outlives the answer, for takeConsole(). */
+  private keepOpen = false;
+  private readonly onData = (chunk: Buffer) => {
+    if (this.received.length + chunk.length > MAX_EARLY_CONSOLE_BYTES) this.ended ??= `the identity port sent more than ${MAX_EARLY_CONSOLE_BYTES} bytes before they were read`;
+    else this.received = Buffer.concat([this.received, chunk]);
+    this.wake();
+  };
 
   private constructor(private readonly socket: net.Socket) {
-    socket.on('data', (chunk: Buffer) => {
-      // Guest bytes: only ever looked at up to the cap.
-      if (this.received.length < MAX_REPLY_BYTES) this.received += chunk.toString('latin1').slice(0, MAX_REPLY_BYTES - this.received.length);
-      this.wake();
-    });
+    socket.on('data', this.onData);
     socket.on('error', (err) => {
       this.ended ??= `the identity port's socket failed: ${err.message}`;
       this.wake();
@@ -126,23 +156,30 @@ export class IdentityChannel {
     }
   }
 
-  /** Sends the identity (the waiter reads it once the guest runs). */
-  send(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>): void {
-    this.socket.write(identityMessage(keys));
+  /** Sends the identity (the waiter reads it once the guest runs), asking for the first shell when a size is given. */
+  send(keys: Pick<SandboxKeys, 'clientPublicKey' | 'hostPrivateKey'>, firstShell?: ShellSize): void {
+    this.keepOpen = !!firstShell;
+    this.socket.write(identityMessage(keys, Date.now(), firstShell));
   }
 
   /**
    * Resolves once the waiter says "ok" (sshd listens with the new host key);
    * rejects with the waiter's own reason, a malformed answer, a closed socket
-   * or the timeout. Closes the channel either way.
+   * or the timeout. Closes the channel, unless it answered "ok" to a message
+   * that asked for a first shell: then takeConsole() has it.
    */
   async reply(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
+    let keep = false;
     try {
       for (;;) {
-        const line = /^([^\n]*)\n/.exec(this.received)?.[1];
+        // Guest bytes: only ever looked at up to the cap.
+        const line = /^([^\n]*)\n/.exec(this.received.subarray(0, MAX_REPLY_BYTES).toString('latin1'))?.[1];
         if (line !== undefined) {
-          if (line === 'ok') return;
+          if (line === 'ok') {
+            keep = this.keepOpen && !this.ended;
+            return;
+          }
           const shown = line.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);
           throw new Error(line.startsWith('error: ') ? `the guest could not take its identity: ${shown.slice(7)}` : `the identity port answered something else than ok: ${JSON.stringify(shown)}`);
         }
@@ -160,8 +197,21 @@ export class IdentityChannel {
         });
       }
     } finally {
-      this.close();
+      if (!keep) this.close();
     }
+  }
+
+  /** The port after "ok" to a message that asked for a first shell: the shell's session (GuestConsole). */
+  takeConsole(): GuestConsole {
+    if (!this.keepOpen || this.ended) throw new Error(`the identity port has no first shell to hand over${this.ended ? ` (${this.ended})` : ''}`);
+    this.keepOpen = false;
+    this.ended = 'handed to the first shell';
+    this.socket.removeAllListeners('data');
+    this.socket.removeAllListeners('error');
+    this.socket.removeAllListeners('close');
+    // What came after the answer's line is the shell's first frames.
+    const rest = this.received.subarray(this.received.indexOf(0x0a) + 1);
+    return new GuestConsole(this.socket, rest);
   }
 
   close(): void {

@@ -22,7 +22,7 @@ import { activeDisk, identitySocketFor, qemuGuestName, readKeys, sandboxDisks, q
 import type { QmpClient } from './qmp-client.js';
 import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
-import { resumeRestored, SnapshotBoot } from './snapshot-boot.js';
+import { FirstShellLostError, resumeRestored, SnapshotBoot, type FirstShell } from './snapshot-boot.js';
 import { machineKey, warmFiles, warmProblem, type WarmMemory } from './warm-state.js';
 import { SnapshotStore } from './snapshot-store.js';
 
@@ -67,6 +67,13 @@ export interface StartOptions {
    * (machineKey); any failure falls back to a cold boot on the layer.
    */
   warm?: WarmMemory;
+  /**
+   * A restore of the image's snapshot starts this shell (root's login shell) in the guest as soon
+   * as the guest has its identity and hands it to ready() before the SSH login, which under
+   * emulation costs more than the restore (guest-console.ts). Cold boots and warm layers start
+   * none. Once it is handed out, a failure rejects instead of falling back to a cold boot.
+   */
+  firstShell?: FirstShell;
 }
 
 export interface RunningVm {
@@ -180,6 +187,13 @@ export class QemuDriver {
     this.lastWarmBootError = undefined;
     // Why a saved memory offered for this start was not restored, if one was not.
     let notRestored: string | undefined;
+    const cleanFailedStart = async () => {
+      await rm(files.keysDir, { recursive: true, force: true });
+      await rm(ctx.qmpSocket, { force: true });
+      await rm(ctx.identitySocket, { force: true });
+      await rm(files.pidFile, { force: true });
+      if (!overlayExisted) await rm(files.overlay, { force: true });
+    };
 
     if (opts.warm && backingDisk && !overlayExisted) {
       try {
@@ -198,10 +212,14 @@ export class QemuDriver {
     // anything going wrong there falls back to a normal boot.
     if (this.snapshots && opts.fastBoot !== false && !overlayExisted && !backingDisk) {
       try {
-        const vm = await this.snapshots.start(ctx, keys, installed.version, Math.min(bootTimeoutMs, 60_000));
+        const vm = await this.snapshots.start(ctx, keys, installed.version, Math.min(bootTimeoutMs, 60_000), opts.firstShell);
         vm.bootMs = Date.now() - started;
         return vm;
       } catch (err) {
+        if (err instanceof FirstShellLostError) {
+          await cleanFailedStart();
+          throw err;
+        }
         this.lastFastBootError = err as Error;
         notRestored = coldBootNote('image', err as Error);
         await rm(files.overlay, { force: true });
@@ -216,11 +234,7 @@ export class QemuDriver {
       vm.coldBootReason = notRestored;
       return vm;
     } catch (err) {
-      await rm(files.keysDir, { recursive: true, force: true });
-      await rm(ctx.qmpSocket, { force: true });
-      await rm(ctx.identitySocket, { force: true });
-      await rm(files.pidFile, { force: true });
-      if (!overlayExisted) await rm(files.overlay, { force: true });
+      await cleanFailedStart();
       throw err;
     }
   }

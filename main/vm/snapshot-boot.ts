@@ -19,6 +19,7 @@ import { sleep } from './qemu-vm.js';
 import { identitySocketFor, qmpSocketFor, readKeys, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import { IdentityChannel, identityWaiterCommand } from '../guest/identity-channel.js';
 import type { SnapshotStore } from './snapshot-store.js';
+import type { TerminalSource } from '../terminal/types.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { machineKey, TEMPLATE_VERSION, templateKey } from './warm-state.js';
 
@@ -47,10 +48,10 @@ export class SnapshotBoot {
    * its own keys. Rejects, leaving no process, when anything goes wrong; a
    * template that was there but did not restore is discarded.
    */
-  async start(ctx: LaunchContext, keys: SandboxKeys, qemuVersion: string, timeoutMs: number): Promise<QemuVm> {
+  async start(ctx: LaunchContext, keys: SandboxKeys, qemuVersion: string, timeoutMs: number, firstShell?: FirstShell): Promise<QemuVm> {
     const { key, dir } = await this.template(ctx, qemuVersion);
     try {
-      return await this.restoreClone(ctx, dir, keys, timeoutMs);
+      return await this.restoreClone(ctx, dir, keys, timeoutMs, firstShell);
     } catch (err) {
       // Best effort: if it cannot be removed, the next start fails the same way and falls back again.
       await this.store.discard(key).catch(() => {});
@@ -126,7 +127,7 @@ export class SnapshotBoot {
   }
 
   /** Starts a sandbox from a template's saved state, giving it its own SSH keys, machine id, entropy and the time. */
-  private async restoreClone(ctx: LaunchContext, template: string, keys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
+  private async restoreClone(ctx: LaunchContext, template: string, keys: SandboxKeys, timeoutMs: number, firstShell?: FirstShell): Promise<QemuVm> {
     const templateFiles = sandboxFiles(template);
     const ram = templateRam(template);
     if (!existsSync(ram)) throw new Error('the snapshot template has no RAM file');
@@ -140,7 +141,7 @@ export class SnapshotBoot {
       deferIncoming: true,
       bootMode: 'snapshot',
     });
-    await resumeRestored(vm, keys, timeoutMs, { deferredState: path.join(template, 'state'), identityPort: true });
+    await resumeRestored(vm, keys, timeoutMs, { deferredState: path.join(template, 'state'), identityPort: true, ...(firstShell ? { firstShell } : {}) });
     return vm;
   }
 }
@@ -151,10 +152,19 @@ export class SnapshotBoot {
  * before the resume; waits for the guest's "ok", then for SSH with the new
  * keys. Otherwise (a warm layer's memory): waits for SSH with the keys the
  * saved guest had, then re-keys it over that connection. Any failure kills the
- * VM and rejects.
+ * VM and rejects. firstShell (with identityPort): the guest starts that shell
+ * once it has its identity, and it is handed over before the SSH login; a
+ * failure after that rejects with FirstShellLostError (no other boot may
+ * follow: the shell the caller holds was this VM's).
  */
-export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: number, opts: { deferredState?: string; identityPort?: boolean } = {}): Promise<void> {
+export async function resumeRestored(
+  vm: QemuVm,
+  keys: SandboxKeys,
+  timeoutMs: number,
+  opts: { deferredState?: string; identityPort?: boolean; firstShell?: FirstShell } = {},
+): Promise<void> {
   let port: IdentityChannel | undefined;
+  let handedOut = false;
   try {
     const deadline = Date.now() + timeoutMs;
     const qmp = await vm.qmp(deadline);
@@ -162,7 +172,7 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     if (opts.identityPort) {
       // Written now, read by the guest as soon as it runs: the re-key overlaps the state load.
       port = await IdentityChannel.connect(vm.identitySocket, deadline, () => !vm.hasExited);
-      port.send(keys);
+      port.send(keys, opts.firstShell);
     }
     if (opts.deferredState) {
       // QEMU 7.2 takes migration capabilities over QMP only, so the load waits for them (-incoming defer).
@@ -185,6 +195,15 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     if (port) {
       await Promise.race([port.reply(Math.max(1000, deadline - Date.now())), vm.exited.then(() => Promise.reject(new Error('QEMU ended before the guest took its identity')))]);
       vm.mark('identity taken');
+      if (opts.firstShell) {
+        handedOut = true;
+        const shell = port.takeConsole();
+        opts.firstShell.ready(shell);
+        // The guest's CPU goes to the user's shell first: the SSH login (sshd's code, translated for
+        // the first time) would compete with its start on the same emulated CPUs.
+        await Promise.race([shell.started, sleep(FIRST_SHELL_HEAD_START_MS), vm.exited]);
+        vm.mark('first shell started');
+      }
       vm.adoptKeys(keys);
       await vm.waitForSsh(Math.max(1000, deadline - Date.now()), timeoutMs);
       return;
@@ -198,8 +217,25 @@ export async function resumeRestored(vm: QemuVm, keys: SandboxKeys, timeoutMs: n
     await Promise.race([vm.exited, sleep(500)]);
     const ended = vm.exitSummary();
     await vm.kill();
-    throw ended ? new Error(`${(err as Error).message} (${ended})`) : err;
+    const message = ended ? `${(err as Error).message} (${ended})` : (err as Error).message;
+    if (handedOut) throw new FirstShellLostError(`the restored sandbox failed after its first shell opened: ${message}`);
+    throw ended ? new Error(message) : err;
   }
+}
+
+/** How long the SSH login waits at most for the first shell's first output. */
+const FIRST_SHELL_HEAD_START_MS = 1500;
+
+/** A first shell over the identity port (guest-console.ts): its size, and who takes it once the guest has its identity. */
+export interface FirstShell {
+  cols: number;
+  rows: number;
+  ready: (shell: TerminalSource) => void;
+}
+
+/** A restore failed after its first shell was handed out: the caller's shell is gone with it, so nothing falls back. */
+export class FirstShellLostError extends Error {
+  override name = 'FirstShellLostError';
 }
 
 /** The template's guest RAM file (see the top of this file). */

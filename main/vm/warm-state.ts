@@ -56,8 +56,10 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
  * 1: perl and a login shell in the page cache, the identity waiter on the
  * identity port, sshd waiting for a host key, the login shell warmed once a
  * clone has its identity (machine key versions 3, 4 and 6 before).
+ * 2: the waiter relays a first shell over the identity port when asked
+ * (guest-console.ts).
  */
-export const TEMPLATE_VERSION = 1;
+export const TEMPLATE_VERSION = 2;
 
 /** The snapshot template's folder name: its machine (machineKey) and what its guest was made to run. */
 export function templateKey(machine: string, version = TEMPLATE_VERSION): string {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IdentityChannel, identityMessage, identityWaiterCommand } from '../../../main/guest/identity-channel.js';
 import { GUEST_SSH_PATHS } from '../../../main/guest/guest-agent.js';
+import { CONSOLE_FRAME, encodeConsoleFrame } from '../../../main/guest/guest-console.js';
 import { generateSandboxKeys } from '../../../main/ssh/sandbox-keys.js';
 import { IDENTITY_PORT_NAME } from '../../../main/vm/qemu-args.js';
 
@@ -109,6 +110,45 @@ describe('the identity port, host side', () => {
     const started = Date.now();
     await expect(b.reply(300)).rejects.toThrow(/did not take its identity within 300 ms/);
     expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('asks for a first shell before the identity, and hands the port over after ok with what followed it', async () => {
+    // The relay's first frame can come in the same write as the answer.
+    const port = await fakePort((_t, s) => s.write(Buffer.concat([Buffer.from('ok\n'), encodeConsoleFrame(CONSOLE_FRAME.data, Buffer.from('# '))])));
+    const channel = await IdentityChannel.connect(port.socketPath, Date.now() + 5000);
+    channel.send(keys, { cols: 120, rows: 40 });
+    await channel.reply(5000);
+    expect(port.received().split('\n')[0]).toBe('console 120 40');
+    expect(port.received().split('\n')[1]).toMatch(/^[0-9]+\.[0-9]{3}$/);
+    const shell = channel.takeConsole();
+    const seen: string[] = [];
+    shell.onData((d) => seen.push(d.toString()));
+    expect(seen).toEqual(['# ']);
+    expect(() => channel.takeConsole()).toThrow(/no first shell to hand over/);
+    shell.kill();
+  });
+
+  it('has no shell to hand over when none was asked for, or after the guest flooded the port', async () => {
+    const plain = await fakePort((_t, s) => s.write('ok\n'));
+    const a = await IdentityChannel.connect(plain.socketPath, Date.now() + 5000);
+    a.send(keys);
+    await a.reply(5000);
+    expect(() => a.takeConsole()).toThrow(/no first shell to hand over/);
+    servers.pop()!.close();
+    await rm(plain.socketPath, { force: true });
+
+    const flood = await fakePort((_t, s) => s.write(Buffer.concat([Buffer.from('ok\n'), Buffer.alloc(200_000, 1)])));
+    const b = await IdentityChannel.connect(flood.socketPath, Date.now() + 5000);
+    b.send(keys, { cols: 80, rows: 24 });
+    await b.reply(5000).catch(() => {});
+    await new Promise((r) => setTimeout(r, 200));
+    expect(() => b.takeConsole()).toThrow(/more than 65536 bytes before they were read/);
+  });
+
+  it('refuses a first shell of a size no terminal has', () => {
+    expect(() => identityMessage(keys, Date.now(), { cols: 0, rows: 24 })).toThrow(/console size 0x24 is out of range/);
+    expect(() => identityMessage(keys, Date.now(), { cols: 80.5, rows: 24 })).toThrow(/out of range/);
+    expect(() => identityMessage(keys, Date.now(), { cols: 80, rows: 501 })).toThrow(/out of range/);
   });
 
   it('refuses to send keys that could break the framing of the message', () => {
