@@ -36,6 +36,7 @@ import { LiveSandboxes } from './tasks/live-sandboxes.js';
 import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
+import { FirstShells } from './tasks/first-shells.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
 import { spawnHostShell } from './terminal/host-shell.js';
 import { nextStepApi } from './git/next-step-api.js';
@@ -213,14 +214,30 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     workDir: (taskId) => provisioner.workDir(taskId),
   });
   const setup = new SetupRunner({ terminals, sourceForChannel: sshChannelSource });
-  const tasks = new TaskService({ paths, store, settings: () => settings.get(), qemu, provisioner, runner, quarantine, environment, setup, emit, log: log.child('tasks') });
+  // A quick sandbox's shell that its restore started before the SSH login: a session at once, handed to the first who asks.
+  const firstShells = new FirstShells(terminals);
+  const tasks = new TaskService({
+    paths,
+    store,
+    settings: () => settings.get(),
+    qemu,
+    provisioner,
+    runner,
+    quarantine,
+    environment,
+    setup,
+    emit,
+    log: log.child('tasks'),
+    firstShell: (taskId, shell, size) => firstShells.open(taskId, shell, size),
+  });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
   // A quick sandbox ends with its last shell (unless kept).
   const quick = new QuickSandboxWatcher({
     task: (taskId) => tasks.list().find((t) => t.id === taskId),
     destroy: (taskId) => tasks.destroy(taskId),
-    terminals: (taskId) => terminals.list(taskId),
+    // A first shell nobody took is not a shell anyone opened.
+    terminals: (taskId) => terminals.list(taskId).filter((t) => !firstShells.isWaiting(t.id)),
     closeTerminal: (sessionId) => terminals.close(sessionId),
     log: log.child('quick'),
   });
@@ -322,6 +339,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       await tasks.remove(taskId);
       // The task's terminal logs and its leak check records go with it.
       await terminals.removeTaskSessions(taskId);
+      firstShells.forget(taskId);
       await broker.forgetTask(taskId);
     },
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
@@ -353,6 +371,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
     'terminal.openShell': async ({ taskId, cols, rows }) => {
+      const first = firstShells.take(taskId, { cols, rows });
+      if (first) return first;
       const ssh = tasks.sandboxSsh(taskId);
       // A login shell (root, for inspection) that starts in the task's repository.
       const channel = await ssh.exec(`cd ${GUEST_REPO_DIR} 2>/dev/null; exec bash -l`, { pty: { cols, rows } });
@@ -366,7 +386,11 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       const { source } = spawnHostShell({ cwd: repoPath, cols, rows });
       return terminals.register({ taskId, kind: 'host', title: `host: ${path.basename(repoPath)}`, cols, rows, source });
     },
-    'terminal.attach': async ({ sessionId }) => terminals.attach(sessionId),
+    'terminal.attach': async ({ sessionId }) => {
+      const attached = terminals.attach(sessionId);
+      firstShells.attached(sessionId);
+      return attached;
+    },
     'terminal.write': async ({ sessionId, data }) => terminals.write(sessionId, data),
     'terminal.resize': async ({ sessionId, cols, rows }) => terminals.resize(sessionId, cols, rows),
     'terminal.ack': async ({ sessionId, bytes }) => terminals.ack(sessionId, bytes),

@@ -8,6 +8,7 @@ import { FactoryError, type FactoryEvent } from '../../common/contract.js';
 import { isQuickSandbox, type Task, type TerminalInfo } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { TaskRecord } from '../state/state-store.js';
+import type { TerminalSource } from '../terminal/types.js';
 import { inspectRepo } from './host-repo.js';
 import type { LiveSandbox } from './live-sandboxes.js';
 import type { QemuDriverPort } from './sandbox-ports.js';
@@ -25,7 +26,14 @@ export interface QuickParts<Image> {
   teardown: (record: TaskRecord, rt: QuickRuntime) => Promise<void>;
   disposed: () => boolean;
   log: Logger;
+  /** Makes a terminal session of a first shell the guest started as it restored (first-shells.ts). */
+  firstShell?: FirstShellSink;
 }
+
+export type FirstShellSink = (taskId: string, shell: TerminalSource, size: { cols: number; rows: number }) => void;
+
+/** The size a first shell starts at, the UI's default; whoever takes it resizes it to theirs. */
+const FIRST_SHELL_SIZE = { cols: 100, rows: 30 };
 
 /** The task service's Runtime, as far as a quick sandbox uses it. */
 export interface QuickRuntime {
@@ -78,7 +86,10 @@ async function bootQuick<Image>(parts: QuickParts<Image>, record: TaskRecord, rt
   checkAborted(signal);
   const sandbox = (rt.sandbox = provisioner.open(record.task));
   await book.transition(record, 'provision', { sandbox: {} });
-  const vm = await provisioner.boot(sandbox, signal, { egress: parts.environment.rulesFor(record.task) });
+  // Without a repository to seed, the shell is all a quick sandbox is for: a restore starts it before its SSH login.
+  const sink = seeded ? undefined : parts.firstShell;
+  const firstShell = sink && { ...FIRST_SHELL_SIZE, ready: (shell: TerminalSource) => sink(record.task.id, shell, FIRST_SHELL_SIZE) };
+  const vm = await provisioner.boot(sandbox, signal, { egress: parts.environment.rulesFor(record.task), ...(firstShell ? { firstShell } : {}) });
   void vm.exited
     .then(() => onQuickVmExited(parts, record, rt, sandbox))
     .catch((err: Error) => parts.log.warn("recording a quick sandbox's end failed", { taskId: record.task.id, err }));
@@ -151,7 +162,12 @@ export class QuickSandboxWatcher {
       this.end(taskId, 'its last shell closed');
     } else if (e.type === 'task.updated' && isQuickSandbox(e.task) && !e.task.keep) {
       const id = e.task.id;
-      if (e.task.phase === 'running' && e.task.sandbox.status === 'running' && !this.timers.has(id)) {
+      const running = e.task.phase === 'running' && e.task.sandbox.status === 'running';
+      const shells = running ? this.deps.terminals(id).filter((t) => t.kind === 'shell') : [];
+      if (shells.length && !shells.some((t) => t.status === 'live')) {
+        // Its first shell opened while it started and ended before it ran (exited, or its CLI went).
+        this.end(id, 'its last shell closed');
+      } else if (running && !this.timers.has(id)) {
         const timer = setTimeout(() => {
           this.timers.delete(id);
           if (!this.deps.terminals(id).some((t) => t.kind === 'shell')) this.end(id, 'no shell was opened in it');

@@ -4,6 +4,7 @@ import type { ClientChannel } from 'ssh2';
 import type { ImageStatus } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
+import type { TerminalSource } from '../terminal/types.js';
 
 export interface SandboxSshPort extends GuestSsh {
   shell(opts: { cols: number; rows: number }): Promise<ClientChannel>;
@@ -70,7 +71,15 @@ export interface QemuDriverPort<Image> {
     backingDisk?: string;
     /** The layer's memory state: restored when it fits this machine, else the boot on the layer is cold. */
     warm?: WarmMemoryPort;
+    /** A restore of the image's snapshot hands this root login shell to ready() before its SSH login (qemu-driver.ts). */
+    firstShell?: FirstShellRequest;
   }): Promise<RunningVmPort>;
+}
+
+export interface FirstShellRequest {
+  cols: number;
+  rows: number;
+  ready: (shell: TerminalSource) => void;
 }
 
 /**

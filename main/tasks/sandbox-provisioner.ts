@@ -19,7 +19,7 @@ import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle }
 import { writeGuestFile } from '../pipeline/stage-runner.js';
 import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
 import type { PooledSandbox } from '../pool/warm-pool.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from './sandbox-ports.js';
+import type { FirstShellRequest, GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from './sandbox-ports.js';
 
 export interface SandboxProvisionerDeps<Image> {
   paths: AppPaths;
@@ -132,7 +132,11 @@ export class SandboxProvisioner<Image = unknown> {
   }
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
-  async boot(sandbox: LiveSandbox, signal: AbortSignal, opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number } = {}): Promise<RunningVmPort> {
+  async boot(
+    sandbox: LiveSandbox,
+    signal: AbortSignal,
+    opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number; firstShell?: FirstShellRequest } = {},
+  ): Promise<RunningVmPort> {
     const started = Date.now();
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
     checkAborted(signal);
@@ -195,6 +199,8 @@ export class SandboxProvisioner<Image = unknown> {
       ...(guestForwards.length ? { guestForwards } : {}),
       ...(opts.backingDisk ? { backingDisk: opts.backingDisk } : {}),
       ...(opts.backingDisk && opts.warm ? { warm: opts.warm } : {}),
+      // Only a restore starts it; a pooled sandbox's SSH is warm already, so its shell comes over SSH.
+      ...(opts.firstShell ? { firstShell: opts.firstShell } : {}),
       ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
     });
     // The image may have just been built: the pool can fill now.

@@ -26,7 +26,7 @@ import type { TaskEnvironment } from './task-environment.js';
 import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
-import { startQuickSandbox, type QuickInput } from './quick-sandbox.js';
+import { startQuickSandbox, type FirstShellSink, type QuickInput } from './quick-sandbox.js';
 import { SandboxLifetime } from './sandbox-lifetime.js';
 import { setArchived } from './task-archive.js';
 import { TaskReviews } from './task-review.js';
@@ -46,6 +46,8 @@ export interface TaskServiceDeps<Image> {
   setup: SetupRunner;
   emit: (e: FactoryEvent) => void;
   log: Logger;
+  /** Where a quick sandbox's first shell goes when its restore starts one (first-shells.ts). */
+  firstShell?: FirstShellSink;
 }
 
 export interface CreateTaskInput {
@@ -151,7 +153,17 @@ export class TaskService<Image = unknown> {
   async quick(input: QuickInput): Promise<Task> {
     const d = this.deps;
     return startQuickSandbox(
-      { book: this.book, runtimes: this.runtimes, provisioner: d.provisioner, environment: d.environment, qemu: d.qemu, log: d.log, disposed: () => this.disposed, teardown: (r, rt) => this.teardown(r, rt) },
+      {
+        book: this.book,
+        runtimes: this.runtimes,
+        provisioner: d.provisioner,
+        environment: d.environment,
+        qemu: d.qemu,
+        log: d.log,
+        disposed: () => this.disposed,
+        teardown: (r, rt) => this.teardown(r, rt),
+        ...(d.firstShell ? { firstShell: d.firstShell } : {}),
+      },
       input,
     );
   }

@@ -160,6 +160,26 @@ describe('QuickSandboxWatcher', () => {
     expect(opened.destroyed).toEqual([]);
   });
 
+  it('destroys a quick sandbox whose first shell ended while it still started, once it runs', async () => {
+    // The restore's first shell opens before the sandbox runs; its user exited (or its CLI went) before that.
+    const booting = quick({ phase: 'provisioning', sandbox: { status: 'booting' } });
+    const { w, destroyed } = watcher(booting, [shell('s1', 'exited')]);
+    w.onEvent(statusOf(shell('s1', 'exited')));
+    await Promise.resolve();
+    expect(destroyed).toEqual([]);
+    const { w: later, destroyed: laterDestroyed } = watcher(quick(), [shell('s1', 'exited')]);
+    later.onEvent({ type: 'task.updated', task: quick() });
+    await Promise.resolve();
+    expect(laterDestroyed).toEqual(['q1']);
+    const { w: kept, destroyed: keptDestroyed } = watcher(quick({ keep: true }), [shell('s1', 'exited')]);
+    kept.onEvent({ type: 'task.updated', task: quick({ keep: true }) });
+    const { w: open, destroyed: openDestroyed } = watcher(quick(), [shell('s1', 'exited'), shell('s2', 'live')]);
+    open.onEvent({ type: 'task.updated', task: quick() });
+    await Promise.resolve();
+    expect(keptDestroyed).toEqual([]);
+    expect(openDestroyed).toEqual([]);
+  });
+
   it('ends the shell of a quick sandbox whose CLI left, but not of a kept one or a task', () => {
     const live = shell('s1', 'live');
     const q = watcher(quick(), [live]);
