@@ -1,6 +1,7 @@
 // `factory sandbox [repo] [--keep]`: a quick sandbox (the same API method as the
-// tray and the UI's button), its shell in this terminal once it runs; when the
-// shell ends the app destroys the sandbox, unless --keep.
+// tray and the UI's button), its shell in this terminal once it runs (or sooner:
+// a sandbox restored from a snapshot may open its shell while it still boots);
+// when the shell ends the app destroys the sandbox, unless --keep.
 import path from 'node:path';
 import type { Task } from '../../common/domain.js';
 import { FactoryError } from '../../common/contract.js';
@@ -14,8 +15,14 @@ export async function cmdSandbox(client: FactoryClient, io: Io, a: { repo?: stri
   await client.watch();
   let id: string | undefined;
   const latest = new Map<string, Task>();
+  // Tasks a shell opened for: a restored sandbox's opens while it boots, and terminal.openShell then hands that one out.
+  const shells = new Set<string>();
   let wake: () => void = () => {};
   client.events.add((e) => {
+    if (e.type === 'terminal.opened' && e.info.kind === 'shell' && e.info.taskId) {
+      shells.add(e.info.taskId);
+      if (e.info.taskId === id) wake();
+    }
     if (e.type !== 'task.updated') return;
     latest.set(e.task.id, e.task);
     if (e.task.id === id) wake();
@@ -25,7 +32,7 @@ export async function cmdSandbox(client: FactoryClient, io: Io, a: { repo?: stri
   id = created.id;
   io.stderr.write(`quick sandbox ${created.id}: booting${created.repoPath ? ` with ${plain(created.repoPath)}` : ''}…\n`);
   let t: Task = latest.get(id) ?? created;
-  while (BOOTING.has(t.phase) || (t.phase === 'running' && t.sandbox.status !== 'running')) {
+  while (!shells.has(id) && (BOOTING.has(t.phase) || (t.phase === 'running' && t.sandbox.status !== 'running'))) {
     await new Promise<void>((r) => {
       const timer = setTimeout(r, 5000);
       wake = () => {
@@ -35,12 +42,15 @@ export async function cmdSandbox(client: FactoryClient, io: Io, a: { repo?: stri
     });
     t = latest.get(id) ?? (await client.call('tasks.get', { taskId: id }));
   }
-  if (t.phase !== 'running') {
+  if (t.phase !== 'running' && !BOOTING.has(t.phase)) {
     const msg = `the quick sandbox ${id} ended before its shell opened (${t.phase})${t.error ? `: ${t.error.message}` : ''}`;
     throw t.error ? FactoryError.carried(t.error.name, msg, t.error.detail) : new FactoryError('SandboxStopped', msg);
   }
   if (!io.json) {
-    io.stderr.write(`sandbox running${t.sandbox.bootMs !== undefined ? ` (booted in ${(t.sandbox.bootMs / 1000).toFixed(1)} s)` : ''}; exit the shell to ${a.keep ? 'leave it running' : 'destroy it'}\n`);
+    const then = `exit the shell to ${a.keep ? 'leave it running' : 'destroy it'}`;
+    if (t.phase === 'running' && t.sandbox.status === 'running') {
+      io.stderr.write(`sandbox running${t.sandbox.bootMs !== undefined ? ` (booted in ${(t.sandbox.bootMs / 1000).toFixed(1)} s)` : ''}; ${then}\n`);
+    } else io.stderr.write(`shell ready; the sandbox is still starting; ${then}\n`);
     if (t.sandbox.coldBootReason) io.stderr.write(`${t.sandbox.coldBootReason}\n`);
   }
   const code = await cmdShell(client, { ...io, json: false }, { task: id });

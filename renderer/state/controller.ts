@@ -61,6 +61,8 @@ export class FactoryController {
         this.quickShellPending.delete(t.id);
       }
     } else if (e.type === 'terminal.opened' && e.info.kind === 'shell' && e.info.taskId) {
+      // A shell that opened while the sandbox boots (restored from a snapshot) is its shell: none opens at running.
+      this.quickShellPending.delete(e.info.taskId);
       // A quick sandbox's shell opened elsewhere (the tray, the CLI) is shown, so the user sees where it went.
       const task = this.store.getState().tasks[e.info.taskId];
       if (task?.kind === 'quick') {
@@ -81,6 +83,12 @@ export class FactoryController {
     const s = this.store.getState();
     // Its updates may have come before the answer: the newest known wins.
     this.store.setState({ tasks: { ...s.tasks, [task.id]: s.tasks[task.id] ?? task }, selectedTaskId: task.id });
+    // Its shell may have opened before the answer (the event's reducer stored it): show that one.
+    const early = Object.values(this.store.getState().terminals).find((t) => t.taskId === task.id && t.kind === 'shell');
+    if (early) {
+      this.selectTab(task.id, early.id);
+      return task;
+    }
     this.quickShellPending.add(task.id);
     const now = this.store.getState().tasks[task.id]!;
     if (now.phase === 'running' && now.sandbox.status === 'running') {

@@ -1,7 +1,9 @@
 // A quick sandbox and a notification, as a user meets them in Chromium.
-// 1. Against the web host serving the real app (real QEMU): the user clicks
-//    Quick sandbox, its shell opens in the window, `uname -a` prints the guest's
-//    kernel, and typing `exit` destroys the sandbox: no QEMU process is left.
+// 1. Against the web host serving the real app (real QEMU, no warm pool, so the
+//    sandbox is restored from the image's snapshot): the user clicks Quick
+//    sandbox, its shell opens in the window (the shell the restore started,
+//    the only one), `uname -a` prints the guest's kernel, and typing `exit`
+//    destroys the sandbox: no QEMU process is left.
 // 2. Against the scripted app: with the notification permission granted through
 //    the browser context, a task that reaches review raises Chromium's own
 //    Notification (recorded on its way through, then handed to the real API).
@@ -36,7 +38,7 @@ describe.skipIf(!!skipReal)('a quick sandbox from the web UI (real sandbox)', ()
   beforeAll(async () => {
     const staticDir = ensureE2eRendererBuilt(root);
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'factory-e2e-quick-'));
-    app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }) });
+    app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), warmPool: false });
     host = await startWebHost(app, { staticDir });
     browser = await openBrowser();
   });
@@ -55,11 +57,26 @@ describe.skipIf(!!skipReal)('a quick sandbox from the web UI (real sandbox)', ()
     const { page, problems } = browser;
     await page.goto(host.url);
     await page.getByTestId('qemu-status').waitFor();
+    // What the app did, in order: the shell's session opens before the sandbox runs.
+    const order: string[] = [];
+    const stop = app.onEvent((e) => {
+      if (e.type === 'terminal.opened' && e.info.kind === 'shell') order.push('shell opened');
+      if (e.type === 'task.updated' && e.task.kind === 'quick' && e.task.phase === 'running' && !order.includes('running')) order.push('running');
+    });
+    const clicked = Date.now();
     await page.getByTestId('quick-sandbox-button').click();
-    // The shell's tab opens by itself once the sandbox runs.
-    await expect.poll(() => page.getByTestId('terminal-pane').getAttribute('data-session-id').catch(() => null), { timeout: 8 * 60_000, interval: 500 }).toBeTruthy();
-    const [quick] = (await app.api['tasks.list']({})).filter((t: Task) => t.kind === 'quick');
+    // The shell's tab opens by itself: the shell the restore started, maybe before the sandbox runs.
+    await expect.poll(() => page.getByTestId('terminal-pane').getAttribute('data-session-id').catch(() => null), { timeout: 8 * 60_000, interval: 100 }).toBeTruthy();
+    await expect.poll(() => terminalText(page), { timeout: 60_000, interval: 50 }).toMatch(/# $/m);
+    console.log(`quick sandbox: click to the shell's prompt in the page ${((Date.now() - clicked) / 1000).toFixed(2)} s`);
+    const [booted] = (await app.api['tasks.list']({})).filter((t: Task) => t.kind === 'quick');
+    await expect.poll(async () => (await app.api['tasks.get']({ taskId: booted!.id })).phase, { timeout: 60_000, interval: 250 }).toBe('running');
+    const quick = await app.api['tasks.get']({ taskId: booted!.id });
     expect(quick).toMatchObject({ phase: 'running', sandbox: { status: 'running' }, repoPath: '' });
+    // One shell: the page showed the restore's first shell and opened no second one.
+    expect((await app.api['terminal.list']({ taskId: quick.id })).filter((t) => t.kind === 'shell')).toHaveLength(1);
+    stop();
+    expect(order).toEqual(['shell opened', 'running']);
     expect(qemuProcessesUnder(dataDir)).toHaveLength(1);
     expect(await page.getByTestId(`quick-cell-${quick!.id}`).textContent()).toContain('shell open until you exit it');
 

@@ -87,7 +87,8 @@ describe('factory sandbox on a real VM', () => {
   it('with --keep and no repository the sandbox outlives its shell until factory destroy', async () => {
     const s = sandboxInPty(['--keep']);
     try {
-      await s.waitFor(/sandbox running/, 8 * 60_000);
+      // Without a repository the shell may be the one the restore started, ready before the sandbox runs.
+      await s.waitFor(/sandbox running|shell ready; the sandbox is still starting/, 8 * 60_000);
       s.term.write('uname -a; ls /work/repo || echo NO-REPO\r');
       await s.waitFor(/GNU\/Linux[\s\S]*NO-REPO/);
       s.term.write('exit\r');
@@ -96,6 +97,8 @@ describe('factory sandbox on a real VM', () => {
     } finally {
       s.term.kill();
     }
+    // Its shell may have ended before it finished starting: it runs all the same.
+    await expect.poll(async () => (await tasks()).find((t) => t.kind === 'quick' && t.keep)?.phase, { timeout: 60_000, interval: 250 }).toBe('running');
     const kept = (await tasks()).find((t) => t.kind === 'quick' && t.keep);
     expect(kept).toMatchObject({ phase: 'running', sandbox: { status: 'running' }, repoPath: '' });
     // Still running a few seconds later: nothing destroyed it behind the user's back.
@@ -111,10 +114,11 @@ describe('factory sandbox on a real VM', () => {
     const s = sandboxInPty([]);
     let id: string | undefined;
     try {
-      await s.waitFor(/sandbox running/, 8 * 60_000);
+      await s.waitFor(/sandbox running|shell ready; the sandbox is still starting/, 8 * 60_000);
       s.term.write('echo UP-$((6*7))\r');
       await s.waitFor(/UP-42/);
-      id = (await tasks()).find((t) => t.kind === 'quick' && t.phase === 'running')?.id;
+      // It may still be starting: its shell can come before it runs.
+      id = (await tasks()).find((t) => t.kind === 'quick' && t.phase !== 'closed')?.id;
       expect(id).toBeDefined();
       expect(qemuProcessesUnder(dataDir)).toHaveLength(1);
       // The terminal is closed under it: the CLI gets no chance to exit the shell.

@@ -5,9 +5,9 @@
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { act } from 'react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FactoryError, type FactoryBridge, type FactoryEvent } from '../../common/contract.js';
+import type { FactoryEvent } from '../../common/contract.js';
 import type { Task, TerminalInfo } from '../../common/domain.js';
-import { mountWith } from './support/app-harness.js';
+import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';
 
 function quick(over: Partial<Task> = {}): Task {
   return {
@@ -45,11 +45,10 @@ afterEach(() => {
   localStorage.clear();
 });
 
-function mount(tasks: Task[], host: 'web' | 'electron' = 'web') {
-  const calls: Array<{ method: string; input: any }> = [];
-  let push: (e: FactoryEvent) => void = () => {};
+/** `over` replaces handlers; `emit` pushes an event from inside one (before its answer). */
+function mount(tasks: Task[], host: 'web' | 'electron' = 'web', over: Record<string, (input: any, emit: (e: FactoryEvent) => void) => unknown> = {}) {
   const shell: TerminalInfo = { id: 's1', taskId: 'q1', kind: 'shell', title: 'shell', status: 'live', cols: 100, rows: 30 };
-  const handlers: Record<string, (input: any) => unknown> = {
+  const handlers: Handlers = {
     'system.status': () => ({ qemu: { ok: true }, image: { state: 'ready', version: 'v1' }, dataDir: '/data', host }),
     'tasks.list': () => tasks,
     'terminal.list': () => [],
@@ -58,23 +57,13 @@ function mount(tasks: Task[], host: 'web' | 'electron' = 'web') {
     'leakcheck.get': () => null,
     'sandboxes.quick': (input) => quick({ ...(input.repoPath ? { repoPath: input.repoPath, title: 'quick sandbox: repo' } : {}), ...(input.keep ? { keep: true } : {}) }),
     'terminal.openShell': () => shell,
-    'terminal.attach': () => ({ info: shell, scrollback: '' }),
+    'terminal.attach': ({ sessionId }) => ({ info: { ...shell, id: sessionId }, scrollback: '' }),
   };
-  const bridge = {
-    async call(method: string, input: unknown) {
-      calls.push({ method, input });
-      const h = handlers[method];
-      if (!h) throw FactoryError.carried('NotImplemented', method);
-      return h(input) as never;
-    },
-    onEvent: (l: (e: FactoryEvent) => void) => {
-      push = l;
-      return () => {};
-    },
-    onTerminalData: () => () => {},
-  } as unknown as FactoryBridge;
+  // Every listener hears the events (the terminals' registry subscribes too once a tab shows).
+  const bridge = new RecordingBridge(handlers);
+  for (const [method, h] of Object.entries(over)) handlers[method] = (input) => h(input, (e) => bridge.emit(e));
   mountWith(bridge);
-  return { calls, push: (e: FactoryEvent) => act(() => push(e)) };
+  return { calls: bridge.calls as Array<{ method: string; input: any }>, push: (e: FactoryEvent) => act(() => bridge.emit(e)) };
 }
 
 describe('the Quick sandbox button', () => {
@@ -84,17 +73,49 @@ describe('the Quick sandbox button', () => {
     await waitFor(() => expect(calls.filter((c) => c.method === 'sandboxes.quick')).toEqual([{ method: 'sandboxes.quick', input: {} }]));
     expect((await screen.findByTestId('quick-cell-q1')).textContent).toContain('quick sandbox');
     expect(screen.queryByTestId('stage-q1-build')).toBeNull();
-    // Booting: no shell yet.
+    // Booting: no shell yet; another task's shell is not this one's.
     push({ type: 'task.updated', task: quick({ phase: 'provisioning', sandbox: { status: 'booting' } }) });
+    push({ type: 'terminal.opened', info: { id: 'other', taskId: 'q0', kind: 'shell', title: 'shell', status: 'live', cols: 100, rows: 30 } });
     expect(calls.some((c) => c.method === 'terminal.openShell')).toBe(false);
     push({ type: 'task.updated', task: quick({ phase: 'running', sandbox: { status: 'running' } }) });
     await waitFor(() => expect(calls.filter((c) => c.method === 'terminal.openShell').map((c) => c.input.taskId)).toEqual(['q1']));
+    await waitFor(() => expect(screen.getByTestId('terminal-tab-s1').getAttribute('aria-selected')).toBe('true'));
     // A later update does not open a second shell.
     push({ type: 'task.updated', task: quick({ phase: 'running', sandbox: { status: 'running', accel: 'kvm' } }) });
     expect(calls.filter((c) => c.method === 'terminal.openShell')).toHaveLength(1);
     expect(screen.getByTestId('quick-cell-q1').textContent).toContain('shell open until you exit it');
     // The click asked the browser whether it may notify.
     expect(RecordingNotification.asked).toBe(1);
+  });
+
+  it('shows the shell that opened while it boots (restored from a snapshot) and never opens one itself', async () => {
+    const { calls, push } = mount([]);
+    fireEvent.click(await screen.findByTestId('quick-sandbox-button'));
+    await screen.findByTestId('quick-cell-q1');
+    push({ type: 'task.updated', task: quick({ phase: 'provisioning', sandbox: { status: 'booting' } }) });
+    push({ type: 'terminal.opened', info: { id: 'early', taskId: 'q1', kind: 'shell', title: 'shell', status: 'live', cols: 100, rows: 30 } });
+    await waitFor(() => expect(screen.getByTestId('terminal-tab-early').getAttribute('aria-selected')).toBe('true'));
+    await waitFor(() => expect(calls.filter((c) => c.method === 'terminal.attach').map((c) => c.input.sessionId)).toContain('early'));
+    push({ type: 'task.updated', task: quick({ phase: 'seeding', sandbox: { status: 'booting' } }) });
+    push({ type: 'task.updated', task: quick({ phase: 'running', sandbox: { status: 'running' } }) });
+    await waitFor(() => expect(screen.getByTestId('quick-cell-q1').textContent).toContain('shell open until you exit it'));
+    expect(calls.some((c) => c.method === 'terminal.openShell')).toBe(false);
+    expect(screen.getByTestId('terminal-tab-early').getAttribute('aria-selected')).toBe('true');
+  });
+
+  it('shows a shell that opened before the button’s answer came, and opens none itself', async () => {
+    const early: TerminalInfo = { id: 'early', taskId: 'q1', kind: 'shell', title: 'shell', status: 'live', cols: 100, rows: 30 };
+    const { calls, push } = mount([], 'web', {
+      'sandboxes.quick': (_input, emit) => {
+        emit({ type: 'terminal.opened', info: early });
+        return quick({ phase: 'provisioning', sandbox: { status: 'booting' } });
+      },
+    });
+    fireEvent.click(await screen.findByTestId('quick-sandbox-button'));
+    await waitFor(() => expect(screen.getByTestId('terminal-tab-early').getAttribute('aria-selected')).toBe('true'));
+    push({ type: 'task.updated', task: quick({ phase: 'running', sandbox: { status: 'running' } }) });
+    await waitFor(() => expect(screen.getByTestId('quick-cell-q1').textContent).toContain('shell open until you exit it'));
+    expect(calls.some((c) => c.method === 'terminal.openShell')).toBe(false);
   });
 
   it('seeds the repository typed in the form and names it on the button', async () => {
