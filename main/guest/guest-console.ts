@@ -52,7 +52,8 @@ export function encodeConsoleFrame(type: number, payload: Buffer = Buffer.alloc(
 
 /**
  * Perl subs the waiter defines once its port is open ($port): frame() writes
- * one frame to the port; start_shell(cols, rows) opens a pty and starts root's
+ * one frame to the port; set_size(master, cols, rows) sizes a pty;
+ * start_shell(cols, rows) opens a pty and starts root's
  * login shell on it, in its own session with the pty as its controlling
  * terminal and a clean login environment, and returns (master, pid). Kept to
  * what perl-base has: the pty through /dev/ptmx and its ioctls (x86_64
@@ -62,12 +63,13 @@ export function encodeConsoleFrame(type: number, payload: Buffer = Buffer.alloc(
 export function consoleSubsPerl(): string[] {
   return [
     'sub frame { my ($t, $p) = @_; my $f = pack("Cn", $t, length $p) . $p; while (length $f) { my $w = syswrite($port, $f); if (!defined $w) { next if $! == POSIX::EINTR(); exit 1; } substr($f, 0, $w) = ""; } }',
+    'sub set_size { my ($m, $cols, $rows) = @_; my $ws = pack("S4", $rows, $cols, 0, 0); return ioctl($m, 0x5414, $ws); }',
     'sub start_shell {',
     '  my ($cols, $rows) = @_;',
     '  sysopen(my $m, "/dev/ptmx", POSIX::O_RDWR() | POSIX::O_NOCTTY()) or die "/dev/ptmx: $!\\n";',
     '  my $n = pack("L", 0); ioctl($m, 0x80045430, $n) or die "TIOCGPTN: $!\\n"; my $pts = "/dev/pts/" . unpack("L", $n);',
     '  my $u = pack("l", 0); ioctl($m, 0x40045431, $u) or die "unlockpt: $!\\n";',
-    '  my $ws = pack("S4", $rows, $cols, 0, 0); ioctl($m, 0x5414, $ws) or die "TIOCSWINSZ: $!\\n";',
+    '  set_size($m, $cols, $rows) or die "TIOCSWINSZ: $!\\n";',
     '  my $sh = fork() // die "fork: $!\\n";',
     '  if (!$sh) {',
     '    POSIX::setsid(); close($m); close($port);',
@@ -117,7 +119,7 @@ export function consoleRelayPerl(): string[] {
   const F = CONSOLE_FRAME;
   return [
     `if ($sh) { if (open(my $ur, "<", "/dev/urandom")) { my $b = ""; read($ur, $b, 4); eval { put("${SHELL_SEED_FILE}", unpack("N", $b . "\\0\\0\\0\\0") . "\\n", 0600) }; }`,
-    '  my $ws = pack("S4", $rows, $cols, 0, 0); ioctl($m, 0x5414, $ws); frame(' + F.data + ', substr($prompt, 0, ' + MAX_CONSOLE_DATA + ')) if length $prompt; }',
+    '  set_size($m, $cols, $rows); frame(' + F.data + ', substr($prompt, 0, ' + MAX_CONSOLE_DATA + ')) if length $prompt; }',
     'else { my $started = eval { ($m, $sh) = start_shell($cols, $rows); 1 }; if (!$started) { my $why = $@ || "no reason"; $why =~ s/[^\\x20-\\x7e]/ /g; frame(' + F.errorOrKill + ', substr($why, 0, ' + MAX_CONSOLE_ERROR + ')); exit 1; } }',
     'my $dead = 0; $SIG{CHLD} = sub { $dead = 1 };',
     'my $in = "";',
@@ -134,7 +136,7 @@ export function consoleRelayPerl(): string[] {
     '      my ($t, $l) = unpack("Cn", $in); last if length($in) < 3 + $l;',
     '      my $p = substr($in, 3, $l); substr($in, 0, 3 + $l) = "";',
     `      if ($t == ${F.data}) { while (length $p) { my $w = syswrite($m, $p); if (!defined $w) { next if $! == POSIX::EINTR(); last; } substr($p, 0, $w) = ""; } }`,
-    `      elsif ($t == ${F.exitOrResize} && $l == 4) { my ($c, $r) = unpack("nn", $p); my $ws = pack("S4", $r, $c, 0, 0); ioctl($m, 0x5414, $ws); }`,
+    `      elsif ($t == ${F.exitOrResize} && $l == 4) { set_size($m, unpack("nn", $p)); }`,
     `      elsif ($t == ${F.errorOrKill}) { kill("KILL", -$sh, $sh); }`,
     '    }',
     '  }',
