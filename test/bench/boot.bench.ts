@@ -10,6 +10,9 @@
 //   app first shell  QemuDriver.start() (snapshot) asking for the first shell
 //                 (a quick sandbox's): until that shell, relayed over the
 //                 identity port before the SSH login, has printed its first bytes;
+//   quick sandbox the whole app (no warm pool): sandboxes.quick() as the UI's
+//                 button calls it, until its shell's session, attached as a
+//                 viewer would, has its first bytes;
 //   raw cold      a bare qemu-system-x86_64 booting the image, to the banner;
 //   app cold      QemuDriver.start() booting cold, to the shell's first bytes.
 // Prints a table of phases (median ms since the start was asked for) and the
@@ -29,6 +32,7 @@ import { firstSshBanner } from '../../main/guest/guest-agent.js';
 import { identityMessage } from '../../main/guest/identity-channel.js';
 import net from 'node:net';
 import { appPaths } from '../../main/state/paths.js';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { freePort, QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import type { SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
@@ -321,8 +325,51 @@ const appFirstShell: StartKind = {
   },
 };
 
+/** The app for quickSandbox, made once (its own data folder; the shared image and snapshot cache). */
+let quickApp: { app: FactoryApp; dataDir: string } | undefined;
+/** (b'') A quick sandbox's Start in the app, to its shell's first bytes as a viewer gets them. */
+const quickSandbox: StartKind = {
+  name: 'quick sandbox → shell',
+  async run() {
+    if (!quickApp) {
+      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'boot-bench-app-'));
+      quickApp = { app: await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), warmPool: false }), dataDir };
+    }
+    const { app } = quickApp;
+    const run: Run = [];
+    let sessionId = '';
+    let gotBytes: () => void = () => {};
+    const bytes = new Promise<void>((resolve) => (gotBytes = resolve));
+    const t0 = performance.now();
+    const mark = (name: string) => run.push({ name, atMs: performance.now() - t0 });
+    const offEvents = app.onEvent((e) => {
+      if (e.type !== 'terminal.opened' || e.info.kind !== 'shell' || sessionId) return;
+      sessionId = e.info.id;
+      mark('shell session opened');
+      void app.api['terminal.attach']({ sessionId }).then((a) => a.scrollback.length && gotBytes());
+    });
+    const offData = app.onTerminalData((e) => e.sessionId === sessionId && gotBytes());
+    try {
+      const task = await app.api['sandboxes.quick']({});
+      mark('quick() answered');
+      try {
+        await Promise.race([bytes, sleep(60_000).then(() => Promise.reject(new Error('no shell within 60 s')))]);
+        mark('shell first bytes');
+        return run.sort((a, b) => a.atMs - b.atMs);
+      } finally {
+        // Running first, so the destroy is not a cancelled boot; then nothing of it is left.
+        for (let i = 0; i < 600 && (await app.api['tasks.get']({ taskId: task.id })).phase !== 'running'; i++) await sleep(50);
+        await app.api['tasks.destroy']({ taskId: task.id });
+      }
+    } finally {
+      offEvents();
+      offData();
+    }
+  },
+};
+
 /** The kinds measured, in the order each round runs them. */
-const kinds: StartKind[] = [rawRestore, appFirstShell, appStart(true), ...(withCold ? [rawCold, appStart(false)] : [])];
+const kinds: StartKind[] = [rawRestore, appFirstShell, quickSandbox, appStart(true), ...(withCold ? [rawCold, appStart(false)] : [])];
 
 function printTable(results: Map<string, Run[]>) {
   for (const [name, runs] of results) {
@@ -365,6 +412,8 @@ async function main() {
       }
     }
   } finally {
+    await quickApp?.app.dispose();
+    if (quickApp) await rm(quickApp.dataDir, { recursive: true, force: true });
     await rm(root, { recursive: true, force: true });
   }
   printTable(results);
@@ -374,6 +423,7 @@ async function main() {
   for (const k of kinds) console.log(`${k.name.padEnd(24)} ${(total(k.name) / 1000).toFixed(2)} s`);
   console.log(`app restore / raw restore: ${ratio('app restore → shell', 'raw restore → banner')}`);
   console.log(`app restore, first shell / raw restore: ${ratio('app restore → first shell', 'raw restore → banner')}`);
+  console.log(`quick sandbox Start → shell / raw restore: ${ratio('quick sandbox → shell', 'raw restore → banner')}`);
   if (firstShellStartReturned.length) {
     console.log(`  (with the first shell, start() returned after its SSH login at ${median(firstShellStartReturned).toFixed(0)} ms, median of ${firstShellStartReturned.length})`);
     console.log(`  (a first command typed in the first shell, to its output: ${median(firstShellCommand).toFixed(0)} ms)`);
