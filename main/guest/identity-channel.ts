@@ -78,7 +78,7 @@ function waiterPerl(): string {
     '};',
     'my $why = $@ // ""; $why =~ s/[^\\x20-\\x7e]/ /g;',
     'syswrite($port, $ok ? "ok\\n" : "error: $why\\n"); exit(1) unless $ok;',
-    // The host asked for its first shell here: it is root's login shell, which also warms it for SSH's.
+    // The host asked for its first shell: relay it (consoleRelayPerl ends the waiter when the shell ends).
     'if (defined $cols) {',
     ...consoleRelayPerl().map((line) => `  ${line}`),
     '}',
