@@ -23,7 +23,18 @@ import type {
 } from './domain.js';
 
 const id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore');
-const dims = { cols: z.number().int().min(2).max(1000), rows: z.number().int().min(1).max(500) };
+/** The terminal sizes the app accepts: the API's inputs, a session's resize, a sandbox's first shell. */
+export const TERMINAL_SIZE = { cols: { min: 2, max: 1000 }, rows: { min: 1, max: 500 } } as const;
+/** The accepted range in words, for messages that refuse a size. */
+export const TERMINAL_SIZE_RANGE = `cols ${TERMINAL_SIZE.cols.min}..${TERMINAL_SIZE.cols.max}, rows ${TERMINAL_SIZE.rows.min}..${TERMINAL_SIZE.rows.max}`;
+export function terminalSizeFits(cols: number, rows: number): boolean {
+  const { cols: c, rows: r } = TERMINAL_SIZE;
+  return Number.isInteger(cols) && Number.isInteger(rows) && cols >= c.min && cols <= c.max && rows >= r.min && rows <= r.max;
+}
+const dims = {
+  cols: z.number().int().min(TERMINAL_SIZE.cols.min).max(TERMINAL_SIZE.cols.max),
+  rows: z.number().int().min(TERMINAL_SIZE.rows.min).max(TERMINAL_SIZE.rows.max),
+};
 
 export const apiInputs = {
   'system.status': z.object({}),

@@ -10,6 +10,7 @@
 // TerminalSource like an SSH channel. Everything the guest sends is untrusted:
 // frames are checked and capped, and a malformed one ends the session.
 import type net from 'node:net';
+import { TERMINAL_SIZE_RANGE, terminalSizeFits } from '../../common/contract.js';
 import type { TerminalSource } from '../terminal/types.js';
 
 /** Frame types, both ways: [type u8][length u16, big-endian][payload]. */
@@ -36,9 +37,7 @@ const KILL_WAIT_MS = 2000;
 /** The `console <cols> <rows>` line that asks the waiter for a first shell (identityMessage puts it first). */
 export function consoleRequestLine(size: { cols: number; rows: number }): string {
   const { cols, rows } = size;
-  if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 2 || rows < 1 || cols > 1000 || rows > 500) {
-    throw new Error(`console size ${cols}x${rows} is out of range (cols 2..1000, rows 1..500)`);
-  }
+  if (!terminalSizeFits(cols, rows)) throw new Error(`console size ${cols}x${rows} is out of range (${TERMINAL_SIZE_RANGE})`);
   return `console ${cols} ${rows}\n`;
 }
 

@@ -4,7 +4,7 @@
 // (session-log.ts, written off the main thread) that survives an app restart and
 // is deleted with its task or when older than the retention.
 import * as fs from 'node:fs';
-import { FactoryError, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { FactoryError, TERMINAL_SIZE_RANGE, terminalSizeFits, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
 import type { TerminalInfo } from '../../common/domain.js';
 import { ScrollbackBuffer, terminalBytesToText, type FlowDecision } from './flow-control.js';
 import { LogStore, type PersistedMeta } from './log-store.js';
@@ -140,8 +140,8 @@ export class TerminalService {
   }
 
   resize(sessionId: string, cols: number, rows: number): void {
-    if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 2 || rows < 1 || cols > 1000 || rows > 500) {
-      throw new FactoryError('InvalidInput', `terminal size ${cols}x${rows} is out of range (cols 2..1000, rows 1..500)`);
+    if (!terminalSizeFits(cols, rows)) {
+      throw new FactoryError('InvalidInput', `terminal size ${cols}x${rows} is out of range (${TERMINAL_SIZE_RANGE})`);
     }
     const s = this.get(sessionId);
     s.info.cols = cols;
