@@ -307,7 +307,10 @@ const appFirstShell: StartKind = {
       // emulator translates that path now.
       const typed = performance.now();
       shell!.write('uname -m\r');
-      while (!/[\r\n]x86_64\r\n/.test(output) && performance.now() - typed < 30_000) await sleep(5);
+      while (!/[\r\n]x86_64\r\n/.test(output)) {
+        if (performance.now() - typed > 30_000) throw new Error(`the first command printed nothing within 30 s: ${JSON.stringify(output.slice(-200))}`);
+        await sleep(5);
+      }
       firstShellCommand.push(performance.now() - typed);
       shell?.kill();
       // start() returns once the SSH login is done too, after the shell's first bytes: printed apart.
