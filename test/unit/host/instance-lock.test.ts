@@ -32,31 +32,53 @@ function linkWithoutHardLinks(): never {
 const NO_HARD_LINKS = linkWithoutHardLinks.toString();
 
 /**
- * `n` apps try the lock at the same instant; each holding it keeps it a moment. Returns what each said.
+ * `n` apps try the lock at the same instant; the one holding it keeps it until every
+ * other app has answered. Returns what each said.
+ * A real barrier, not a clock: each child says "ready", all are told "go" together once
+ * every one is ready, and the holder releases only when its stdin closes, after the others
+ * have answered. With a fixed start time and hold time a child slowed by a busy machine
+ * could start after the holder had released and take the lock legitimately.
  * noHardLinks: their link() fails as on a file system without hard links.
  */
 async function race(dataDir: string, n: number, noHardLinks = false): Promise<string[]> {
-  const at = Date.now() + 700;
   const script = `
     const { acquireInstanceLock } = await import(${JSON.stringify(lockModule)});
-    while (Date.now() < ${at}) {}
+    const { createInterface } = await import('node:readline');
+    const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+    console.log('ready');
+    await lines.next(); // "go"
     try {
       const lock = acquireInstanceLock(${JSON.stringify(dataDir)}${noHardLinks ? `, { link: ${NO_HARD_LINKS} }` : ''});
       console.log('held');
-      await new Promise((r) => setTimeout(r, 600));
+      await lines.next(); // stdin closes once every other app has answered
       lock.release();
     } catch (err) {
       console.log(err.name === 'DataDirInUse' ? 'in use' : 'error: ' + err.message);
-    }`;
-  const children = Array.from({ length: n }, () =>
-    new Promise<string>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    }
+    process.exit(0);`;
+  const children = Array.from({ length: n }, () => spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] }));
+  const lineOf = (child: (typeof children)[number], want: (line: string) => boolean) =>
+    new Promise<string>((resolve, reject) => {
       let out = '';
-      child.stdout.on('data', (d) => (out += d));
-      child.on('exit', () => resolve(out.trim()));
-    }),
-  );
-  return Promise.all(children);
+      const onData = (d: Buffer) => {
+        out += d;
+        const line = out.split('\n').map((l) => l.trim()).find(want);
+        if (line !== undefined) {
+          child.stdout.off('data', onData);
+          resolve(line);
+        }
+      };
+      child.stdout.on('data', onData);
+      child.on('exit', () => reject(new Error(`an app exited before it answered: ${out.trim()}`)));
+    });
+  await Promise.all(children.map((c) => lineOf(c, (l) => l === 'ready')));
+  const answers = children.map((c) => lineOf(c, (l) => l !== 'ready' && l !== ''));
+  for (const c of children) c.stdin.write('go\n');
+  const said = await Promise.all(answers);
+  const exited = children.map((c) => new Promise<void>((resolve) => (c.exitCode !== null ? resolve() : c.on('exit', () => resolve()))));
+  for (const c of children) c.stdin.end();
+  await Promise.all(exited);
+  return said;
 }
 
 describe('instance lock', () => {
