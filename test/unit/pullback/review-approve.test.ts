@@ -4,52 +4,18 @@
 // the task service leaves it after a pull-back; the VM layer is absent (no VM
 // is needed once a result is in quarantine) and says so if called.
 import { afterEach, describe, expect, it } from 'vitest';
-import fs from 'node:fs';
-import path from 'node:path';
-import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
-import { PullbackQuarantine } from '../../../main/pullback/quarantine.js';
-import { appPaths, type AppPaths } from '../../../main/state/paths.js';
-import { StateStore } from '../../../main/state/state-store.js';
 import type { PullbackReview } from '../../../common/review.js';
-import { guestFixture, type GuestFixture } from '../../support/pullback-guest.js';
-import { tempDir } from '../../support/repo.js';
+import type { GuestFixture } from '../../support/pullback-guest.js';
+import { inReview as inReviewApp, reviewSetup } from '../../support/review-app.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-const noVm = {
-  images: { status: () => ({ state: 'missing' as const, version: 'test' }), ensure: async () => { throw new Error('no VM in this test'); } },
-  qemu: { checkInstalled: async () => ({ ok: true, version: '8' }), start: async () => { throw new Error('no VM in this test'); } },
-};
-
-/** A task of the app in review, holding the fixture's result in the app's quarantine. */
-async function inReview(fx: GuestFixture, paths: AppPaths, review?: (r: PullbackReview) => PullbackReview): Promise<FactoryApp> {
-  const q = new PullbackQuarantine({ root: path.join(paths.data, 'quarantine') });
-  const v = await fx.verify(q);
-  fs.mkdirSync(path.join(paths.state, 'reviews'), { recursive: true });
-  fs.writeFileSync(path.join(paths.state, 'reviews', `${fx.id}.json`), JSON.stringify(review ? review(v.review) : v.review));
-  await new StateStore({ dir: paths.state }).saveTask({
-    version: 1,
-    task: {
-      id: fx.id, title: 'a task', repoPath: fx.host.dir, baseRef: 'HEAD', baseCommit: fx.base, branch: `factory/${fx.id}`,
-      createdAt: new Date().toISOString(), phase: 'review', sandbox: { status: 'destroyed' },
-      stages: [{ name: 'build', status: 'passed' }],
-    },
-    pullback: { headCommit: v.headCommit, bundleSha256: v.bundleSha256, bundleBytes: v.review.bundleBytes, empty: false },
-  });
-  const app = await createFactoryApp({ host: 'web', paths, vm: noVm });
-  cleanups.push(() => app.dispose());
-  return app;
-}
-
-async function setup(id: string) {
-  const fx = await guestFixture({ id });
-  const dataDir = tempDir('factory-data-');
-  cleanups.push(() => fx.cleanup(), () => fs.rmSync(dataDir, { recursive: true, force: true }));
-  return { fx, paths: appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') }) };
-}
+const setup = (id: string) => reviewSetup(id, cleanups);
+const inReview = (fx: GuestFixture, paths: Parameters<typeof inReviewApp>[1], review?: (r: PullbackReview) => PullbackReview) =>
+  inReviewApp(fx, paths, { cleanups, ...(review ? { review } : {}) });
 
 const branchOf = (fx: GuestFixture) => fx.host.git('for-each-ref', '--format=%(objectname)', `refs/heads/factory/${fx.id}`).trim();
 
