@@ -94,6 +94,8 @@ export class AgentStageExecutor implements StageExecutor {
         return this.review(ctx);
       case 'plan':
         return this.plan(ctx);
+      case 'build':
+        return this.build(ctx);
       default:
         return this.agentStage(ctx, ctx.stage, {});
     }
@@ -125,6 +127,54 @@ export class AgentStageExecutor implements StageExecutor {
     // The card shows the plan's first line (markdown heading marks dropped).
     const head = firstLine(plan.replace(/^\s*#+\s*/gm, ''), 200);
     return { ...out, summary: head || out.summary };
+  }
+
+  /**
+   * The build stage is for changing the repository. An agent whose tools were all
+   * refused exits 0 and says it finished; green with an empty diff would hide that,
+   * so a build that changed nothing (no commit, no file) fails with the agent's own
+   * words: its last reported problem, else its last message.
+   */
+  private async build(ctx: StageRunContext): Promise<StageOutcome> {
+    const before = await this.workTreeState(ctx);
+    let problems: string[] = [];
+    const out = await this.agentStage(ctx, 'build', {}, (outcome) => (problems = outcome.result.problems ?? []));
+    if (out.status !== 'passed' || before === null) return out;
+    const after = await this.workTreeState(ctx);
+    if (after === null || after !== before) return out;
+    const words = problems.length
+      ? `; it reported: ${problems[problems.length - 1]}`
+      : out.summary && out.summary !== 'done'
+        ? `; it said: ${out.summary}`
+        : ' and said nothing about why';
+    return {
+      ...out,
+      status: 'failed',
+      summary: capText(`the agent changed nothing in the repository${words}`, 240),
+      ...(problems.length ? { detail: problems.join('\n') } : {}),
+    };
+  }
+
+  /**
+   * HEAD and the tree of the whole work tree (untracked files too, ignored ones not),
+   * written through a copy of the index so the repository's own index is untouched;
+   * null when the sandbox cannot say (then nothing is decided from it).
+   */
+  private async workTreeState(ctx: StageRunContext): Promise<string | null> {
+    const script = [
+      `cd ${shellWord(this.opts.repoDir)} || exit 1`,
+      'idx=$(mktemp) || exit 1',
+      'trap \'rm -f "$idx"\' EXIT',
+      'git_dir=$(git rev-parse --git-dir) || exit 1',
+      '[ -f "$git_dir/index" ] && cp "$git_dir/index" "$idx"',
+      'head=$(git rev-parse -q --verify HEAD) || head=none',
+      'GIT_INDEX_FILE="$idx" git -c core.hooksPath=/dev/null add -A >/dev/null 2>&1 || exit 1',
+      'tree=$(GIT_INDEX_FILE="$idx" git write-tree) || exit 1',
+      'echo "state $head $tree"',
+    ].join('\n');
+    const r = await ctx.ssh.run(this.opts.asAgent(script), { timeoutMs: 120_000, maxBytes: 4096 });
+    const m = /^state (\S+) ([0-9a-f]{40,64})$/m.exec(r.stdout);
+    return r.code === 0 && m ? `${m[1]} ${m[2]}` : null;
   }
 
   private async review(ctx: StageRunContext): Promise<StageOutcome> {
@@ -195,7 +245,12 @@ export class AgentStageExecutor implements StageExecutor {
   }
 
   /** One agent run with the stage's prompt; its parsed result decides the outcome. */
-  private async agentStage(ctx: StageRunContext, stage: PromptStage, extra: Partial<PromptVars>): Promise<StageOutcome> {
+  private async agentStage(
+    ctx: StageRunContext,
+    stage: PromptStage,
+    extra: Partial<PromptVars>,
+    onOutcome?: (outcome: AgentOutcome) => void,
+  ): Promise<StageOutcome> {
     const env = await this.deps.guestEnv(ctx.task);
     const override = ctx.stageConfig.prompt ?? (await this.repoPromptOverride(ctx, stage));
     const vars: PromptVars = {
@@ -216,6 +271,7 @@ export class AgentStageExecutor implements StageExecutor {
     };
     const prompt = stagePrompt(stage, vars, override).text;
     const { run, outcome } = await this.runAgent(ctx, stage, prompt, env);
+    onOutcome?.(outcome);
     return agentOutcome(run, outcome, ctx.stageConfig.timeoutSeconds);
   }
 

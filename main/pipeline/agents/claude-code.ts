@@ -5,7 +5,7 @@
 // and a per-sandbox placeholder: ANTHROPIC_API_KEY for an API key, or
 // CLAUDE_CODE_OAUTH_TOKEN for a subscription token (never both).
 import { z } from 'zod';
-import { capText, firstLine, JsonLinesParser } from './json-lines.js';
+import { capText, firstLine, JsonLinesParser, keepProblem } from './json-lines.js';
 import { requireBrokerEnv } from './shell.js';
 import type {
   AgentAdapter,
@@ -13,6 +13,8 @@ import type {
   AgentEvent,
   AgentInvocation,
   AgentResult,
+  AgentSessionInvocation,
+  AgentSessionSpec,
   AgentStreamParser,
   AgentTokens,
   ParserLimits,
@@ -28,6 +30,21 @@ export const CLAUDE_CODE_QUIET_ENV: Readonly<Record<string, string>> = {
   DISABLE_ERROR_REPORTING: '1',
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
 };
+
+/**
+ * ~/.claude.json of the agent user for an interactive session in a fresh sandbox:
+ * onboarding done, the repository folder trusted (the VM is the boundary) and the
+ * placeholder key approved (the CLI asks about a key in the environment once, by
+ * its last 20 characters), so the TUI opens at its prompt. Tool permission prompts stay.
+ */
+export function claudeCodeSessionState(cwd: string, env: Record<string, string>): Record<string, unknown> {
+  const key = env.ANTHROPIC_API_KEY;
+  return {
+    hasCompletedOnboarding: true,
+    ...(key ? { customApiKeyResponses: { approved: [key.slice(-20)], rejected: [] } } : {}),
+    projects: { [cwd]: { hasTrustDialogAccepted: true, hasCompletedProjectOnboarding: true } },
+  };
+}
 
 const count = z.number().finite().nonnegative();
 const shortText = z.string().max(4 * 1024 * 1024);
@@ -84,6 +101,8 @@ const ResultLine = z.looseObject({
   duration_ms: count.optional(),
   usage: Usage.optional(),
   errors: z.array(z.unknown()).max(1000).optional(),
+  // Tool calls the CLI refused (its permission rules): the agent wanted to act and could not.
+  permission_denials: z.array(z.looseObject({ tool_name: z.string().max(256).optional() })).max(10_000).optional(),
   api_error_status: z.number().nullable().optional(),
 });
 
@@ -99,12 +118,7 @@ export class ClaudeCodeAdapter implements AgentAdapter {
   constructor(private readonly opts: ClaudeCodeAdapterOptions = {}) {}
 
   command(inv: AgentInvocation): AgentCommandSpec {
-    // A subscription sandbox has the OAuth placeholder instead of the API key's.
-    const auth = inv.env.ANTHROPIC_API_KEY ? 'ANTHROPIC_API_KEY' : inv.env.CLAUDE_CODE_OAUTH_TOKEN ? 'CLAUDE_CODE_OAUTH_TOKEN' : undefined;
-    if (!auth) {
-      throw new Error(`${this.displayName} needs ANTHROPIC_API_KEY from the credential broker (or CLAUDE_CODE_OAUTH_TOKEN for a subscription); none was given`);
-    }
-    const env = requireBrokerEnv(this.displayName, ['ANTHROPIC_BASE_URL', auth], inv.env);
+    const env = this.environment(inv.env);
     const argv = [
       this.opts.binary ?? CLAUDE_CODE_GUEST_BINARY,
       '-p',
@@ -116,7 +130,24 @@ export class ClaudeCodeAdapter implements AgentAdapter {
     if (inv.model) argv.push('--model', inv.model);
     if (inv.maxTurns !== undefined) argv.push('--max-turns', String(Math.max(1, Math.floor(inv.maxTurns))));
     argv.push(...(this.opts.extraArgs ?? []));
-    return { cwd: inv.cwd, env: { ...CLAUDE_CODE_QUIET_ENV, ...env }, argv, stdinFile: inv.promptFile };
+    return { cwd: inv.cwd, env, argv, stdinFile: inv.promptFile };
+  }
+
+  /** The interactive TUI: the stage's environment, the user's arguments, and a state file that skips the first-run questions. */
+  session(inv: AgentSessionInvocation): AgentSessionSpec {
+    const env = this.environment(inv.env);
+    const state = claudeCodeSessionState(inv.cwd, env);
+    return { cwd: inv.cwd, env, argv: [this.opts.binary ?? CLAUDE_CODE_GUEST_BINARY, ...inv.args], files: [{ path: '.claude.json', content: `${JSON.stringify(state, null, 2)}\n` }] };
+  }
+
+  /** What every run of the CLI gets, headless or interactive: the proxy, a placeholder, and no other traffic. */
+  private environment(brokerEnv: Record<string, string>): Record<string, string> {
+    // A subscription sandbox has the OAuth placeholder instead of the API key's.
+    const auth = brokerEnv.ANTHROPIC_API_KEY ? 'ANTHROPIC_API_KEY' : brokerEnv.CLAUDE_CODE_OAUTH_TOKEN ? 'CLAUDE_CODE_OAUTH_TOKEN' : undefined;
+    if (!auth) {
+      throw new Error(`${this.displayName} needs ANTHROPIC_API_KEY from the credential broker (or CLAUDE_CODE_OAUTH_TOKEN for a subscription); none was given`);
+    }
+    return { ...CLAUDE_CODE_QUIET_ENV, ...requireBrokerEnv(this.displayName, ['ANTHROPIC_BASE_URL', auth], brokerEnv) };
   }
 
   createParser(limits?: ParserLimits): AgentStreamParser {
@@ -180,6 +211,8 @@ export class ClaudeStreamJsonParser extends JsonLinesParser {
         if (tokens) this.tokens = tokens;
         const isError = r.is_error === true || r.subtype !== 'success';
         const text = r.result ?? this.lastText;
+        const problems: string[] = [];
+        for (const d of r.permission_denials ?? []) keepProblem(problems, `the ${d.tool_name ?? 'unnamed'} tool call was refused`);
         this.result = {
           ok: !isError,
           summary: capText(text, this.maxSummaryChars),
@@ -188,6 +221,7 @@ export class ClaudeStreamJsonParser extends JsonLinesParser {
           costUsd: r.total_cost_usd,
           durationMs: r.duration_ms,
           ...(isError ? { error: describeError(r.subtype, text, r.num_turns, r.api_error_status) } : {}),
+          ...(problems.length ? { problems } : {}),
         };
         return [{ kind: 'result', result: this.result }];
       }

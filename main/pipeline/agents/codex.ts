@@ -6,7 +6,7 @@
 // reasoning, command_execution, file_change, mcp_tool_call, web_search,
 // todo_list, error), turn.completed with usage, turn.failed, error.
 import { z } from 'zod';
-import { capText, firstLine, JsonLinesParser } from './json-lines.js';
+import { capText, firstLine, JsonLinesParser, keepProblem } from './json-lines.js';
 import { requireBrokerEnv } from './shell.js';
 import type {
   AgentAdapter,
@@ -14,6 +14,8 @@ import type {
   AgentEvent,
   AgentInvocation,
   AgentResult,
+  AgentSessionInvocation,
+  AgentSessionSpec,
   AgentStreamParser,
   AgentTokens,
   ParserLimits,
@@ -68,9 +70,7 @@ export class CodexAdapter implements AgentAdapter {
   constructor(private readonly opts: CodexAdapterOptions = {}) {}
 
   command(inv: AgentInvocation): AgentCommandSpec {
-    const env = requireBrokerEnv(this.displayName, this.brokerEnv, inv.env);
-    const baseUrl = env.OPENAI_BASE_URL!;
-    if (!/^https?:\/\/[^\s"'\\]+$/.test(baseUrl)) throw new Error(`OPENAI_BASE_URL is not a plain http(s) URL: ${JSON.stringify(baseUrl).slice(0, 120)}`);
+    const { env, baseUrl } = this.environment(inv.env);
     const argv = [
       this.opts.binary ?? CODEX_GUEST_BINARY,
       'exec',
@@ -79,18 +79,7 @@ export class CodexAdapter implements AgentAdapter {
       '--skip-git-repo-check',
       '--cd',
       inv.cwd,
-      // The built-in provider ignores OPENAI_BASE_URL in current releases; a
-      // provider of our own points Codex at the proxy with the placeholder key.
-      '-c',
-      `model_provider=${CODEX_PROVIDER_ID}`,
-      '-c',
-      `model_providers.${CODEX_PROVIDER_ID}.name=${CODEX_PROVIDER_ID}`,
-      '-c',
-      `model_providers.${CODEX_PROVIDER_ID}.base_url="${baseUrl}"`,
-      '-c',
-      `model_providers.${CODEX_PROVIDER_ID}.env_key=OPENAI_API_KEY`,
-      '-c',
-      `model_providers.${CODEX_PROVIDER_ID}.wire_api=responses`,
+      ...codexProviderArgs(baseUrl),
     ];
     if (inv.model) argv.push('--model', inv.model);
     argv.push(...(this.opts.extraArgs ?? []), '-');
@@ -101,6 +90,38 @@ export class CodexAdapter implements AgentAdapter {
   createParser(limits?: ParserLimits): AgentStreamParser {
     return new CodexJsonParser(limits);
   }
+
+  /** The interactive TUI, pointed at the proxy like a stage, with the user's arguments. */
+  session(inv: AgentSessionInvocation): AgentSessionSpec {
+    const { env, baseUrl } = this.environment(inv.env);
+    return { cwd: inv.cwd, env: { ...env }, argv: [this.opts.binary ?? CODEX_GUEST_BINARY, '--cd', inv.cwd, ...codexProviderArgs(baseUrl), ...inv.args], files: [] };
+  }
+
+  private environment(brokerEnv: Record<string, string>): { env: Record<string, string>; baseUrl: string } {
+    const env = requireBrokerEnv(this.displayName, this.brokerEnv, brokerEnv);
+    const baseUrl = env.OPENAI_BASE_URL!;
+    if (!/^https?:\/\/[^\s"'\\]+$/.test(baseUrl)) throw new Error(`OPENAI_BASE_URL is not a plain http(s) URL: ${JSON.stringify(baseUrl).slice(0, 120)}`);
+    return { env, baseUrl };
+  }
+}
+
+/**
+ * The built-in provider ignores OPENAI_BASE_URL in current releases; a provider
+ * of our own points Codex at the proxy with the placeholder key.
+ */
+function codexProviderArgs(baseUrl: string): string[] {
+  return [
+    '-c',
+    `model_provider=${CODEX_PROVIDER_ID}`,
+    '-c',
+    `model_providers.${CODEX_PROVIDER_ID}.name=${CODEX_PROVIDER_ID}`,
+    '-c',
+    `model_providers.${CODEX_PROVIDER_ID}.base_url="${baseUrl}"`,
+    '-c',
+    `model_providers.${CODEX_PROVIDER_ID}.env_key=OPENAI_API_KEY`,
+    '-c',
+    `model_providers.${CODEX_PROVIDER_ID}.wire_api=responses`,
+  ];
 }
 
 export class CodexJsonParser extends JsonLinesParser {
@@ -110,6 +131,7 @@ export class CodexJsonParser extends JsonLinesParser {
   private failure: string | undefined;
   private completed = false;
   private started = false;
+  private readonly problems: string[] = [];
 
   protected handleValue(value: unknown): AgentEvent[] | null {
     const type = (value as { type?: unknown } | null)?.type;
@@ -168,7 +190,8 @@ export class CodexJsonParser extends JsonLinesParser {
       case 'mcp_tool_call':
         return [{ kind: 'tool-result', isError: item.status === 'failed' }];
       case 'error':
-        // Non-fatal: Codex goes on after these.
+        // Codex's warnings (config, reroutes, refused tools) come as error items and it goes on after them.
+        if (item.message?.trim()) keepProblem(this.problems, item.message);
         return [{ kind: 'text', text: capText(`error: ${item.message ?? ''}`, this.maxSummaryChars) }];
       default:
         return [];
@@ -189,7 +212,7 @@ export class CodexJsonParser extends JsonLinesParser {
   }
 
   protected partialResult(): AgentResult {
-    return { ok: false, summary: this.lastMessage, turns: this.turns || undefined, tokens: this.tokens };
+    return { ok: false, summary: this.lastMessage, turns: this.turns || undefined, tokens: this.tokens, ...(this.problems.length ? { problems: [...this.problems] } : {}) };
   }
 }
 

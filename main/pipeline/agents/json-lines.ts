@@ -2,13 +2,15 @@
 // bytes come from a pty or SSH channel: lines may end in \r\n, carry terminal
 // escape sequences, or be interleaved with stderr text. A line over the cap is
 // dropped (counted), the whole stream is cut at its cap, and nothing throws.
-import type {
-  AgentEvent,
-  AgentOutcome,
-  AgentResult,
-  AgentStreamParser,
-  AgentStreamStats,
-  ParserLimits,
+import {
+  MAX_AGENT_PROBLEM_CHARS,
+  MAX_AGENT_PROBLEMS,
+  type AgentEvent,
+  type AgentOutcome,
+  type AgentResult,
+  type AgentStreamParser,
+  type AgentStreamStats,
+  type ParserLimits,
 } from './types.js';
 
 export const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
@@ -154,6 +156,13 @@ export abstract class JsonLinesParser implements AgentStreamParser {
     if (out === null) this.stats.malformed++;
     else events.push(...out);
   }
+}
+
+/** Adds an agent's problem in one line, capped; past MAX_AGENT_PROBLEMS the newest replaces the last, so the list ends with the latest. */
+export function keepProblem(problems: string[], text: string): void {
+  const line = capText(text.replace(/\s+/g, ' ').trim(), MAX_AGENT_PROBLEM_CHARS);
+  if (problems.length >= MAX_AGENT_PROBLEMS) problems[MAX_AGENT_PROBLEMS - 1] = line;
+  else problems.push(line);
 }
 
 export function formatBytes(n: number): string {

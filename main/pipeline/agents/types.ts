@@ -30,6 +30,24 @@ export interface AgentCommandSpec {
   stdinFile?: string;
 }
 
+/** An interactive session of the agent's own TUI in the sandbox (`factory claude`, `factory codex`). */
+export interface AgentSessionInvocation {
+  /** Guest working directory (the task's repository). */
+  cwd: string;
+  /** The broker's placeholder environment, as for a stage. */
+  env: Record<string, string>;
+  /** The user's own arguments for the CLI. */
+  args: string[];
+}
+
+/** The session's command, and the files (relative to the agent user's home) it needs before it starts. */
+export interface AgentSessionSpec {
+  cwd: string;
+  env: Record<string, string>;
+  argv: string[];
+  files: Array<{ path: string; content: string }>;
+}
+
 export interface AgentTokens {
   input: number;
   output: number;
@@ -47,7 +65,18 @@ export interface AgentResult {
   durationMs?: number;
   /** Why the run is not ok, in words a user can act on. */
   error?: string;
+  /**
+   * What the agent itself reported as going wrong on the way (Codex's error items,
+   * Claude Code's refused tool calls), capped. Codex uses error items for warnings it
+   * goes on after, so these do not fail a run by themselves; a stage that did nothing
+   * quotes them as the reason.
+   */
+  problems?: string[];
 }
+
+/** At most this many problems are kept, each capped, so a chatty agent cannot grow a task record. */
+export const MAX_AGENT_PROBLEMS = 5;
+export const MAX_AGENT_PROBLEM_CHARS = 300;
 
 export type AgentEvent =
   | { kind: 'init'; model?: string; sessionId?: string; version?: string }
@@ -113,4 +142,6 @@ export interface AgentAdapter {
   command(inv: AgentInvocation): AgentCommandSpec;
   /** A fresh incremental parser for one run's output. */
   createParser(limits?: ParserLimits): AgentStreamParser;
+  /** The agent's interactive TUI, with the same broker environment as a stage; absent when the agent has none. */
+  session?(inv: AgentSessionInvocation): AgentSessionSpec;
 }
