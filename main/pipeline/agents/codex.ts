@@ -24,6 +24,8 @@ import type {
 
 export const CODEX_GUEST_BINARY = '/usr/local/bin/codex';
 const CODEX_PROVIDER_ID = 'factory';
+/** Codex's update check and analytics, off (its config keys `check_for_update_on_startup`, `analytics.enabled`). */
+export const CODEX_QUIET_CONFIG = ['check_for_update_on_startup=false', 'analytics.enabled=false'] as const;
 
 const count = z.number().finite().nonnegative();
 const text = z.string().max(4 * 1024 * 1024);
