@@ -123,6 +123,8 @@ function codexProviderArgs(baseUrl: string): string[] {
     `model_providers.${CODEX_PROVIDER_ID}.env_key=OPENAI_API_KEY`,
     '-c',
     `model_providers.${CODEX_PROVIDER_ID}.wire_api=responses`,
+    // Housekeeping the sandbox cannot reach anyway: every attempt is a refusal on the task's egress list.
+    ...CODEX_QUIET_CONFIG.flatMap((kv) => ['-c', kv]),
   ];
 }
 
