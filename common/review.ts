@@ -74,6 +74,8 @@ export const SecretFinding = z.object({
   rule: z.string(),
   /** The matched text with the value masked (never the value itself). */
   masked: z.string(),
+  /** Set when the secret is in this agent commit's message (then `line` is the message's line, `path` names the commit). */
+  commit: z.string().optional(),
 });
 export type SecretFinding = z.infer<typeof SecretFinding>;
 
@@ -86,6 +88,39 @@ export const ReviewConfirmation = z.object({
   message: z.string(),
 });
 export type ReviewConfirmation = z.infer<typeof ReviewConfirmation>;
+
+/** One commit of the agent's history, as the agent wrote it (escape it to show). */
+export const AgentCommit = z.object({
+  id: z.string(),
+  /** How many parents it has: two or more is a merge. */
+  parents: z.number(),
+  /** "Name <email>" of its author. */
+  author: z.string(),
+  /** The message, up to ReviewHistory.maxMessageChars characters. */
+  message: z.string(),
+  /** The message is longer than what `message` holds. */
+  messageCut: z.boolean(),
+  /** The message was longer than ReviewHistory.maxScanBytes: its rest was not scanned for secrets. */
+  scannedInPart: z.boolean(),
+});
+export type AgentCommit = z.infer<typeof AgentCommit>;
+
+/**
+ * The agent's commits between the base and the head. None of them lands:
+ * Approve makes one new commit with the head's tree on the base.
+ */
+export const ReviewHistory = z.object({
+  /** Every commit reachable from the head and not from the base. */
+  total: z.number(),
+  /** How many of them are merges. */
+  merges: z.number(),
+  /** Newest first, the first maxCommits of them; their messages are scanned for secrets. */
+  commits: z.array(AgentCommit),
+  maxCommits: z.number(),
+  maxMessageChars: z.number(),
+  maxScanBytes: z.number(),
+});
+export type ReviewHistory = z.infer<typeof ReviewHistory>;
 
 /** What came back from the sandbox, verified and held in quarantine until the user decides. */
 export const PullbackReview = z.object({
@@ -109,6 +144,8 @@ export const PullbackReview = z.object({
   secrets: z.array(SecretFinding).default([]),
   /** Non-empty: Approve is a second, deliberate step that must name these kinds in tasks.approve's `confirm`. */
   confirmations: z.array(ReviewConfirmation).default([]),
+  /** The agent's commits (absent in reviews written before Approve landed one commit of its own). */
+  history: ReviewHistory.optional(),
 });
 export type PullbackReview = z.infer<typeof PullbackReview>;
 

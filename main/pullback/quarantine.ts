@@ -4,7 +4,8 @@
 // (objects/info/alternates). Nothing in the host repository changes until the
 // user approves, and even then only new objects and one new branch ref appear:
 // HEAD, the index and the working tree are never touched, and an existing
-// branch is never overwritten.
+// branch is never overwritten. What lands is one commit the host makes with
+// the reviewed tree on the base (landing.ts), never the agent's history.
 //
 // Every step is bounded in memory and time: the pack is scanned for what it
 // declares before git reads it (pack-scan.ts), every git in the quarantine
@@ -19,6 +20,8 @@ import type { PullbackReview } from '../../common/domain.js';
 import { MAX_REVIEW_FILES, type ReviewFileDetail } from '../../common/review.js';
 import { DEFAULT_GUEST_DATA_CAPS, boundGitUnder, formatBytes, guestDataLimits, type GitLimits } from '../git/git-limits.js';
 import { firstLine, git, limitMessage, runGit } from '../git/host-git.js';
+import { commitIdentity } from '../git/commit-identity.js';
+import { LANDING_REF, makeLandingCommit } from './landing.js';
 import { checkDiffBlobs, checkResultObjects } from './object-caps.js';
 import { scanPack, type PackCaps } from './pack-scan.js';
 import { buildReviewDiff, type ReviewDiff } from './review/build-review.js';
@@ -287,13 +290,20 @@ export class PullbackQuarantine {
   }
 
   /**
-   * Approve: copy the verified objects into the host repo and create the branch,
-   * refusing if it exists. Only `git fetch` (objects, no ref updates, no
-   * FETCH_HEAD) and `git update-ref <ref> <sha> ''` touch the host repo.
+   * Approve: one new commit with the reviewed head's tree on the base, made in
+   * the quarantine repository (landing.ts), is copied into the host repo as the
+   * branch, refusing if it exists. Only `git fetch` of that one commit (objects,
+   * no ref updates, no FETCH_HEAD) and `git update-ref <ref> <sha> ''` touch the
+   * host repo: the agent's own commits and anything only they reach stay out.
    */
-  async approve(opts: { taskId: string; repoPath: string; branch: string; headCommit: string; bundleSha256: string }): Promise<{ branch: string; commit: string }> {
-    const { taskId, repoPath, branch, headCommit } = opts;
+  async approve(opts: {
+    taskId: string; repoPath: string; branch: string; baseCommit: string; headCommit: string; bundleSha256: string;
+    /** The landed commit's message (landingMessage: trusted text only). */
+    message: string;
+  }): Promise<{ branch: string; commit: string }> {
+    const { taskId, repoPath, branch, headCommit, baseCommit } = opts;
     if (!SHA.test(headCommit)) throw new FactoryError('InvalidInput', 'bad head commit');
+    if (!SHA.test(baseCommit)) throw new FactoryError('InvalidInput', 'bad base commit');
     const ref = `refs/heads/${branch}`;
     await git(['check-ref-format', ref], { errorName: 'InvalidInput' });
     const dir = this.dirFor(taskId);
@@ -306,19 +316,22 @@ export class PullbackQuarantine {
     if (exists.code === 0) {
       throw new FactoryError('BranchExists', `branch ${branch} already exists in ${repoPath}; it was left as it is (delete or rename it, then approve again)`);
     }
+    const commit = await makeLandingCommit({
+      qrepo, head: headCommit, base: baseCommit, message: opts.message, identity: await commitIdentity(repoPath), limits: this.gitLimits, timeoutMs: this.timeoutMs,
+    });
     await git(
       ['-c', 'transfer.fsckObjects=true', '-c', 'fetch.fsckObjects=true', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
-        '--no-recurse-submodules', '--no-auto-gc', qrepo, ref],
+        '--no-recurse-submodules', '--no-auto-gc', qrepo, LANDING_REF],
       // It reads the quarantine's objects: the same bounds (upload-pack there reads its own config, written by makeQuarantineRepo).
       { cwd: repoPath, timeoutMs: this.timeoutMs, limits: this.gitLimits, errorName: 'ApproveFailed' },
     );
     // '' as the old value: git refuses if the ref appeared meanwhile.
-    const created = await runGit(['update-ref', '-m', `factory: approve task ${taskId}`, ref, headCommit, ''], { cwd: repoPath });
+    const created = await runGit(['update-ref', '-m', `factory: approve task ${taskId}`, ref, commit, ''], { cwd: repoPath });
     if (created.code !== 0) {
       throw new FactoryError('BranchExists', `branch ${branch} could not be created without overwriting: ${firstLine(created.stderr)}`);
     }
     await this.discard(taskId);
-    return { branch, commit: headCommit };
+    return { branch, commit };
   }
 
   private async makeQuarantineRepo(dir: string, repoPath: string): Promise<string> {

@@ -9,6 +9,7 @@ import { FactoryError } from '../../common/contract.js';
 import { PullbackReview, type Task } from '../../common/domain.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
 import { collectArtifacts } from '../pipeline/artifacts.js';
+import { landingMessage } from '../pullback/landing.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
 import { assertConfirmed } from '../pullback/review/confirmations.js';
 import type { Logger } from '../log/logger.js';
@@ -70,9 +71,10 @@ export class TaskReviews {
   }
 
   /**
-   * Creates the branch. When the review could not show or check everything
-   * (its confirmations), `confirm` must name every kind of them: the user's
-   * deliberate second step; otherwise ApproveNeedsConfirmation names what was not shown.
+   * Creates the branch: one new commit with the reviewed tree on the base.
+   * When the review could not show or check everything (its confirmations),
+   * `confirm` must name every kind of them: the user's deliberate second step;
+   * otherwise ApproveNeedsConfirmation names what was not shown.
    */
   async approve(record: TaskRecord, opts: { confirm?: readonly ReviewConfirmationKind[] } = {}): Promise<Task> {
     const taskId = record.task.id;
@@ -82,13 +84,17 @@ export class TaskReviews {
     if (record.pullback.empty) {
       throw new FactoryError('NothingToApprove', 'the sandbox brought back no change; there is nothing to approve (reject it instead)');
     }
-    assertConfirmed(await this.review(record), opts.confirm);
+    const review = await this.review(record);
+    assertConfirmed(review, opts.confirm);
+    // One commit of the reviewed tree lands, not the agent's history (landing.ts).
     const res = await this.deps.quarantine.approve({
       taskId,
       repoPath: record.task.repoPath,
       branch: record.task.branch,
+      baseCommit: record.task.baseCommit,
       headCommit: record.pullback.headCommit,
       bundleSha256: record.pullback.bundleSha256,
+      message: landingMessage(record.task, review.history?.total),
     });
     await this.deps.book.update(record, {
       phase: 'approved',

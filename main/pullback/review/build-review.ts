@@ -1,12 +1,14 @@
 // The review of a verified result: every changed file (with modes, sizes and
 // symlink targets), totals over all of them, the capped patch, flags above the
-// diff, secrets in added lines, and what Approve must have confirmed because
+// diff, secrets in added lines and in the agent's commit messages, the agent's
+// commits (none of which lands), and what Approve must have confirmed because
 // the review could not show or check it. Everything is read from the
 // quarantine repository's objects, never from the packed bundle.
 import type { PullbackReview, ReviewFlag } from '../../../common/review.js';
 import { describeHiddenChar, escapeName, hiddenChars } from '../../../common/review-text.js';
 import { firstLine, limitMessage, runGit } from '../../git/host-git.js';
 import { readAddedLines, type AddedLines } from './added-lines.js';
+import { readAgentHistory } from './commits.js';
 import { buildConfirmations } from './confirmations.js';
 import { inspectContent } from './content.js';
 import { fileFlags, sortFlags } from './flags.js';
@@ -32,7 +34,7 @@ export interface ReviewBuildOptions {
 
 export type ReviewDiff = Pick<
   PullbackReview,
-  'files' | 'filesOmitted' | 'added' | 'removed' | 'patch' | 'patchTruncated' | 'flags' | 'secrets' | 'confirmations'
+  'files' | 'filesOmitted' | 'added' | 'removed' | 'patch' | 'patchTruncated' | 'flags' | 'secrets' | 'confirmations' | 'history'
 >;
 
 /** Hidden characters flagged per file before one line sums up the rest. */
@@ -108,7 +110,15 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
   } catch (err) {
     credentialsError = (err as Error).message;
   }
-  const secrets = await scanSecrets({ paths: files.map((f) => f.path), added, credentials, maxFindings: opts.maxSecretFindings });
+  const inFiles = await scanSecrets({ paths: files.map((f) => f.path), added, credentials, maxFindings: opts.maxSecretFindings });
+  // The agent's messages do not land, but a secret in one was still exposed: it is found and confirmed like one in a file.
+  const { history, scan } = await readAgentHistory(qrepo, base, head, { timeoutMs });
+  const inMessages = await scanSecrets({ ...scan, credentials, maxFindings: Math.max(0, opts.maxSecretFindings - inFiles.findings.length) });
+  const commitOf = new Map(history.commits.map((c, i) => [scan.paths[i]!, c.id]));
+  const secrets = {
+    findings: [...inFiles.findings, ...inMessages.findings.map((s) => ({ ...s, commit: commitOf.get(s.path)! }))],
+    omitted: inFiles.omitted + inMessages.omitted,
+  };
 
   const flags = sortFlags([
     ...fileFlags({ files, configs: content.configs, ...(gitmodules ? { gitmodules } : {}) }),
@@ -118,6 +128,8 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
       message: `${escapeName(s.path)} line ${s.line}: possible secret (${s.rule}): ${s.masked}`,
     })),
   ]);
+  // A message cut by its cap must not show the beginning of a credential's value either.
+  for (const c of history.commits) c.message = maskValuesInText(c.message, credentials, c.messageCut);
   const listed = files.slice(0, opts.maxReviewFiles);
   // The sandbox's own credential values never reach the review, wherever the returned work put them.
   return maskValuesDeep<ReviewDiff>({
@@ -141,5 +153,6 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
       findingsOmitted: secrets.omitted,
       ...(credentialsError ? { credentialsError } : {}),
     }),
+    history,
   }, credentials);
 }

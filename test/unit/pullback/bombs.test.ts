@@ -254,13 +254,17 @@ describe('ordinary results under the caps', () => {
     expect(files['src/b.ts']).toMatchObject({ status: 'added', added: 2000 });
     expect(files['README.md']).toMatchObject({ status: 'modified', added: 1 });
     expect(v.review.checks.every((c) => c.ok)).toBe(true);
-    const res = await quarantine.approve({ taskId: id, repoPath: host.dir, branch: args.branch, headCommit: v.headCommit, bundleSha256: v.bundleSha256 });
-    expect(res.commit).toBe(v.headCommit);
+    const res = await quarantine.approve({
+      taskId: id, repoPath: host.dir, branch: args.branch, baseCommit: args.baseCommit, headCommit: v.headCommit, bundleSha256: v.bundleSha256, message: 'work\n',
+    });
+    // One new commit holding the reviewed tree lands, not the sandbox's own.
+    expect(gitIn(host.dir, ['rev-parse', args.branch, `${args.branch}^{tree}`, `${args.branch}^`]).trim().split('\n'))
+      .toEqual([res.commit, gitIn(guest, ['rev-parse', 'HEAD^{tree}']).trim(), args.baseCommit]);
     expect(gitIn(host.dir, ['rev-parse', `${args.branch}:assets/model.bin`]).trim()).toBe(objectId('blob', binary));
     console.log(`ordinary result: ${probe.runs().length} git runs, peak ${largest(probe.runs())?.maxRssKiB} KiB\n${describeRuns()}`);
     // Every git that read the sandbox's data (approve's fetch included) ran under the quarantine's bounds.
-    const readers = probe.runs().filter((r) => /^git (bundle verify|index-pack|cat-file|rev-list|merge-base|diff|fetch)/.test(r.command));
-    expect(readers.map((r) => r.command.split(' ').slice(0, 2).join(' '))).toEqual(expect.arrayContaining(['git index-pack', 'git diff', 'git fetch']));
+    const readers = probe.runs().filter((r) => /^git (bundle verify|index-pack|cat-file|rev-list|merge-base|diff|commit-tree|fetch)/.test(r.command));
+    expect(readers.map((r) => r.command.split(' ').slice(0, 2).join(' '))).toEqual(expect.arrayContaining(['git index-pack', 'git diff', 'git commit-tree', 'git fetch']));
     for (const r of readers) expect(r.addressLimit, r.command).toBe(String(Math.floor(quarantine.gitLimits.addressSpaceBytes / 1024)));
   }, 120_000);
 });

@@ -53,6 +53,10 @@ function verifyArgs(host: FixtureRepo, base: string, id = 't1') {
   return { taskId: id, repoPath: host.dir, branch: `factory/${id}`, baseCommit: base, bundlePresent: true };
 }
 
+function approveArgs(host: FixtureRepo, base: string, v: { headCommit: string; bundleSha256: string }) {
+  return { taskId: 't1', repoPath: host.dir, branch: 'factory/t1', baseCommit: base, headCommit: v.headCommit, bundleSha256: v.bundleSha256, message: 'the task\n' };
+}
+
 describe('pull-back verification', () => {
   it('accepts a bundle of exactly the task branch and computes its diff', async () => {
     const { host, base, guest, quarantine } = await setup();
@@ -189,9 +193,13 @@ describe('approve', () => {
     const head = guest.commit('feature');
     await place(quarantine, 't1', guest.bundle('refs/heads/factory/t1', `^${base}`));
     const v = await quarantine.verify(verifyArgs(host, base));
-    const res = await quarantine.approve({ taskId: 't1', repoPath: host.dir, branch: 'factory/t1', headCommit: v.headCommit, bundleSha256: v.bundleSha256 });
-    expect(res).toEqual({ branch: 'factory/t1', commit: head });
-    expect(host.git('rev-parse', 'refs/heads/factory/t1').trim()).toBe(head);
+    const res = await quarantine.approve(approveArgs(host, base, v));
+    // One new commit on the base with the reviewed tree: the sandbox's own commit stays out.
+    expect(res.branch).toBe('factory/t1');
+    expect(host.git('rev-parse', 'refs/heads/factory/t1', 'factory/t1^{tree}', 'factory/t1^').trim().split('\n'))
+      .toEqual([res.commit, gitIn(guest.dir, ['rev-parse', `${head}^{tree}`]).trim(), base]);
+    expect(host.git('log', '-1', '--format=%B', 'factory/t1').trim()).toBe('the task');
+    expect(() => host.git('cat-file', '-e', head)).toThrow();
     expect(host.git('show', 'factory/t1:feature.txt')).toBe('done\n');
     expect(host.head()).toBe(before.head);
     expect(host.git('symbolic-ref', 'HEAD')).toBe(before.symbolic);
@@ -210,7 +218,7 @@ describe('approve', () => {
     await place(quarantine, 't1', guest.bundle('refs/heads/factory/t1', `^${base}`));
     const v = await quarantine.verify(verifyArgs(host, base));
     await expect(
-      quarantine.approve({ taskId: 't1', repoPath: host.dir, branch: 'factory/t1', headCommit: v.headCommit, bundleSha256: v.bundleSha256 }),
+      quarantine.approve(approveArgs(host, base, v)),
     ).rejects.toMatchObject({ name: 'BranchExists' });
     expect(host.git('rev-parse', 'refs/heads/factory/t1').trim()).toBe(base);
   });
@@ -223,7 +231,7 @@ describe('approve', () => {
     const v = await quarantine.verify(verifyArgs(host, base));
     fs.appendFileSync(path.join(quarantine.dirFor('t1'), 'result.bundle'), 'x');
     await expect(
-      quarantine.approve({ taskId: 't1', repoPath: host.dir, branch: 'factory/t1', headCommit: v.headCommit, bundleSha256: v.bundleSha256 }),
+      quarantine.approve(approveArgs(host, base, v)),
     ).rejects.toThrow(/changed or vanished/);
     expect(() => host.git('rev-parse', '--verify', '--quiet', 'refs/heads/factory/t1')).toThrow();
   });

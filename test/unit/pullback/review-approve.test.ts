@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PullbackReview } from '../../../common/review.js';
 import type { GuestFixture } from '../../support/pullback-guest.js';
+import { gitIn } from '../../support/repo.js';
 import { inReview as inReviewApp, reviewSetup } from '../../support/review-app.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -18,6 +19,11 @@ const inReview = (fx: GuestFixture, paths: Parameters<typeof inReviewApp>[1], re
   inReviewApp(fx, paths, { cleanups, ...(review ? { review } : {}) });
 
 const branchOf = (fx: GuestFixture) => fx.host.git('for-each-ref', '--format=%(objectname)', `refs/heads/factory/${fx.id}`).trim();
+/** The branch holds one commit on the base with the tree of the sandbox's head (what the review showed). */
+function expectLanded(fx: GuestFixture, head: string) {
+  const landed = fx.host.git('rev-list', '--parents', '--format=%T', `${fx.base}..refs/heads/factory/${fx.id}`).trim();
+  expect(landed).toBe(`commit ${branchOf(fx)} ${fx.base}\n${gitIn(fx.guest.dir, ['rev-parse', `${head}^{tree}`]).trim()}`);
+}
 
 describe('tasks.approve', () => {
   it('refuses a review whose patch was cut until the user confirms what was not shown, then creates the branch', async () => {
@@ -46,7 +52,7 @@ describe('tasks.approve', () => {
 
     const approved = await app.api['tasks.approve']({ taskId: fx.id, confirm: ['unshown'] });
     expect(approved.phase).toBe('approved');
-    expect(branchOf(fx)).toBe(head);
+    expectLanded(fx, head);
     await expect(app.api['tasks.reviewFile']({ taskId: fx.id, path: 'zz/hook.sh' })).rejects.toMatchObject({ name: 'NotInReview' });
   }, 120_000);
 
@@ -56,8 +62,10 @@ describe('tasks.approve', () => {
     const head = fx.guest.commit('feature');
     const app = await inReview(fx, paths);
     expect((await app.api['tasks.review']({ taskId: fx.id })).confirmations).toEqual([]);
-    expect((await app.api['tasks.approve']({ taskId: fx.id })).phase).toBe('approved');
-    expect(branchOf(fx)).toBe(head);
+    const approved = await app.api['tasks.approve']({ taskId: fx.id });
+    expect(approved.phase).toBe('approved');
+    expect(approved.decision?.commit).toBe(branchOf(fx));
+    expectLanded(fx, head);
   });
 
   it('reads a review written before flags and confirmations existed, and still asks to confirm its cut patch', async () => {
