@@ -6,10 +6,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { appPaths } from '../state/paths.js';
 import { helpText, parseCommandLine } from './args.js';
-import { connectOrStart } from './launcher.js';
+import type { FactoryClient } from './client.js';
+import { hookFailed } from './hooks/hook-commands.js';
+import { connectOrStart, type LaunchOptions } from './launcher.js';
 import { printError, type Io } from './output.js';
 
-export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+export interface CliDeps {
+  /** How the app is reached (tests give a scripted one). */
+  connect?: (opts: LaunchOptions) => Promise<FactoryClient>;
+}
+
+export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: process.stdout, stderr: process.stderr }, deps: CliDeps = {}): Promise<number> {
   const io: Io = { ...io0, json: argv.includes('--json') };
   let parsed;
   try {
@@ -31,11 +38,13 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
     }
   }
   const dataDir = typeof parsed.values['data-dir'] === 'string' ? path.resolve(parsed.values['data-dir']) : appPaths().data;
-  const failStatus = parsed.name === 'exec' ? 125 : 1;
+  // A session hook that cannot do its check must block (Claude Code's status 2), never pass as a mere warning (1).
+  const failStatus = parsed.name === 'exec' ? 125 : parsed.name === 'hook' ? 2 : 1;
   let client;
   try {
-    client = await connectOrStart({ dataDir, noStart: parsed.values['no-start'] === true, progress: (l) => io.stderr.write(l + '\n') });
+    client = await (deps.connect ?? connectOrStart)({ dataDir, noStart: parsed.values['no-start'] === true, progress: (l) => io.stderr.write(l + '\n') });
   } catch (err) {
+    if (parsed.name === 'hook') return hookFailed(io, parsed.positionals[0] ?? 'hook', err);
     printError(io, err);
     return failStatus;
   }

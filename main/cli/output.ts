@@ -6,6 +6,8 @@ export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   json: boolean;
+  /** Where input comes from (the hooks read Claude Code's JSON); process.stdin when not given. */
+  stdin?: NodeJS.ReadableStream;
 }
 
 export class UsageError extends Error {

@@ -3,9 +3,11 @@
 // session's cwd, ready when its sandbox is seeded and set up (a resumed
 // session gets its own sandbox back). check (Stop, after every turn): the leak
 // check only — the session goes on using the sandbox. end (SessionEnd): the
-// leak check, then pull-back into review and destroy. A leak finding keeps the
-// sandbox (quarantined, never reaped) for inspection. The reaper destroys the
-// sandbox of a session whose process has been gone for the grace period.
+// leak check, then pull-back into review and destroy. A check that is not
+// clean (a leak, an incomplete scan, an error) keeps the sandbox (quarantined,
+// never reaped, not destroyed by a later end) for inspection. The reaper
+// destroys the sandbox of a session whose process has been gone for the grace
+// period.
 import { FactoryError } from '../../common/contract.js';
 import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
@@ -88,9 +90,24 @@ export class SessionService {
   /** Stop: the leak check only. */
   async check(sessionId: string): Promise<{ task: Task; report: LeakReport }> {
     const record = this.record(sessionId);
-    const report = await this.deps.ports.leakCheck(record.taskId);
-    if (report.verdict === 'leak') await this.quarantine(record);
+    const report = await this.checkOrKeep(record);
     return { task: this.deps.ports.getTask(record.taskId), report };
+  }
+
+  /**
+   * The leak check, failing closed: a check that did not complete and find
+   * nothing (a leak, caps exceeded, an error) keeps the sandbox for inspection.
+   */
+  private async checkOrKeep(record: SessionRecord): Promise<LeakReport> {
+    let report: LeakReport;
+    try {
+      report = await this.deps.ports.leakCheck(record.taskId);
+    } catch (err) {
+      await this.quarantine(record, `the leak check failed: ${String(err)}`);
+      throw err;
+    }
+    if (report.verdict !== 'clean') await this.quarantine(record, report.verdict === 'leak' ? 'a leak check found a credential' : 'the leak check could not scan everything');
+    return report;
   }
 
   /** SessionEnd: the leak check, then (clean) the work into review and the sandbox destroyed. */
@@ -109,12 +126,11 @@ export class SessionService {
     }
     let report: LeakReport | undefined;
     if (task.sandbox.status === 'running') {
-      report = await ports.leakCheck(record.taskId);
-      if (report.verdict === 'leak') {
-        await this.quarantine(record);
-        return { report, destroyed: false };
-      }
+      report = await this.checkOrKeep(record);
+      if (report.verdict !== 'clean') return { report, destroyed: false };
     }
+    // Kept after an earlier check that was not clean: a clean check now does not undo that; the user destroys it.
+    if (LIVE.has(task.sandbox.status) && this.deps.store.get(record.sessionId)?.state === 'quarantined') return { ...(report ? { report } : {}), destroyed: false };
     if (hold.release(record.taskId)) await this.waitFinished(record.taskId);
     await ports.destroyTask(record.taskId);
     await store.remove(record.sessionId);
@@ -123,9 +139,9 @@ export class SessionService {
   }
 
   /** Kept for inspection: the held stage is stopped, the sandbox stays, the reaper leaves it alone. */
-  private async quarantine(record: SessionRecord): Promise<void> {
+  private async quarantine(record: SessionRecord, why: string): Promise<void> {
     if (record.state !== 'quarantined') await this.deps.store.put({ ...record, state: 'quarantined' });
-    this.deps.log.warn('a leak check found a credential in a session sandbox; it is kept for inspection', { sessionId: record.sessionId, taskId: record.taskId });
+    this.deps.log.warn(`${why} in a session sandbox; it is kept for inspection`, { sessionId: record.sessionId, taskId: record.taskId });
     await this.deps.ports.cancelTask(record.taskId).catch(() => undefined);
   }
 

@@ -5,8 +5,8 @@ import { workTreeTop } from '../../git/host-git.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
-import { cmdHookEnd, cmdHookStart, cmdHookStop, parseHookInput, readStdin } from './hook-commands.js';
-import { installHooks, settingsPath, uninstallHooks } from './settings-file.js';
+import { cmdHookEnd, cmdHookStart, cmdHookStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { HOOK_EVENTS, installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {
   if (action !== 'install' && action !== 'uninstall') throw new UsageError(`hooks: expected install or uninstall, got ${JSON.stringify(action)}`);
@@ -36,9 +36,23 @@ async function repoTop(cwd: string): Promise<string> {
   return top;
 }
 
+const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd };
+
+/** Margin under Claude Code's own time limit, so the hook says why it gives up instead of being killed. */
+const DEADLINE_MARGIN_S = 20;
+
 export async function runHook(client: FactoryClient, io: Io, which: string): Promise<number> {
-  const handler = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd }[which];
+  const handler = HANDLERS[which as keyof typeof HANDLERS];
   if (!handler) throw new UsageError(`hook: expected session-start, stop or session-end, got ${JSON.stringify(which)}`);
-  const input = parseHookInput(await readStdin());
-  return handler(client, io, input);
+  const limit = Object.values(HOOK_EVENTS).find((e) => e.sub === which)!.timeout;
+  try {
+    // Anything thrown (bad input, the app's error, no answer in time) fails closed: status 2 and what happened.
+    return await withDeadline(
+      (async () => handler(client, io, parseHookInput(await readStdin(io.stdin ?? process.stdin))))(),
+      (limit - DEADLINE_MARGIN_S) * 1000,
+      which,
+    );
+  } catch (err) {
+    return hookFailed(io, which, err);
+  }
 }

@@ -2,10 +2,12 @@
 // settings-file.ts). Each reads Claude Code's hook input (JSON on stdin) and
 // asks the app. The rule for teardown: Stop fires after every turn, while the
 // session still uses its sandbox, so Stop only runs the leak check; SessionEnd
-// runs it and then destroys the sandbox (the work goes to review first). A
-// leak finding exits 2 with the finding on stderr (Claude Code's "blocking"
-// status: on Stop, Claude is told; on SessionEnd, the user sees it) and the
-// sandbox is kept for inspection.
+// runs it and then destroys the sandbox (the work goes to review first). They
+// fail closed: only a check that completed and found nothing exits 0. A leak, a
+// check that could not scan everything, an error, an unreachable app or a
+// timeout exits 2 with what happened on stderr (Claude Code's "blocking"
+// status: on Stop, Claude is told; on SessionEnd, the user sees it), and the
+// app keeps the sandbox for inspection.
 import { z } from 'zod';
 import { FactoryError } from '../../../common/contract.js';
 import type { LeakReport } from '../../../common/credentials.js';
@@ -77,7 +79,40 @@ function describeLeak(taskId: string, report: LeakReport): string {
 
 function describeIncomplete(taskId: string, report: LeakReport): string {
   const parts = report.scanned.filter((s) => s.error).map((s) => `${plain(s.source)}: ${plain(s.error!)}`);
-  return `factory: the leak check of session sandbox ${taskId} could not scan everything (${parts.join('; ') || 'incomplete'})\n`;
+  return (
+    `factory: LEAK CHECK INCOMPLETE: the leak check of session sandbox ${taskId} could not scan everything (${parts.join('; ') || 'incomplete'}), ` +
+    `so it cannot say the sandbox is clean. The sandbox is kept for inspection and its work was not sent to review (see the app, or factory show ${taskId})\n`
+  );
+}
+
+/**
+ * Any hook that could not finish its check (an error, the app unreachable, a
+ * timeout): what happened, on stderr, and Claude Code's blocking status 2.
+ * Nothing was destroyed: the app keeps a sandbox whose check failed.
+ */
+export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown): number {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const what = which === 'session-start' ? "could not give this session its sandbox" : "could not complete the leak check of this session's sandbox";
+  const after =
+    which === 'session-start'
+      ? ''
+      : 'factory: the sandbox was not destroyed and its work was not sent to review; it is kept for inspection (see the app, or factory ls).\n';
+  io.stderr.write(`factory: the ${plain(which).slice(0, 32)} hook ${what}: ${e.name}: ${plain(e.message)}\n${after}`);
+  return 2;
+}
+
+/** The hook gives up a little before Claude Code would kill it (a killed hook counts as a mere warning), saying so. */
+export function withDeadline<T>(work: Promise<T>, ms: number, which: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      const e = new Error(`no answer from the app within ${Math.round(ms / 1000)} s`);
+      e.name = 'HookTimeout';
+      reject(e);
+    }, ms);
+    timer.unref();
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
@@ -103,16 +138,10 @@ export async function cmdHookStop(client: FactoryClient, io: Io, input: HookInpu
     if (err instanceof Error && err.name === 'SessionNotFound') return 0;
     throw err;
   }
-  if (r.report.verdict === 'leak') {
-    io.stderr.write(describeLeak(r.task.id, r.report));
-    // Claude was told once (stop_hook_active): exit 2 again would keep it from ever stopping.
-    return input.stop_hook_active ? 1 : 2;
-  }
-  if (r.report.verdict === 'incomplete') {
-    io.stderr.write(describeIncomplete(r.task.id, r.report));
-    return 1;
-  }
-  return 0;
+  if (r.report.verdict === 'clean') return 0;
+  io.stderr.write(r.report.verdict === 'leak' ? describeLeak(r.task.id, r.report) : describeIncomplete(r.task.id, r.report));
+  // Claude was told once (stop_hook_active): exit 2 again would keep it from ever stopping. The sandbox stays kept either way.
+  return input.stop_hook_active ? 1 : 2;
 }
 
 export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
@@ -128,7 +157,15 @@ export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput
     io.stderr.write(describeLeak(r.task.id, r.report));
     return 2;
   }
-  if (r.report?.verdict === 'incomplete') io.stderr.write(describeIncomplete(r.task.id, r.report));
+  if (r.report?.verdict === 'incomplete') {
+    io.stderr.write(describeIncomplete(r.task.id, r.report));
+    return 2;
+  }
+  if (!r.destroyed) {
+    // An earlier check of this session was not clean: the sandbox stays until the user destroys it.
+    io.stderr.write(`factory: session sandbox ${r.task.id} is kept for inspection: an earlier leak check of this session was not clean; its work was not sent to review (see the app, or factory show ${r.task.id})\n`);
+    return 2;
+  }
   io.stderr.write(`factory: session sandbox ${r.task.id} destroyed; its work: factory diff ${r.task.id} (task ${r.task.phase})\n`);
-  return r.report?.verdict === 'incomplete' ? 1 : 0;
+  return 0;
 }
