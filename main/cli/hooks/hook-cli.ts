@@ -12,9 +12,10 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   if (action !== 'install' && action !== 'uninstall') throw new UsageError(`hooks: expected install or uninstall, got ${JSON.stringify(action)}`);
   if (v.project === true && v.user === true) throw new UsageError('hooks: --project and --user exclude each other');
   const scope = v.user === true ? 'user' : 'project';
-  const file = settingsPath(scope, scope === 'project' ? await repoTop(process.cwd()) : process.cwd());
+  const top = scope === 'project' ? await repoTop(process.cwd()) : undefined;
+  const file = settingsPath(scope, top ?? process.cwd());
   if (action === 'uninstall') {
-    const { removed } = await uninstallHooks(file);
+    const { removed } = await uninstallHooks(file, top);
     if (io.json) printJson(io, { file, removed });
     else io.stdout.write(removed ? `removed ${removed} factory hooks from ${file}\n` : `no factory hooks in ${file}\n`);
     return 0;
@@ -23,7 +24,7 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   let prefix = typeof v.command === 'string' ? v.command.trim() : 'factory';
   if (!prefix || /[\n\r]/.test(prefix)) throw new UsageError('hooks: --command must be one line');
   if (typeof v['data-dir'] === 'string') prefix += ` --data-dir ${shellWord(path.resolve(v['data-dir']))}`;
-  const { changed } = await installHooks(file, prefix);
+  const { changed } = await installHooks(file, prefix, top);
   if (io.json) printJson(io, { file, changed });
   else io.stdout.write(`${changed ? 'installed' : 'already installed:'} SessionStart, Stop and SessionEnd hooks in ${file}\n`);
   return 0;

@@ -9,7 +9,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../../common/contract.js';
-import { writeFileAtomic } from '../../state/state-store.js';
 
 /** The comment that marks a command as ours (a shell comment: Claude Code runs hook commands through a shell). */
 export const MARK = '# added by factory hooks install';
@@ -120,28 +119,102 @@ function readSettings(file: string): Json | undefined {
   return parsed;
 }
 
-async function writeSettings(file: string, settings: Json): Promise<void> {
-  // Through a symlink to the file it points at (dotfile managers link settings.json).
-  let target = file;
-  try {
-    target = fs.realpathSync(file);
-  } catch {
-    // No file yet (or a dangling link): write a new one, in a folder made for it.
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-  }
-  await writeFileAtomic(target, JSON.stringify(settings, null, 2) + '\n');
+function isInside(p: string, top: string): boolean {
+  const rel = path.relative(top, p);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
 
-export async function installHooks(file: string, prefix: string): Promise<{ changed: boolean }> {
-  const { settings, changed } = mergeHooks(readSettings(file) ?? {}, prefix);
-  if (changed) await writeSettings(file, settings);
+/**
+ * The real file to read and write for `file` in the repository at `root`. A
+ * repository is not trusted to point us elsewhere: every symlink on the way
+ * (.claude, settings.json) must resolve inside the repository, else nothing is
+ * read or written. Links inside it are followed to their real file.
+ */
+export function resolveInRepository(file: string, root: string): string {
+  const top = fs.realpathSync(root);
+  const rel = path.relative(root, file);
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) throw new FactoryError('HookSettingsOutside', `${file} is not inside the repository ${root}; nothing was written`);
+  let at = top;
+  for (const part of rel.split(path.sep)) {
+    const next = path.join(at, part);
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(next);
+    } catch (err) {
+      // Not there yet: it and what follows are created inside `at`, which is inside.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        at = next;
+        continue;
+      }
+      throw err;
+    }
+    if (!st.isSymbolicLink()) {
+      at = next;
+      continue;
+    }
+    const target = fs.readlinkSync(next);
+    let real: string;
+    try {
+      real = fs.realpathSync(next);
+    } catch {
+      throw new FactoryError('HookSettingsOutside', `${next} is a symlink to ${JSON.stringify(target)}, which does not exist; nothing was written`);
+    }
+    if (!isInside(real, top)) throw new FactoryError('HookSettingsOutside', `${next} is a symlink to ${JSON.stringify(target)} (${real}), outside the repository ${top}; nothing was written`);
+    at = real;
+  }
+  return at;
+}
+
+/** Write to a fresh temporary file beside `file` (never through a link: O_NOFOLLOW, O_EXCL), then rename it over `file`. */
+function writeAtomicNoFollow(file: string, text: string): void {
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
+  const c = fs.constants;
+  const mode = fs.statSync(file, { throwIfNoEntry: false })?.mode;
+  const fd = fs.openSync(tmp, c.O_WRONLY | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o644);
+  try {
+    // The file keeps its permissions.
+    if (mode !== undefined) fs.fchmodSync(fd, mode & 0o777);
+    fs.writeSync(fd, text);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  try {
+    // rename replaces the name `file` itself; it does not follow a link there.
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+function writeSettings(file: string, settings: Json, root: string | undefined): void {
+  let target = file;
+  if (root !== undefined) target = resolveInRepository(file, root);
+  else {
+    // User scope: through a symlink to the file it points at (dotfile managers link settings.json).
+    try {
+      target = fs.realpathSync(file);
+    } catch {
+      // No file yet (or a dangling link): a new one, in a folder made for it.
+    }
+  }
+  fs.mkdirSync(path.dirname(target), { recursive: true });
+  writeAtomicNoFollow(target, JSON.stringify(settings, null, 2) + '\n');
+}
+
+/** `root`: the repository whose .claude/settings.json this is (project scope); nothing outside it is read or written. */
+export async function installHooks(file: string, prefix: string, root?: string): Promise<{ changed: boolean }> {
+  const { settings, changed } = mergeHooks(readSettings(root !== undefined ? resolveInRepository(file, root) : file) ?? {}, prefix);
+  if (changed) writeSettings(file, settings, root);
   return { changed };
 }
 
-export async function uninstallHooks(file: string): Promise<{ removed: number }> {
-  const current = readSettings(file);
+export async function uninstallHooks(file: string, root?: string): Promise<{ removed: number }> {
+  const current = readSettings(root !== undefined ? resolveInRepository(file, root) : file);
   if (!current) return { removed: 0 };
   const { settings, removed } = removeHooks(current);
-  if (removed > 0) await writeSettings(file, settings);
+  if (removed > 0) writeSettings(file, settings, root);
   return { removed };
 }

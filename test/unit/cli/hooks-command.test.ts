@@ -58,4 +58,20 @@ describe('factory hooks', () => {
     expect(both.stderr).toContain('--project and --user exclude each other');
     expect(fs.existsSync(path.join(home, '.claude'))).toBe(false);
   });
+
+  it('refuses a repository whose .claude/settings.json links outside it, naming where it points, and leaves that file alone', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));
+    dirs.push(home);
+    const repo = path.join(home, 'repo');
+    fs.mkdirSync(path.join(repo, '.claude'), { recursive: true });
+    spawnSync('git', ['init', '-q', repo]);
+    const victim = path.join(home, 'elsewhere.json');
+    fs.writeFileSync(victim, '{"model":"opus"}\n');
+    fs.symlinkSync(victim, path.join(repo, '.claude', 'settings.json'));
+    const r = factory(['hooks', 'install'], { cwd: repo, home });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`.claude/settings.json is a symlink to ${JSON.stringify(victim)}`);
+    expect(r.stderr).toContain('outside the repository');
+    expect(fs.readFileSync(victim, 'utf8')).toBe('{"model":"opus"}\n');
+  });
 });

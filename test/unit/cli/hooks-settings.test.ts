@@ -126,3 +126,49 @@ describe('factory hooks install', () => {
     expect(settingsPath('user', '/r/repo', '/h')).toBe('/h/.claude/settings.json');
   });
 });
+
+describe('factory hooks install in a repository whose .claude leads outside it', () => {
+  let outside: string;
+  beforeEach(() => {
+    outside = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-outside-'));
+  });
+  afterEach(() => fs.rmSync(outside, { recursive: true, force: true }));
+
+  it('refuses a settings.json that links to a file outside the repository, naming both, and leaves that file as it was', async () => {
+    const victim = path.join(outside, 'settings.json');
+    const text = JSON.stringify({ model: 'the user elsewhere' });
+    fs.writeFileSync(victim, text);
+    fs.mkdirSync(path.dirname(file));
+    fs.symlinkSync(victim, file);
+    for (const run of [() => installHooks(file, 'factory', dir), () => uninstallHooks(file, dir)]) {
+      await expect(run()).rejects.toMatchObject({ name: 'HookSettingsOutside', message: expect.stringContaining(`${file} is a symlink to ${JSON.stringify(victim)}`) });
+    }
+    expect(fs.readFileSync(victim, 'utf8')).toBe(text);
+    expect(fs.lstatSync(file).isSymbolicLink()).toBe(true);
+  });
+
+  it('refuses a .claude that links to a folder outside the repository, and writes nothing there', async () => {
+    const victim = path.join(outside, 'settings.json');
+    const text = JSON.stringify({ hooks: {} });
+    fs.writeFileSync(victim, text);
+    fs.symlinkSync(outside, path.join(dir, '.claude'));
+    await expect(installHooks(file, 'factory', dir)).rejects.toMatchObject({ name: 'HookSettingsOutside', message: expect.stringContaining(`${path.join(dir, '.claude')} is a symlink to ${JSON.stringify(outside)}`) });
+    expect(fs.readFileSync(victim, 'utf8')).toBe(text);
+    expect(fs.readdirSync(outside)).toEqual(['settings.json']);
+    // Nor when the folder outside has no settings.json yet.
+    fs.rmSync(victim);
+    await expect(installHooks(file, 'factory', dir)).rejects.toMatchObject({ name: 'HookSettingsOutside' });
+    expect(fs.readdirSync(outside)).toEqual([]);
+  });
+
+  it('follows a link that stays inside the repository, replacing the file it points at', async () => {
+    const real = path.join(dir, 'config', 'claude-settings.json');
+    fs.mkdirSync(path.dirname(real));
+    fs.writeFileSync(real, JSON.stringify({ model: 'opus' }));
+    fs.mkdirSync(path.dirname(file));
+    fs.symlinkSync('../config/claude-settings.json', file);
+    expect(await installHooks(file, 'factory', dir)).toEqual({ changed: true });
+    expect(fs.lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(fs.readFileSync(real, 'utf8')).hooks.Stop).toHaveLength(1);
+  });
+});
