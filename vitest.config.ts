@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-// Tests mirror the environments (DESIGN.md): node for common/ and main/, jsdom
+// Tests mirror the environments (DESIGN.md, "Testing"): node for common/ and main/, jsdom
 // for renderer components, real QEMU / keyring / git for integration, Chromium
 // for end to end. Integration and e2e run one file at a time: each boots VMs on
 // a 2-core machine. Their polls wait up to 15 s: under that load a browser can
