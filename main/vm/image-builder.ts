@@ -122,22 +122,30 @@ export class ImageBuilder {
         throw new ImageBuildError(stepLabel('agent-clis'), `npm pack ${spec} gave ${JSON.stringify(packed).slice(0, 200)}`, pack.tail);
       }
       const tgz = path.join(dir, path.basename(packed.filename));
-      const member = `package/${cli.binaryInPackage}`;
-      await this.must('agent-clis', 'tar', ['-xzf', tgz, '-C', dir, member]);
-      const binary = path.join(dir, 'binary');
-      await this.must('agent-clis', 'mv', [path.join(dir, member), binary]);
+      // npm pack checked the tarball against the registry's integrity; each file taken from it is digested for the manifest.
+      const take = async (fileInPackage: string, into: string, installAs: string) => {
+        const member = `package/${fileInPackage}`;
+        await this.must('agent-clis', 'tar', ['-xzf', tgz, '-C', dir, member]);
+        await mkdir(into, { recursive: true });
+        const file = path.join(into, 'binary');
+        await this.must('agent-clis', 'mv', [path.join(dir, member), file]);
+        await writeFile(path.join(into, 'install-as'), installAs);
+        return { installAs, ...(await fileDigest(file)) };
+      };
+      const main = await take(cli.binaryInPackage, dir, cli.installAs);
+      const companions = [];
+      for (const [i, c] of cli.companions.entries()) companions.push(await take(c.fileInPackage, path.join(dir, 'companions', String(i)), c.installAs));
       await rm(tgz, { force: true });
       await rm(path.join(dir, 'package'), { recursive: true, force: true });
-      await writeFile(path.join(dir, 'install-as'), cli.installAs);
-      const { sha256, bytes } = await fileDigest(binary);
       cliEntries.push({
         name: cli.name,
         npmPackage: cli.npmPackage,
         version: cli.version,
         ...(packed.integrity ? { integrity: packed.integrity } : {}),
         installAs: cli.installAs,
-        sha256,
-        bytes,
+        sha256: main.sha256,
+        bytes: main.bytes,
+        companions,
       });
     }
 

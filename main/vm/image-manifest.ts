@@ -37,6 +37,10 @@ export const ImageManifest = z.object({
       installAs: z.string(),
       sha256: z.string().regex(/^[0-9a-f]{64}$/),
       bytes: z.number().int().nonnegative(),
+      /** The recipe's companion files, as installed. */
+      companions: z
+        .array(z.object({ installAs: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), bytes: z.number().int().nonnegative() }))
+        .default([]),
     }),
   ),
   guest: z.object({ user: z.string(), uid: z.number().int(), home: z.string(), work: z.string() }),

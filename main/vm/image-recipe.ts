@@ -14,6 +14,15 @@ export const AgentCliRecipe = z.object({
   /** Path of the binary inside the npm package (relative to its package/ folder). */
   binaryInPackage: z.string().regex(/^[^/.][^\0]*$/),
   installAs: z.string().regex(/^\/[^\0]+$/),
+  /**
+   * Other files of the same package the CLI needs at run time (Codex's code-mode host,
+   * which it looks for next to its own executable; its ripgrep). A CLI that runs without
+   * them exits 0 having refused every tool call, so the image carries them.
+   */
+  companions: z
+    .array(z.object({ fileInPackage: z.string().regex(/^[^/.][^\0]*$/), installAs: z.string().regex(/^\/[^\0]+$/) }))
+    .max(16)
+    .default([]),
 });
 export type AgentCliRecipe = z.infer<typeof AgentCliRecipe>;
 

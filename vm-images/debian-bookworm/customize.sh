@@ -43,8 +43,9 @@ install -d -m 700 -o 1000 -g 1000 "$root/home/agent/.ssh"
 install -m 600 -o 1000 -g 1000 /dev/null "$root/home/agent/.ssh/authorized_keys"
 
 # Agent CLIs staged by the host build: one folder per CLI holding "binary" and
-# "install-as" (the absolute path inside the guest).
-for d in "$clis"/*/; do
+# "install-as" (the absolute path inside the guest), and the same pair under
+# companions/N/ for each file of the package the CLI needs beside it.
+for d in "$clis"/*/ "$clis"/*/companions/*/; do
   [ -f "$d/binary" ] || continue
   install -D -m 755 "$d/binary" "$root$(cat "$d/install-as")"
 done

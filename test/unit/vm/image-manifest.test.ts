@@ -124,7 +124,15 @@ describe('image manifest', () => {
     // sha256("kernel"), the bytes the fake hook wrote.
     expect(manifest.files.kernel).toEqual({ name: 'vmlinuz', bytes: 6, sha256: createHash('sha256').update('kernel').digest('hex') });
     expect(manifest.files.disk).toMatchObject({ name: 'disk.qcow2', format: 'qcow2', virtualBytes: 8589934592, bytes: 5 });
-    expect(manifest.agentClis[0]).toMatchObject({ name: 'claude', integrity: 'sha512-abc', installAs: '/usr/local/bin/claude' });
+    expect(manifest.agentClis[0]).toMatchObject({ name: 'claude', integrity: 'sha512-abc', installAs: '/usr/local/bin/claude', companions: [] });
+    // Codex carries the files it needs beside it (its code-mode host), each digested in the manifest.
+    const codex = manifest.agentClis.find((c) => c.name === 'codex')!;
+    const digestOfFake = { sha256: createHash('sha256').update('binary').digest('hex'), bytes: 6 };
+    expect(codex.companions).toEqual([
+      { installAs: '/usr/local/bin/codex-code-mode-host', ...digestOfFake },
+      { installAs: '/usr/local/bin/rg', ...digestOfFake },
+    ]);
+    expect(calls.filter((c) => c[0] === 'tar').map((c) => c.at(-1))).toContain('package/vendor/x86_64-unknown-linux-musl/bin/codex-code-mode-host');
     expect(manifest.buildDate).toBe('2026-01-02T03:04:05.000Z');
     expect(manifest.guest).toEqual({ user: 'agent', uid: 1000, home: '/home/agent', work: '/work' });
 
