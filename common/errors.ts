@@ -111,6 +111,7 @@ export const ERRORS = {
   HookSettingsInvalid: { title: 'Claude Code settings not understood', help: 'The settings.json named in the message is not valid JSON, or its "hooks" are not in Claude Code\'s shape, so it was not changed. Fix the file, then run the command again.' },
   HookSettingsOutside: { title: 'Claude Code settings lead outside the repository', help: 'The repository\'s .claude folder or its settings.json is a symlink to a place outside the repository (the message names both), so nothing was written: a repository must not get factory to change files elsewhere. Replace the symlink with a real folder or file, or use --user, then run the command again.' },
   HookInputInvalid: { title: 'Unexpected hook input', help: 'The hook did not receive the JSON Claude Code sends on standard input (session_id, cwd). Run it only from Claude Code\'s hooks (factory hooks install).' },
+  HookTimeout: { title: 'The session hook had no answer in time', help: 'The app did not answer the hook before Claude Code\'s time limit, so the leak check did not complete and the sandbox was not destroyed. See the app (or factory ls) for the session\'s sandbox and check it with factory leakcheck.' },
   SessionNotFound: { title: 'No sandbox for this session', help: 'The app has no sandbox recorded for this Claude Code session (it ended, or was reaped after the session\'s process went away). A new session gets a new one.' },
 
   // The next step after Approve (main/git/branch-actions.ts)

@@ -130,12 +130,13 @@ export class TaskEnvironment {
     return { ...egress, allowed };
   }
 
-  /** Adds a refusal to the task's list: one row per destination (the newest kept), at most 50. */
+  /**
+   * Adds a refusal to the task's list: one row per destination and step (the newest
+   * request kept, with how many were refused), at most 50. An agent's housekeeping
+   * retries would otherwise fill the list with one host.
+   */
   withRefusal(task: Task, refusal: EgressRefusal): TaskEgress {
-    const egress: TaskEgress = task.egress ?? { allowed: [], refusals: [] };
-    const key = (r: EgressRefusal) => `${r.scheme}://${r.host}:${r.port} ${r.step}`;
-    const refusals = [...egress.refusals.filter((r) => key(r) !== key(refusal)), refusal].slice(-MAX_REFUSALS);
-    return { ...egress, refusals };
+    return withRefusal(task.egress ?? { allowed: [], refusals: [] }, refusal);
   }
 
   setStep(taskId: string, step: Parameters<EgressControlPort['setStep']>[1]): void {
@@ -208,4 +209,13 @@ export class TaskEnvironment {
     const next = [...current, ...rules.filter((r) => !current.some((c) => sameRule(c, r)))];
     this.deps.setSettings({ repoEgress: { ...s.repoEgress, [repoPath]: next } });
   }
+}
+
+/** A task's egress with one more refusal: see TaskEnvironment.withRefusal. */
+export function withRefusal(egress: TaskEgress, refusal: EgressRefusal): TaskEgress {
+  const key = (r: EgressRefusal) => `${r.scheme}://${r.host}:${r.port} ${r.step}`;
+  const earlier = egress.refusals.find((r) => key(r) === key(refusal));
+  const count = (earlier?.count ?? (earlier ? 1 : 0)) + (refusal.count ?? 1);
+  const refusals = [...egress.refusals.filter((r) => key(r) !== key(refusal)), { ...refusal, count }].slice(-MAX_REFUSALS);
+  return { ...egress, refusals };
 }

@@ -105,11 +105,7 @@ export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown):
 export function withDeadline<T>(work: Promise<T>, ms: number, which: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => {
-      const e = new Error(`no answer from the app within ${Math.round(ms / 1000)} s`);
-      e.name = 'HookTimeout';
-      reject(e);
-    }, ms);
+    timer = setTimeout(() => reject(new FactoryError('HookTimeout', `no answer from the app within ${Math.round(ms / 1000)} s`)), ms);
     timer.unref();
   });
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
