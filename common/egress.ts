@@ -129,6 +129,8 @@ export const EgressRefusal = z.object({
   method: z.string().optional(),
   path: z.string().optional(),
   reason: z.string(),
+  /** Requests to this destination refused in this step, this one included (absent: one). */
+  count: z.number().int().positive().optional(),
 });
 export type EgressRefusal = z.infer<typeof EgressRefusal>;
 

@@ -151,6 +151,13 @@ describe('refused destinations', () => {
     expect(bridge.inputs('egress.allow')).toEqual([{ taskId: 't1', scope: 'repository', rule: { name: 'example.org:443', host: 'example.org', port: 443, scheme: 'https', steps: ['build'] } }]);
   });
 
+  it('says how many requests to a destination were refused when more than one', async () => {
+    mount(task({ egress: { allowed: [], refusals: [refusal({ host: 'chatgpt.com', count: 4 }), refusal({ host: 'once.example.org' })] } }));
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect(screen.getByTestId('refusal-count-0').textContent).toBe(' × 4');
+    expect(screen.queryByTestId('refusal-count-1')).toBeNull();
+  });
+
   it('shows a refusal that arrives with task.updated', async () => {
     const bridge = mount(task());
     fireEvent.click(await screen.findByTestId('task-select-t1'));

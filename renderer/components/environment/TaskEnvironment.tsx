@@ -113,6 +113,12 @@ function RefusalRow({ task, refusal: r, index }: { task: Task; refusal: EgressRe
         <td title={r.time}>{r.time.slice(11, 19)}</td>
         <td>
           <code>{dest}</code> <span className="muted">{r.scheme}</span>
+          {(r.count ?? 1) > 1 ? (
+            <span className="muted" data-testid={`refusal-count-${index}`} title={`${r.count} requests to this destination were refused in this step`}>
+              {' '}
+              × {r.count}
+            </span>
+          ) : null}
         </td>
         <td>{escapeName(r.step)}</td>
         <td className="path">{r.method || r.path ? `${escapeName(r.method ?? '')} ${escapeName(r.path ?? '')}`.trim() : <span className="muted">tunnel</span>}</td>
