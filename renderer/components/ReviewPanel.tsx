@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import type { Task } from '../../common/domain.js';
 import { escapeName } from '../../common/review-text.js';
 import { useController, useFactory } from '../state/context.js';
+import { AgentHistory } from './review/AgentHistory.js';
 import { ApproveBar } from './review/ApproveBar.js';
 import { requiredConfirmations } from './review/confirmations.js';
 import { FileDetail } from './review/FileDetail.js';
@@ -13,9 +14,10 @@ import { ReviewFlags } from './review/ReviewFlags.js';
 import type { VirtualRowsHandle } from './review/VirtualRows.js';
 
 /**
- * What came back from the sandbox, all of it: flags first, every file, the
- * patch (virtualised, as escaped text), what it could not show and the way to
- * ask for it, then Approve, which is a second step whenever something is unseen.
+ * What came back from the sandbox, all of it: flags first, what Approve lands
+ * and the agent's commits it does not, every file, the patch (virtualised, as
+ * escaped text), what it could not show and the way to ask for it, then
+ * Approve, which is a second step whenever something is unseen.
  */
 function lastHeader(fileRows: Map<string, number>): string | undefined {
   let last: string | undefined;
@@ -67,6 +69,7 @@ export function ReviewPanel({ task }: { task: Task }) {
         branch {escapeName(review.branch)} · {review.baseCommit.slice(0, 10)}..{review.headCommit.slice(0, 10)} · bundle {review.bundleBytes} bytes
       </p>
       <ReviewFlags flags={review.flags} secrets={review.secrets} />
+      <AgentHistory history={review.history} />
       <ul className="checks" data-testid="review-checks">
         {review.checks.map((c) => (
           <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>

@@ -258,4 +258,46 @@ describe('review screen', () => {
     fireEvent.click(screen.getByTestId('approve-confirmed-button'));
     await waitFor(() => expect(bridge.inputs('tasks.approve')).toEqual([{ taskId: 't1' }, { taskId: 't1', confirm: ['secrets'] }]));
   });
+
+  it("says Approve lands one commit with the tree shown, and lists the agent's commits escaped, merges and cuts said", async () => {
+    const history = {
+      total: 203, merges: 1, maxCommits: 3, maxMessageChars: 4000, maxScanBytes: 64 * 1024,
+      commits: [
+        { id: 'c'.repeat(40), parents: 2, author: 'Agent <agent@factory.invalid>', message: 'merge the side\n', messageCut: false, scannedInPart: false },
+        { id: 'd'.repeat(40), parents: 1, author: 'Evil\u202e <x@y>', message: 'add config\n\nuse token ghp_abc\u200b for the release\n', messageCut: false, scannedInPart: false },
+        { id: 'e'.repeat(40), parents: 1, author: 'Agent <a@b>', message: 'x'.repeat(4000), messageCut: true, scannedInPart: true },
+      ],
+    };
+    await openReview({
+      'tasks.review': () =>
+        review({ history, secrets: [{ path: `message of commit ${'d'.repeat(40)}`, line: 3, rule: 'secretlint/github:GITHUB_TOKEN', masked: 'ghp_******', commit: 'd'.repeat(40) }] }),
+    });
+    expect(screen.getByTestId('review-lands').textContent).toBe(
+      "Approve lands one commit with the final tree shown here, on the task's base; the agent's 203 commits are not kept, nor their messages. " +
+        '1 of them is a merge: harmless here, since only the final tree lands (what a merge brought in is in the diff) and no other parent enters your repository.',
+    );
+    expect(screen.getByTestId('review-commits-summary').textContent).toBe("The agent's commits, newest first: the first 3 of 203");
+    const rows = screen.getAllByTestId('review-commit');
+    expect(rows.map((r) => r.dataset.merge)).toEqual(['true', 'false', 'false']);
+    expect(rows[0]!.textContent).toContain('cccccccccccc merge of 2 parents Agent <agent@factory.invalid>');
+    const messages = screen.getAllByTestId('review-commit-message').map((m) => m.textContent!);
+    expect(messages[1]).toBe('add config\n\nuse token ghp_abc\\u{200b} for the release');
+    expect(rows[1]!.textContent).toContain('Evil\\u{202e} <x@y>');
+    for (const line of messages[1]!.split('\n')) expect(line).not.toMatch(RAW_HIDDEN);
+    expect(screen.getByTestId('review-commit-cut').textContent).toBe(
+      'The message is longer: only its first 4,000 characters are shown. Only its first 64.0 KiB (65,536 bytes) were scanned for secrets.',
+    );
+    expect(screen.getByTestId('review-commits-omitted').textContent).toBe(
+      '200 older commits are not listed (the list stops at 3), and their messages were not scanned for secrets. None of them lands.',
+    );
+    expect(screen.getByTestId('review-secret').textContent).toContain(`message of commit ${'d'.repeat(40)}:3`);
+  });
+
+  it('says Approve lands one commit for a review saved before the agent commits were listed', async () => {
+    await openReview({ 'tasks.review': () => review() });
+    expect(screen.getByTestId('review-lands').textContent).toBe(
+      "Approve lands one commit with the final tree shown here, on the task's base; the agent's own commits are not kept, nor their messages.",
+    );
+    expect(screen.queryByTestId('review-commits')).toBeNull();
+  });
 });

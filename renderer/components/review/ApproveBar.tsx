@@ -109,7 +109,8 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
             question={
               asking === 'approve' ? (
                 <>
-                  <strong>Approve this change?</strong> Branch <code>{task.branch}</code> is created in your repository; your checkout is not touched.
+                  <strong>Approve this change?</strong> Branch <code>{task.branch}</code> is created in your repository with one commit holding the tree shown; your
+                  checkout is not touched.
                 </>
               ) : (
                 <>
