@@ -4,11 +4,11 @@
 // per task by name. The runner owns ordering, statuses, timing, cancellation and
 // the terminal sessions; an executor only decides what to run and how to read it.
 import type { StageName, StageResult, Task } from '../../common/domain.js';
-import { lastLine } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import type { PipelineConfig, StageConfig } from './config.js';
 import { NOTHING_TO_DO, decideBuild, decideTest, probeRepo, type ProbeOptions, type StageDecision } from './default-stages.js';
-import { readTestReport } from './agents/test-failures.js';
+import { readTestReport, uncountedSummary } from './agents/test-failures.js';
+import { summaryLine } from './log-lines.js';
 
 export type { GuestSsh };
 
@@ -106,7 +106,7 @@ export class CommandStageExecutor implements StageExecutor {
     if (ctx.stage !== 'test' || (outcome.status !== 'passed' && outcome.status !== 'failed') || r.timedOut || r.lost) return outcome;
     // The counts and failed names describe the run; the exit status alone decided it.
     const report = readTestReport(r.tail(64 * 1024));
-    return report.text ? { ...outcome, summary: report.text } : outcome;
+    return { ...outcome, summary: report.text || uncountedSummary(outcome.summary) };
   }
 }
 
@@ -118,7 +118,7 @@ export function skippedOutcome(reason: string): StageOutcome {
 /** The usual reading of a guest run: exit 0 passes, anything else fails with the output tail. */
 export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undefined): StageOutcome {
   const tail = r.tail(4096);
-  const last = lastLine(tail);
+  const last = summaryLine(tail);
   if (r.cancelled) return { status: 'cancelled', exitCode: r.code, summary: 'cancelled', sessionId: r.sessionId };
   if (r.timedOut) {
     return { status: 'failed', exitCode: r.code, summary: `timed out after ${timeoutSeconds ?? '?'} s`, sessionId: r.sessionId, detail: tail };

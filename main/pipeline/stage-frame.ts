@@ -4,8 +4,7 @@
 // stage's terminal is never empty. Dimmed, so they read as the host's, not the
 // program's: a grey foreground (256-colour 246) rather than SGR 2, which
 // xterm.js draws at half opacity, below a readable contrast on the dark theme.
-import { plainText } from '../guest/guest-shell.js';
-import { terminalBytesToText } from '../terminal/flow-control.js';
+import { logText } from './log-lines.js';
 import type { TerminalSource } from '../terminal/types.js';
 
 const DIM = '\x1b[38;5;246m';
@@ -98,10 +97,10 @@ export function framedSource(source: TerminalSource, header: string, end: (code:
     resume: () => source.resume(),
     kill: () => source.kill(),
   };
-  /** The program's last output (up to maxBytes) as plain text. */
+  /** The program's last output (up to maxBytes) as plain text, as the terminal left it (no progress frames). */
   const tail = (maxBytes: number): string => {
     const all = Buffer.concat(kept);
-    return plainText(terminalBytesToText(all.subarray(Math.max(0, all.length - maxBytes))));
+    return logText(all.subarray(Math.max(0, all.length - maxBytes)).toString('utf8'));
   };
   return { source: framed, tail };
 }

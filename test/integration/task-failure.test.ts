@@ -76,8 +76,8 @@ describe('failing and cancelled pipelines', () => {
     const test = failed.stages[3]!;
     expect(test.exitCode).toBe(3);
     expect(test.attempt).toBe(1);
-    expect(test.summary).toBe('assertion failed: boom');
-    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: assertion failed: boom' });
+    expect(test.summary).toBe('assertion failed: boom (test counts not recognised)');
+    expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: assertion failed: boom (test counts not recognised)' });
     expect(failed.error?.detail).toContain('1 test ran');
     await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
 

@@ -1,6 +1,6 @@
 // The whole life of a task with real parts: a fixture repo, the real base image
 // and QEMU (TCG here), SSH, the stage runner, pull-back, approve into the host
-// repo, the sandbox destroyed by the decision, and state reloaded by a second app instance.
+// repo (one commit of the reviewed tree on the base), the sandbox destroyed by the decision, and state reloaded by a second app instance.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -108,7 +108,7 @@ describe('task lifecycle in a real sandbox', () => {
     expect(request).toContain('FORWARDED-OK');
     expect(extensionCalls).toEqual([`prepare ${taskId}`]);
     expect(t.stages[0]!.summary).toBe('agent');
-    expect(t.stages.find((s) => s.name === 'test')!.summary).toBe('tests: 1 passed');
+    expect(t.stages.find((s) => s.name === 'test')!.summary).toBe('tests: 1 passed (test counts not recognised)');
 
     const review = await a.api['tasks.review']({ taskId });
     expect(review.files).toEqual([
@@ -147,6 +147,13 @@ describe('task lifecycle in a real sandbox', () => {
     expect(approved.phase).toBe('approved');
     expect(approved.decision).toMatchObject({ kind: 'approved', branch: `factory/${taskId}` });
     expect(repo.git('show', `factory/${taskId}:README.md`)).toBe('# Fixture\nchanged by the sandbox\n');
+    // One new commit on the base lands, holding the reviewed tree; the sandbox's own commit stays out.
+    const landed = repo.git('rev-parse', `refs/heads/factory/${taskId}`).trim();
+    expect(approved.decision?.commit).toBe(landed);
+    expect(repo.git('rev-list', '--parents', `${approved.baseCommit}..${landed}`).trim()).toBe(`${landed} ${approved.baseCommit}`);
+    const review = await a.api['tasks.review']({ taskId });
+    expect(review.history?.commits.map((c) => c.message)).toContain('factory: Append a line to the README\n\nTask ' + taskId + ', made in a Factory in a Box sandbox.\n');
+    expect(() => repo.git('cat-file', '-e', review.headCommit)).toThrow();
     expect(repo.head()).toBe(before.head);
     expect(repo.git('symbolic-ref', 'HEAD')).toBe(before.branch);
     expect(repo.status()).toBe(before.status);

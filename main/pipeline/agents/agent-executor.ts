@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Task } from '../../../common/domain.js';
 import { runGit } from '../../git/host-git.js';
-import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent, lastLine } from '../../guest/guest-shell.js';
+import { GUEST_AGENT_HOME, GUEST_REPO_DIR, GUEST_TASK_FILE, KILL_AGENT_PROCESSES, asAgent } from '../../guest/guest-shell.js';
 import type { PipelineConfig } from '../config.js';
 import type { GuestRunResult, StageExecutor, StageOutcome, StageRunContext } from '../stage-executor.js';
 import { capText, firstLine } from './json-lines.js';
@@ -18,7 +18,8 @@ import { renderCommand } from './shell.js';
 import { GUEST_ARTIFACTS_DIR } from '../artifacts.js';
 import { decideTest, probeRepo } from '../default-stages.js';
 import { skippedOutcome } from '../stage-executor.js';
-import { readTestReport } from './test-failures.js';
+import { summaryLine } from '../log-lines.js';
+import { readTestReport, uncountedSummary } from './test-failures.js';
 import type { AgentAdapter, AgentEvent, AgentOutcome, AgentTokens } from './types.js';
 
 export interface AgentStageExecutorOptions {
@@ -218,10 +219,10 @@ export class AgentStageExecutor implements StageExecutor {
       // Counts and failed names describe the run; the exit status alone decides it.
       const countText = readTestReport(tail).text;
       if (!failed && r.code === 0) {
-        const summary = [countText || `${command} passed`, round > 0 ? `after ${round} repair round${round > 1 ? 's' : ''}` : ''].filter(Boolean).join(' ');
+        const summary = [countText || uncountedSummary(`${command} passed`), round > 0 ? `after ${round} repair round${round > 1 ? 's' : ''}` : ''].filter(Boolean).join(' ');
         return withTotals({ status: 'passed', exitCode: 0, summary, sessionId: r.sessionId }, totals);
       }
-      const why = failed?.summary ?? `exit ${r.code ?? 'signal'}${countText ? ` (${countText})` : ''}`;
+      const why = failed?.summary ?? `exit ${r.code ?? 'signal'}${countText ? ` (${countText})` : `: ${uncountedSummary(summaryLine(tail))}`}`;
       if (round >= this.opts.maxRepairRounds) {
         return withTotals(
           {
@@ -406,7 +407,7 @@ export function agentOutcome(run: GuestRunResult, outcome: AgentOutcome, timeout
     };
   }
   if (run.code !== 0) {
-    const last = lastLine(run.tail(4096));
+    const last = summaryLine(run.tail(4096));
     return { status: 'failed', exitCode: run.code, summary: `agent exited with status ${run.code ?? 'signal'}${last ? `: ${last}` : ''}`.slice(0, 240), sessionId: run.sessionId, detail: run.tail(4096), ...usage };
   }
   const stats = outcome.stats;

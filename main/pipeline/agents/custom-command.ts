@@ -1,7 +1,8 @@
 // A user-supplied agent command: any program that takes the stage prompt on
 // stdin (or as a file path via {{promptFile}} in its arguments) and prints
 // text. Its result is its exit status; the summary is its last output line.
-import { capText, JsonLinesParser, stripTerminalNoise } from './json-lines.js';
+import { meaningfulLines } from '../log-lines.js';
+import { capText, JsonLinesParser } from './json-lines.js';
 import { assertEnvName, requireBrokerEnv } from './shell.js';
 import type { AgentAdapter, AgentCommandSpec, AgentEvent, AgentInvocation, AgentResult, AgentStreamParser, ParserLimits } from './types.js';
 
@@ -56,7 +57,8 @@ export class PlainTextParser extends JsonLinesParser {
 
   override push(chunk: string | Uint8Array): AgentEvent[] {
     const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8');
-    const lines = text.split('\n').map(stripTerminalNoise).filter((l) => l !== '');
+    // Spinner frames and package-manager noise are never the summary.
+    const lines = meaningfulLines(text);
     if (lines.length > 0) this.last = capText(lines[lines.length - 1]!, this.maxSummaryChars);
     return super.push(chunk);
   }

@@ -3,6 +3,7 @@
 // output comes from the sandbox, so it is untrusted: read capped, names
 // stripped of escape and control characters and cut short, a bounded list.
 // The counts only describe the run; the exit status alone decides the stage.
+import { logLines } from '../log-lines.js';
 import { formatTestCounts, parseTestCounts, type TestCounts } from './test-detect.js';
 
 /** The most output read for names (the tail: runners print their failures last). */
@@ -24,7 +25,8 @@ export function cleanTestName(raw: string): string {
 
 function outputLines(output: string): string[] {
   if (output.length > MAX_NAME_SCAN_CHARS) output = output.slice(-MAX_NAME_SCAN_CHARS);
-  return output.replace(ESCAPES, '').replace(/\r\n?/g, '\n').split('\n');
+  // Replayed as a terminal showed it: progress frames and spinners are gone.
+  return logLines(output);
 }
 
 interface Entry {
@@ -59,7 +61,7 @@ function nodeTap(lines: string[]): string[] {
     if (!m) continue;
     let name = m[3] ?? '';
     const todo = /\s#\s*TODO\b/i.test(name);
-    name = name.replace(/\s#\s*(?:SKIP|TODO)\b.*$/i, '');
+    name = name.replace(/\s#\s*(?:SKIP|TODO)\b.*$/i, '').replace(/\s#\s*time=\S+$/, '');
     entries.push({ indent: m[1]!.length, name, ok: m[2] === 'ok' || todo });
   }
   return failedLeaves(entries);
@@ -107,6 +109,100 @@ function goNames(lines: string[]): string[] {
   });
 }
 
+/** mocha: the numbered titles after "N failing" ("1) add adds strings wrongly:", maybe over several lines). */
+function mochaNames(lines: string[]): string[] {
+  const start = lines.findIndex((l) => /^\s*\d+ failing\s*$/.test(l));
+  if (start < 0) return [];
+  const names: string[] = [];
+  for (let i = start + 1; i < lines.length; i++) {
+    const m = /^\s*\d+\) (.*)$/.exec(lines[i]!);
+    if (!m) continue;
+    const parts = [m[1]!.trim()];
+    // mocha 4 and later put each suite on its own line; the test's title ends with ':'.
+    for (let j = i + 1; !parts.at(-1)!.endsWith(':') && j < lines.length && j <= i + 5; j++) parts.push(lines[j]!.trim());
+    if (parts.at(-1)!.endsWith(':')) names.push(parts.join(' ').slice(0, -1));
+  }
+  return names;
+}
+
+/** jest: "● add › adds strings wrongly" headings (not a suite that failed to run). */
+function jestNames(lines: string[]): string[] {
+  return lines.flatMap((l) => {
+    const m = /^\s*● (.+)$/.exec(l);
+    return m && !/^Test suite failed to run/.test(m[1]!) ? [m[1]!.trim()] : [];
+  });
+}
+
+/** vitest: "FAIL  add.test.js > add > adds strings wrongly". */
+function vitestNames(lines: string[]): string[] {
+  return lines.flatMap((l) => {
+    const m = /^\s*FAIL\s+\S+ > (.+)$/.exec(l);
+    return m ? [m[1]!.trim()] : [];
+  });
+}
+
+/** uvu: `FAIL  suite  "test name"` (the suite is left out for the default one). */
+function uvuNames(lines: string[]): string[] {
+  return lines.flatMap((l) => {
+    const m = /^\s*FAIL\s+(?:(\S.*?)\s+)?"(.+)"\s*$/.exec(l);
+    return m ? [m[1] ? `${m[1]} > ${m[2]}` : m[2]!] : [];
+  });
+}
+
+/**
+ * node-tap: its base reporter's "✖ test > assertion" lines, or in TAP the
+ * failed subtests that hold the failed assertions (named by the test, not by
+ * "should be equal").
+ */
+function tapNames(lines: string[]): string[] {
+  const base = lines.flatMap((l) => {
+    const m = /^✖ (.+)$/.exec(l);
+    return m ? [m[1]!.replace(/ > [^>]*$/, '')] : [];
+  });
+  if (base.length > 0) return base;
+  const entries: (Entry & { leaf: boolean })[] = [];
+  for (const l of lines) {
+    const m = /^(\s*)(not ok|ok) \d+(?: - (.*))?$/.exec(l);
+    if (!m) continue;
+    const indent = m[1]!.length;
+    const name = (m[3] ?? '').replace(/\s#\s*(?:SKIP|TODO)\b.*$/i, '').replace(/\s#\s*time=\S+$/, '');
+    const leaf = entries.length === 0 || entries.at(-1)!.indent <= indent;
+    entries.push({ indent, name, ok: m[2] === 'ok' || TODO.test(m[3] ?? ''), leaf });
+  }
+  const names: string[] = [];
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (e.ok || e.leaf) continue;
+    let failedLeafChild = false;
+    let failedInnerChild = false;
+    for (let j = i - 1; j >= 0 && entries[j]!.indent > e.indent; j--) {
+      if (entries[j]!.ok) continue;
+      if (entries[j]!.leaf) failedLeafChild = true;
+      else failedInnerChild = true;
+    }
+    if (failedLeafChild && !failedInnerChild) names.push(e.name);
+  }
+  return names;
+}
+
+/** ctest: the list after "The following tests FAILED:" ("2 - adds_negative (Failed)"). */
+function ctestNames(lines: string[]): string[] {
+  const start = lines.findIndex((l) => /^The following tests FAILED:\s*$/.test(l));
+  if (start < 0) return [];
+  return lines.slice(start + 1).flatMap((l) => {
+    const m = /^\s*\d+ - (.+?) \([^()]*\)\s*$/.exec(l);
+    return m ? [m[1]!] : [];
+  });
+}
+
+/** Automake and plain harnesses: "FAIL: test2". */
+function makeNames(lines: string[]): string[] {
+  return lines.flatMap((l) => {
+    const m = /^(?:FAIL|ERROR|XPASS): (\S.*)$/.exec(l.trim());
+    return m ? [m[1]!] : [];
+  });
+}
+
 /** The failed tests' names, in order, without duplicates, capped; [] when the runner names none. */
 export function parseFailedTestNames(output: string, runner?: TestCounts['runner']): string[] {
   const lines = outputLines(output);
@@ -120,6 +216,28 @@ export function parseFailedTestNames(output: string, runner?: TestCounts['runner
       break;
     case 'go':
       raw = goNames(lines);
+      break;
+    case 'mocha':
+      raw = mochaNames(lines);
+      break;
+    case 'jest':
+      raw = jestNames(lines);
+      break;
+    case 'vitest':
+      raw = vitestNames(lines);
+      break;
+    case 'uvu':
+      raw = uvuNames(lines);
+      break;
+    case 'tap':
+      raw = tapNames(lines);
+      break;
+    case 'ctest':
+      raw = ctestNames(lines);
+      break;
+    case 'automake':
+    case 'plain':
+      raw = makeNames(lines);
       break;
     default: {
       // node's reporters (also behind npm test); the spec list when both appear.
@@ -141,6 +259,15 @@ export interface TestReport {
   failedNames: string[];
   /** "12 passed, 1 failed: adds numbers", or '' when the runner printed no summary we know. */
   text: string;
+}
+
+/**
+ * The card's line for a run whose counts could not be read: it still passed or
+ * failed by its exit status; the line says so, after what the run printed last.
+ */
+export function uncountedSummary(last: string): string {
+  const note = 'test counts not recognised';
+  return (last ? `${last} (${note})` : note).slice(0, 240);
 }
 
 /** Counts and failed names from a test run's output, and the card's line. */

@@ -34,6 +34,25 @@ describe('detectTestCommand', () => {
     expect(detectTestCommand(files({}))).toBeNull();
   });
 
+  it("a C library's tests in tests/Makefile (uthash's shape): make -C tests, unless the root Makefile has a test target", () => {
+    const meta = JSON.stringify({ name: 'uthash', version: '2.3.0', description: 'hash tables for C' });
+    expect(detectTestCommand(files({ 'package.json': meta, 'tests/Makefile': 'all:\n\t./do_tests\n' }))).toMatchObject({ command: 'make -C tests', tool: 'make', reason: 'tests/Makefile is present' });
+    expect(detectTestCommand(files({ Makefile: 'test:\n\t./t\n', 'tests/Makefile': 'all:\n' }))?.command).toBe('make test');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'detect-'));
+    try {
+      fs.mkdirSync(path.join(dir, 'tests'));
+      fs.writeFileSync(path.join(dir, 'tests', 'Makefile'), 'all:\n\techo hi\n');
+      const out = execFileSync('bash', ['-c', detectionProbeScript()], { cwd: dir, encoding: 'utf8' });
+      expect([...parseDetectionProbe(out).keys()]).toEqual(['tests/Makefile']);
+      // A tests folder that is a link elsewhere is not read.
+      fs.renameSync(path.join(dir, 'tests'), path.join(dir, 'elsewhere'));
+      fs.symlinkSync(path.join(dir, 'elsewhere'), path.join(dir, 'tests'));
+      expect([...parseDetectionProbe(execFileSync('bash', ['-c', detectionProbeScript()], { cwd: dir, encoding: 'utf8' })).keys()]).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('reads a repository through the probe script and its parser (real bash)', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'detect-'));
     try {

@@ -19,6 +19,7 @@ import { terminalBytesToText } from '../../../main/terminal/flow-control.js';
 import { defaultPipelineConfig, type PipelineConfig } from '../../../main/pipeline/config.js';
 import { CommandStageExecutor, type GuestSsh } from '../../../main/pipeline/stage-executor.js';
 import { PipelineRunner } from '../../../main/pipeline/stage-runner.js';
+import { NO_TEST_COMMAND } from '../../../main/pipeline/default-stages.js';
 import { planRetry } from '../../../main/tasks/retry-plan.js';
 
 const { Client, Server } = ssh2;
@@ -156,15 +157,48 @@ describe('stage terminals tell what ran and how it ended', () => {
     expect(log).toMatch(/\x1b\[38;5;246mexit status 3\x1b\[0m\r\n$/);
   });
 
-  it('the card reason is the last output line, the exit status only in its own field', async () => {
+  it('the card reason is the last output line, the exit status only in its own field, and uncounted tests are said to be', async () => {
     const { runner } = setup();
     const out = await runner.run({
       task: TASK, config: config('npm test'), ssh: await guest(failingTests), signal: new AbortController().signal, onStages: () => {},
       startAt: 'test', previous: [...PASSED_BEFORE_TEST, { name: 'test', status: 'pending' }],
     });
     const test = out.stages.find((s) => s.name === 'test')!;
-    expect(test).toMatchObject({ status: 'failed', exitCode: 3, summary: '1 failing', attempt: 1 });
-    expect(out.error?.message).toBe('stage test failed with exit status 3: 1 failing');
+    expect(test).toMatchObject({ status: 'failed', exitCode: 3, summary: '1 failing (test counts not recognised)', attempt: 1 });
+    expect(out.error?.message).toBe('stage test failed with exit status 3: 1 failing (test counts not recognised)');
+  });
+
+  it("uvu behind npm test: the card counts uvu's summary and names the test, not npm's spinner frame", async () => {
+    const { runner } = setup();
+    // The real bytes npm 11 and uvu 0.5.6 printed under a pty, spinner frame last.
+    const printed = fs.readFileSync(path.join(import.meta.dirname, '../../fixtures/runner-output/npm-11-uvu-0.5.6-fail.txt'));
+    const ssh = await guest((script, ch) => {
+      if (script.includes('npm test')) ch.write(printed);
+      ch.exit(script.includes('npm test') ? 1 : 0);
+      ch.end();
+    });
+    const out = await runner.run({
+      task: TASK, config: config('npm test'), ssh, signal: new AbortController().signal, onStages: () => {},
+      startAt: 'test', previous: [...PASSED_BEFORE_TEST, { name: 'test', status: 'pending' }],
+    });
+    const test = out.stages.find((s) => s.name === 'test')!;
+    expect(test).toMatchObject({ status: 'failed', exitCode: 1, summary: '2 passed, 1 failed, 1 skipped: adds strings wrongly' });
+  });
+
+  it("a build whose output ends in npm's spinner and a CR-drawn progress line: the card shows the last line of text", async () => {
+    const { runner } = setup();
+    const cfg = config('true');
+    cfg.stages.build = { ...cfg.stages.build, command: 'npm run build', isDefault: false };
+    const ssh = await guest((script, ch) => {
+      if (script.includes('npm run build')) ch.write('> x@1.0.0 build\r\n> tsc\r\n\r\nbuilding 10%\rbuilding 100%\r\nbuilt in 2s\r\n\u280b\x1b[1G\u2819\x1b[1G');
+      ch.exit(0);
+      ch.end();
+    });
+    const out = await runner.run({
+      task: TASK, config: cfg, ssh, signal: new AbortController().signal, onStages: () => {},
+      startAt: 'build', previous: [...PASSED_BEFORE_TEST.slice(0, 2), { name: 'build', status: 'pending' }],
+    });
+    expect(out.stages.find((s) => s.name === 'build')).toMatchObject({ status: 'passed', summary: 'built in 2s' });
   });
 
   it('a passing stage ends with "passed"; a stage past its time limit with "timed out after 1 s"', async () => {
@@ -217,7 +251,7 @@ describe('stage terminals tell what ran and how it ended', () => {
       startAt: 'test', previous: [...PASSED_BEFORE_TEST, { name: 'test', status: 'pending' }],
     });
     const test = out.stages.find((s) => s.name === 'test')!;
-    expect(test.summary).toBe('no output');
+    expect(test.summary).toBe('no output (test counts not recognised)');
     expect(screen(test.sessionId!).split('\n').map((l) => l.trim()).filter(Boolean)).toEqual(['$ false', 'exit status 1']);
   });
 
@@ -273,7 +307,7 @@ describe('stage terminals tell what ran and how it ended', () => {
       'request:passed:ok',
       'plan:skipped:no plan command configured and no agent chosen',
       'build:skipped:no build step found',
-      'test:skipped:no test command detected',
+      `test:skipped:${NO_TEST_COMMAND}`,
       'review:skipped:no review command configured and no agent chosen',
       'document:skipped:no document command configured and no agent chosen',
     ]);
