@@ -31,15 +31,51 @@ export interface SetupCommand {
   line: string;
 }
 
+/** A hash the repository names for a download (packageManager's "+sha512.<hex>"), checked in the guest. */
+export interface NamedHash {
+  algorithm: 'sha1' | 'sha224' | 'sha256' | 'sha384' | 'sha512';
+  hex: string;
+}
+
+/** The package manager package.json pins, installed from its registry tarball next to npm. */
+export interface PinnedPackageManager {
+  /** "pnpm@10.14.0-0", as written (without the hash). */
+  label: string;
+  /** The registry package: pnpm, yarn, @yarnpkg/cli-dist. */
+  pkg: string;
+  dist: PackageDist & { bin: Record<string, string> };
+  hash?: NamedHash;
+  /** What the hash is of: the tarball, or for Yarn 2+ its bin/yarn.js (corepack fetches that file, not the tarball). */
+  hashOf: 'tarball' | 'bin/yarn.js';
+}
+
+export interface NodeInstall {
+  version: string;
+  dist: PackageDist;
+  npm: PackageDist;
+  /** packageManager's hash when it pins npm itself. */
+  npmHash?: NamedHash;
+  packageManager?: PinnedPackageManager;
+  /** Why this release ("newest LTS satisfying >=18"), said before it is downloaded. */
+  reason?: string;
+}
+
 export interface SetupInput {
   debianPackages: string[];
-  node?: { version: string; dist: PackageDist; npm: PackageDist };
+  node?: NodeInstall;
   rootCommands: SetupCommand[];
   agentCommands: SetupCommand[];
   env: Record<string, string>;
 }
 
 const HEADER = ['#!/bin/bash', 'set -euo pipefail'];
+
+/** A line a step prints to say why it failed; the host shows the last one on the setup card. */
+export const REASON_MARK = '✗ ';
+/** `fail "<why>"`: prints the reason line and ends the step. */
+export const FAIL_FUNCTION = `fail() { printf '\\n${REASON_MARK}%s\\n' "$1"; exit 1; }`;
+/** The first non-blank line of a shell variable's text. */
+const firstLine = (name: string): string => `$(printf '%s\\n' "$${name}" | sed -n '/[^[:space:]]/{p;q}')`;
 
 function say(message: string): string {
   return `printf '%s\\n' ${shellQuote(`==> ${message}`)}`;
@@ -99,24 +135,89 @@ function debianStep(packages: string[]): SetupStep {
   return { name: 'Debian packages', user: 'root', script: script(lines), display: `Debian: ${packages.join(' ')}`, timeoutSeconds: 1800 };
 }
 
-function fetchChecked(dist: PackageDist, file: string): string[] {
+const HASH_PROGRAM: Record<NamedHash['algorithm'], string> = { sha1: 'sha1sum', sha224: 'sha224sum', sha256: 'sha256sum', sha384: 'sha384sum', sha512: 'sha512sum' };
+
+function hashCheck(hash: NamedHash, file: string, why: string): string {
+  if (!/^[0-9a-f]{40,128}$/.test(hash.hex)) throw new FactoryError('InvalidInput', 'not a hex hash');
+  return `printf '%s  %s\\n' ${shellQuote(hash.hex)} "${file}" | ${HASH_PROGRAM[hash.algorithm]} --check --quiet - || fail ${shellQuote(why)}`;
+}
+
+/** Downloads a registry tarball: curl's own error as the reason when it fails, then the registry's sha512 checked. */
+function fetchChecked(dist: PackageDist, file: string, what: string): string[] {
   return [
     say(`download ${dist.url}`),
-    `curl --fail -sS --retry 3 -o "$tmp/${file}" ${shellQuote(dist.url)}`,
-    `printf '%s  %s\\n' ${shellQuote(sha512Hex(dist.integrity))} "$tmp/${file}" | sha512sum --check --quiet -`,
+    `if ! err=$(curl --fail -sS --retry 3 -o "$tmp/${file}" ${shellQuote(dist.url)} 2>&1); then printf '%s\\n' "$err"; fail ${shellQuote(`could not download ${what} from the npm registry: `)}"${firstLine('err')}"; fi`,
+    `printf '%s  %s\\n' ${shellQuote(sha512Hex(dist.integrity))} "$tmp/${file}" | sha512sum --check --quiet - || fail ${shellQuote(`${what}: the download is not the file the registry lists (sha512 differs)`)}`,
   ];
 }
 
-function nodeStep(node: NonNullable<SetupInput['node']>): SetupStep {
+/** Sonames official Node builds link that a minimal Debian may lack, and the package of each. */
+export const NODE_RUNTIME_LIBRARIES: Readonly<Record<string, string>> = {
+  'libatomic.so.1': 'libatomic1',
+  'libstdc++.so.6': 'libstdc++6',
+  'libgcc_s.so.1': 'libgcc-s1',
+};
+
+/** Installs the libraries `node` misses (per ldd) and checks it starts; `node` is a parameter for its test. */
+export function runtimeLibraries(version: string, node = '/usr/local/bin/node'): string[] {
+  const cases = Object.entries(NODE_RUNTIME_LIBRARIES).map(([lib, pkg]) => `    ${shellQuote(lib)}) pkgs="$pkgs ${pkg}" ;;`);
+  return [
+    // Node 26's build links libatomic.so.1, which the image does not hold: ask ldd, install only what is missing.
+    `missing=$(ldd ${shellQuote(node)} 2>/dev/null | awk '/=> not found/ {print $1}' | sort -u | tr '\\n' ' ' || true)`,
+    'pkgs=""',
+    'for lib in $missing; do',
+    '  case "$lib" in',
+    ...cases,
+    '  esac',
+    'done',
+    'if [ -n "$pkgs" ]; then',
+    `  printf '==> Node ${version} needs %s: apt-get install%s\\n' "$missing" "$pkgs"`,
+    '  export DEBIAN_FRONTEND=noninteractive',
+    `  if ! { apt-get update && apt-get install -y --no-install-recommends $pkgs; }; then fail "could not install$pkgs, which Node ${version} needs"; fi`,
+    'fi',
+    // Nothing goes on with a Node that does not start; the reason names the library the loader missed.
+    `if ! out=$(${shellQuote(node)} --version 2>&1); then`,
+    `  printf '%s\\n' "$out"`,
+    `  lib=$(printf '%s\\n' "$out" | sed -n 's/.*error while loading shared libraries: \\([^:]*\\):.*/\\1/p' | head -n 1)`,
+    `  if [ -n "$lib" ]; then fail "Node ${version} does not start: $lib is missing (error while loading shared libraries)"; fi`,
+    `  fail "Node ${version} does not start: ${firstLine('out')}"`,
+    'fi',
+  ];
+}
+
+function packageManagerLines(pm: PinnedPackageManager): string[] {
+  const dir = `/usr/local/lib/node_modules/${pm.pkg}`;
+  const lines = [...fetchChecked(pm.dist, 'pm.tgz', `${pm.pkg} ${pm.dist.version}`)];
+  const mismatch = `${pm.label}: the download does not match the ${pm.hash?.algorithm ?? ''} packageManager in package.json names`;
+  if (pm.hash && pm.hashOf === 'tarball') lines.push(hashCheck(pm.hash, '$tmp/pm.tgz', mismatch));
+  lines.push(
+    say(`install ${pm.label} (packageManager in package.json) in ${dir}`),
+    `rm -rf ${shellQuote(dir)} && install -d ${shellQuote(dir)}`,
+    `tar -xzf "$tmp/pm.tgz" -C ${shellQuote(dir)} --strip-components=1 --no-same-owner`,
+  );
+  if (pm.hash && pm.hashOf === 'bin/yarn.js') lines.push(hashCheck(pm.hash, `${dir}/bin/yarn.js`, mismatch));
+  for (const [name, target] of Object.entries(pm.dist.bin)) {
+    lines.push(`chmod 0755 ${shellQuote(`${dir}/${target}`)}`, `ln -sfn ${shellQuote(`${dir}/${target}`)} ${shellQuote(`/usr/local/bin/${name}`)}`);
+  }
+  const first = Object.keys(pm.dist.bin)[0]!;
+  lines.push(`if ! out=$(${shellQuote(`/usr/local/bin/${first}`)} --version 2>&1); then printf '%s\\n' "$out"; fail ${shellQuote(`${pm.label} does not run: `)}"${firstLine('out')}"; fi`, `printf '${first} %s\\n' "$out"`);
+  return lines;
+}
+
+function nodeStep(node: NodeInstall): SetupStep {
   const lines = [
+    FAIL_FUNCTION,
     'tmp=$(mktemp -d)',
     `trap 'rm -rf "$tmp"' EXIT`,
-    ...fetchChecked(node.dist, 'node.tgz'),
+    ...(node.reason ? [say(`Node ${node.version}: ${node.reason}`)] : []),
+    ...fetchChecked(node.dist, 'node.tgz', `Node ${node.version}`),
     say('install /usr/local/bin/node and its headers'),
     'tar -xzf "$tmp/node.tgz" -C "$tmp" --no-same-owner package/bin/node package/include',
     'install -m 0755 "$tmp/package/bin/node" /usr/local/bin/node',
     'rm -rf /usr/local/include/node && install -d /usr/local/include && cp -R "$tmp/package/include/node" /usr/local/include/node',
-    ...fetchChecked(node.npm, 'npm.tgz'),
+    ...runtimeLibraries(node.version),
+    ...fetchChecked(node.npm, 'npm.tgz', `npm ${node.npm.version}`),
+    ...(node.npmHash ? [hashCheck(node.npmHash, '$tmp/npm.tgz', `npm@${node.npm.version}: the download does not match the ${node.npmHash.algorithm} packageManager in package.json names`)] : []),
     say(`install npm ${node.npm.version} in /usr/local/lib/node_modules/npm`),
     'rm -rf /usr/local/lib/node_modules/npm && install -d /usr/local/lib/node_modules/npm',
     'tar -xzf "$tmp/npm.tgz" -C /usr/local/lib/node_modules/npm --strip-components=1 --no-same-owner',
@@ -124,9 +225,11 @@ function nodeStep(node: NonNullable<SetupInput['node']>): SetupStep {
     'ln -sfn ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx',
     // node-gyp builds against these headers instead of downloading them (nodejs.org is not reachable).
     `printf '%s\\n' 'nodedir=/usr/local' >> /usr/local/etc/npmrc`,
+    ...(node.packageManager ? packageManagerLines(node.packageManager) : []),
     'printf "node %s, npm %s\\n" "$(/usr/local/bin/node --version)" "$(/usr/local/bin/npm --version)"',
   ];
-  return { name: `Node ${node.version}`, user: 'root', script: script(lines), display: `Node ${node.version} with npm ${node.npm.version}`, timeoutSeconds: 900 };
+  const pm = node.packageManager ? `, ${node.packageManager.label}` : '';
+  return { name: `Node ${node.version}`, user: 'root', script: script(lines), display: `Node ${node.version} with npm ${node.npm.version}${pm}`, timeoutSeconds: 900 };
 }
 
 function commandsScript(commands: SetupCommand[], env: Record<string, string>): string {
@@ -160,4 +263,32 @@ export function setupSteps(input: SetupInput): SetupStep[] {
 /** A repository's own command string as one line: run by bash, as one quoted word. */
 export function bashCommand(command: string): string {
   return `bash -c ${shellQuote(command)}`;
+}
+
+// Progress a package manager redraws (spinners, "Progress: resolved 12, reused 3 ..."): frames, never a cause.
+const PROGRESS_LINE = /^(?:[\u2800-\u28ff◐◓◑◒|/\\.·•\s-]*|[\u2800-\u28ff◐◓◑◒] .*|progress: resolved \d.*|\d{1,3}% .*|\[[#=>.\s-]*\].*)$/i;
+// The first line that says what went wrong, in the words of npm, pnpm, yarn, corepack, curl, apt, node.
+const CAUSE_LINE = /^(?:ERR_PNPM_\w+|ERROR\b|npm (?:ERR!|error)|error\b|(?:\w*Error|Internal Error|Usage Error)\b:?|fatal:|E: |curl: \(\d+\)|YN\d{4}:.*(?:error|failed)|➤ YN\d{4})/i;
+
+/**
+ * Why a setup step failed, in one line for the setup card, from the end of the
+ * setup's output (escapes already removed): the step's own reason line when it
+ * printed one, else the library the loader missed, else the first line of the
+ * failing step's output that names a cause. Spinner and progress frames are
+ * skipped; undefined when nothing says why.
+ */
+export function setupFailureReason(tail: string): string | undefined {
+  const lastStep = tail.lastIndexOf('\n▶ ');
+  const lines = tail
+    .slice(lastStep >= 0 ? lastStep + 1 : 0)
+    .split('\n')
+    .map((l) => l.replace(/\s+/g, ' ').trim())
+    .filter((l) => l.length > 0 && !l.startsWith('▶ ') && !/ failed \(exit status \d+\)$/.test(l) && !PROGRESS_LINE.test(l));
+  const cap = (l: string): string => (l.length > 240 ? `${l.slice(0, 239)}…` : l);
+  const own = lines.filter((l) => l.startsWith(REASON_MARK.trim())).pop();
+  if (own) return cap(own.slice(REASON_MARK.trim().length).trim());
+  const lib = lines.map((l) => /error while loading shared libraries: ([^\s:]+)/.exec(l)?.[1]).find(Boolean);
+  if (lib) return cap(`${lib} is missing in the sandbox (error while loading shared libraries)`);
+  const cause = lines.find((l) => CAUSE_LINE.test(l));
+  return cause ? cap(cause) : undefined;
 }

@@ -8,7 +8,8 @@ import { FactoryError } from '../../common/contract.js';
 import { GUEST_FACTORY_DIR, GUEST_REPO_DIR, asAgentArgv, exportLines, shellQuote } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { writeGuestFile, type StageTerminals } from '../pipeline/stage-runner.js';
-import { framedSource, stageHeader } from '../pipeline/stage-frame.js';
+import { KEPT_OUTPUT_BYTES, framedSource, stageHeader } from '../pipeline/stage-frame.js';
+import { setupFailureReason } from '../environment/setup-script.js';
 import type { TerminalSource } from '../terminal/types.js';
 
 /** One step of a setup plan (main/environment/setup-script.ts makes them). */
@@ -108,8 +109,9 @@ export class SetupRunner {
       if (cancelled) return { status: 'cancelled', sessionId: info.id, durationMs, exitCode: null, summary: 'cancelled', detail };
       const index = exit.code !== null ? exit.code - STEP_EXIT_BASE : -1;
       const step = index >= 0 && index < steps.length ? steps[index]!.name : undefined;
+      const why = step ? setupFailureReason(framed.tail(KEPT_OUTPUT_BYTES)) : undefined;
       const summary = step
-        ? `${step} failed`
+        ? `${step} failed${why ? `: ${why}` : ''}`
         : exit.lost
           ? 'the sandbox connection was lost during setup'
           : `setup ended with exit status ${exit.code ?? 'unknown'}`;
