@@ -89,10 +89,18 @@ export const COMMANDS: Record<string, Command> = {
     positionals: [0, 1],
     run: (c, io, v, p) => cmdSandbox(c, io, { keep: v.keep === true, ...(p[0] !== undefined ? { repo: p[0] } : {}) }),
   },
-  diff: { usage: 'factory diff <task>', summary: 'Print the patch of the work that came back (the task is in review)', options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdDiff(c, io, p[0]!) },
+  diff: {
+    usage: 'factory diff <task>',
+    summary: "Print the review of the work that came back: its files, flags, possible secrets and what Approve needs confirmed, then the patch (control and invisible characters escaped)",
+    options: {},
+    positionals: [1, 1],
+    run: (c, io, _v, p) => cmdDiff(c, io, p[0]!),
+  },
   approve: {
-    usage: 'factory approve <task> [--confirm unshown|secrets]…',
-    summary: 'Approve: create branch factory/<task> in the repository (HEAD, index and working tree untouched)',
+    usage: 'factory approve <task> [--confirm unshown,secrets]…',
+    summary:
+      'Approve: create branch factory/<task> in the repository (HEAD, index and working tree untouched). ' +
+      'While the review lists things to confirm (factory diff shows them), nothing is approved unless each is named with --confirm',
     options: { confirm: { type: 'string', multiple: true } },
     positionals: [1, 1],
     run: (c, io, v, p) => cmdDecide(c, io, 'approve', p[0]!, (v.confirm as string[] | undefined) ?? []),

