@@ -118,6 +118,16 @@ export function escapeContentLine(line: string): string {
   return out;
 }
 
+/**
+ * A line of content for a terminal, where there is no styling to set an escape
+ * apart and a tab is one more character that moves the cursor: as
+ * escapeContentLine, and tab as \t too. The result has no character a terminal
+ * acts on or hides (no C0, DEL, C1, bidi or invisible character).
+ */
+export function escapeTerminalLine(line: string): string {
+  return escapeContentLine(line).replace(/\t/g, '\\t');
+}
+
 /** "U+202E (bidi)"-style description of a hidden character, for flags. */
 export function describeHiddenChar(c: HiddenChar): string {
   return `U+${c.codePoint.toString(16).toUpperCase().padStart(4, '0')} (${c.kind})`;

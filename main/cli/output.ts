@@ -1,6 +1,7 @@
 // How the CLI speaks: results on stdout (JSON with --json), progress and errors
 // on stderr. Errors carry the same title and help the UI shows (common/errors.ts).
 import { errorHelp } from '../../common/errors.js';
+import { escapeContentLine } from '../../common/review-text.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -38,9 +39,13 @@ export function printError(io: Io, err: unknown): void {
   io.stderr.write(`error: ${title}: ${plain(e.message)}\n${detail ? plain(detail) + '\n' : ''}  ${help}\n`);
 }
 
-/** Text from the app or the guest, made safe for the user's terminal: no escape sequences or control characters. */
+/**
+ * Text from the app or the guest, made safe for the user's terminal: control,
+ * bidi and invisible characters shown as escapes (as the app shows them), line
+ * breaks and tabs kept.
+ */
 export function plain(s: string): string {
-  return s.replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '');
+  return s.split('\n').map(escapeContentLine).join('\n');
 }
 
 /** A command's parsed options, by name. */

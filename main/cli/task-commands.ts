@@ -3,10 +3,12 @@ import path from 'node:path';
 import type { Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import { FactoryError } from '../../common/contract.js';
-import type { ReviewConfirmationKind } from '../../common/review.js';
+import { ReviewConfirmationKind, type PullbackReview, type ReviewConfirmation } from '../../common/review.js';
+import { escapeName, escapeTerminalLine } from '../../common/review-text.js';
 import { shellWord } from '../../common/shell-quote.js';
+import { requiredConfirmations } from '../pullback/review/confirmations.js';
 import type { FactoryClient } from './client.js';
-import { plain, printJson, type Io } from './output.js';
+import { UsageError, plain, printJson, type Io } from './output.js';
 
 /** A task by id, or by a prefix of exactly one task's id. */
 export async function resolveTask(client: FactoryClient, ref: string): Promise<Task> {
@@ -148,25 +150,121 @@ export async function cmdShow(client: FactoryClient, io: Io, ref: string): Promi
   return 0;
 }
 
+/** The confirmations the CLI asks for: the host's, and, as the app's Approve does, possible secrets even when the host listed none. */
+export function cliConfirmations(review: PullbackReview): ReviewConfirmation[] {
+  const list = requiredConfirmations(review);
+  if (review.secrets.length && !list.some((c) => c.kind === 'secrets')) {
+    list.push({ kind: 'secrets', message: `${review.secrets.length} possible secret${review.secrets.length === 1 ? '' : 's'} in the returned work` });
+  }
+  return list;
+}
+
+/** The exact approve command that confirms every kind in `kinds`. */
+function approveWith(taskId: string, kinds: readonly ReviewConfirmationKind[]): string {
+  return `factory approve ${taskId} --confirm ${[...new Set(kinds)].join(',')}`;
+}
+
+const FILES_LISTED = 100;
+
+/**
+ * What the review says before the patch: the files, the flags, the possible
+ * secrets and what Approve needs confirmed. Every name and message is escaped
+ * (common/review-text.ts, as the app shows them), so nothing in it acts on the terminal.
+ */
+export function reviewHeader(taskId: string, review: PullbackReview): string {
+  const line = escapeTerminalLine;
+  const total = review.files.length + review.filesOmitted;
+  const out = [`review of task ${taskId}: ${total} file${total === 1 ? '' : 's'} changed, +${review.added} -${review.removed}`];
+  for (const f of review.files.slice(0, FILES_LISTED)) {
+    const notes = [
+      f.oldPath !== undefined ? `from ${escapeName(f.oldPath)}` : '',
+      f.linkTarget !== undefined ? `symlink to ${escapeName(f.linkTarget)}` : '',
+      f.notText ? `not shown as text (${f.notText})` : '',
+      f.oldMode && f.newMode && f.oldMode !== f.newMode && f.oldMode !== 'none' && f.newMode !== 'none' ? `mode ${f.oldMode} -> ${f.newMode}` : '',
+    ].filter(Boolean);
+    out.push(`  ${f.status.padEnd(12)} ${escapeName(f.path)}  +${f.added} -${f.removed}${notes.length ? `  (${notes.join('; ')})` : ''}`);
+  }
+  const unlisted = total - Math.min(review.files.length, FILES_LISTED);
+  if (unlisted > 0) out.push(`  and ${unlisted} more file${unlisted === 1 ? '' : 's'} (factory diff --json lists what the review holds)`);
+  if (review.flags.length) {
+    out.push(`flags (${review.flags.length}):`);
+    for (const f of review.flags) out.push(`  ${f.severity.toUpperCase().padEnd(7)} ${f.kind.padEnd(12)} ${escapeName(f.path)}${f.line !== undefined ? `:${f.line}` : ''}  ${line(f.message)}`);
+  }
+  if (review.secrets.length) {
+    out.push(`possible secrets (${review.secrets.length}, values masked):`);
+    for (const s of review.secrets) out.push(`  ${escapeName(s.path)}:${s.line}  ${line(s.rule)}  ${line(s.masked)}`);
+  }
+  const confirmations = cliConfirmations(review);
+  if (confirmations.length) {
+    out.push('to confirm before approving:');
+    for (const c of confirmations) out.push(`  ${c.kind}: ${line(c.message)}`);
+    out.push(`  approve with: ${approveWith(taskId, confirmations.map((c) => c.kind))}`);
+  }
+  out.push(review.patchTruncated ? 'patch (cut at its size limit):' : 'patch:');
+  return out.join('\n') + '\n';
+}
+
 export async function cmdDiff(client: FactoryClient, io: Io, ref: string): Promise<number> {
   const t = await resolveTask(client, ref);
   const review = await client.call('tasks.review', { taskId: t.id });
   if (io.json) return printJson(io, review), 0;
-  // The patch is the guest's bytes: the user's terminal gets it without control characters.
-  io.stdout.write(review.patch.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g, (c) => `^${String.fromCharCode(c.charCodeAt(0) ^ 0x40)}`));
+  // The patch is the guest's bytes: what the review says comes first, and every line is escaped for the terminal.
+  io.stdout.write(reviewHeader(t.id, review));
+  const patch = review.patch.endsWith('\n') ? review.patch.slice(0, -1) : review.patch;
+  if (patch) io.stdout.write(patch.split('\n').map(escapeTerminalLine).join('\n') + '\n');
   if (review.patchTruncated) io.stderr.write('factory: the patch was cut at its cap; see the review in the app for the rest\n');
-  for (const c of review.confirmations) io.stderr.write(`factory: to confirm before approving (${c.kind}): ${plain(c.message)}\n`);
+  const confirmations = cliConfirmations(review);
+  if (confirmations.length) io.stderr.write(`factory: to approve, confirm ${confirmations.map((c) => c.kind).join(' and ')} (listed above the patch): ${approveWith(t.id, confirmations.map((c) => c.kind))}\n`);
   return 0;
 }
 
-export async function cmdDecide(client: FactoryClient, io: Io, kind: 'approve' | 'reject' | 'destroy', ref: string, confirm: string[] = []): Promise<number> {
+/** --confirm values: a comma list, the flag repeated, or both; each must be a kind of confirmation. */
+export function parseConfirm(values: readonly string[]): ReviewConfirmationKind[] {
+  const out: ReviewConfirmationKind[] = [];
+  for (const word of values.flatMap((v) => v.split(',')).map((w) => w.trim())) {
+    if (!word) continue;
+    const kind = ReviewConfirmationKind.safeParse(word);
+    if (!kind.success) throw new UsageError(`--confirm: ${JSON.stringify(plain(word).slice(0, 100))} is not a confirmation; the confirmations are ${ReviewConfirmationKind.options.join(', ')}`);
+    if (!out.includes(kind.data)) out.push(kind.data);
+  }
+  return out;
+}
+
+function needsConfirmation(taskId: string, missing: readonly ReviewConfirmation[], all: readonly ReviewConfirmationKind[]): FactoryError {
+  return new FactoryError(
+    'ApproveNeedsConfirmation',
+    `not approved: the review has ${missing.length === 1 ? 'something' : 'things'} to confirm first. ` +
+      missing.map((c) => `${c.kind}: ${escapeTerminalLine(c.message)}`).join('; ') +
+      `. Look at them (factory diff ${taskId}), then to approve anyway: ${approveWith(taskId, all)}`,
+  );
+}
+
+export async function cmdDecide(client: FactoryClient, io: Io, kind: 'approve' | 'reject' | 'destroy', ref: string, confirmWords: string[] = []): Promise<number> {
+  const confirm = kind === 'approve' ? parseConfirm(confirmWords) : [];
   const t = await resolveTask(client, ref);
-  const after =
-    kind === 'approve'
-      ? await client.call('tasks.approve', { taskId: t.id, ...(confirm.length ? { confirm: confirm as ReviewConfirmationKind[] } : {}) })
-      : kind === 'reject'
-        ? await client.call('tasks.reject', { taskId: t.id })
-        : await client.call('tasks.destroy', { taskId: t.id });
+  if (kind === 'approve' && t.phase === 'review') {
+    // The app's second step: each confirmation the review has is named, or nothing is approved.
+    const required = cliConfirmations(await client.call('tasks.review', { taskId: t.id }));
+    const missing = required.filter((c) => !confirm.includes(c.kind));
+    if (missing.length) throw needsConfirmation(t.id, missing, [...confirm.filter((k) => required.some((c) => c.kind === k)), ...missing.map((c) => c.kind)]);
+  }
+  let after;
+  try {
+    after =
+      kind === 'approve'
+        ? await client.call('tasks.approve', { taskId: t.id, ...(confirm.length ? { confirm } : {}) })
+        : kind === 'reject'
+          ? await client.call('tasks.reject', { taskId: t.id })
+          : await client.call('tasks.destroy', { taskId: t.id });
+  } catch (err) {
+    // The review changed since it was read: the app's refusal, with the flag to pass.
+    if (err instanceof Error && err.name === 'ApproveNeedsConfirmation') {
+      const named = /confirm: (.*)$/.exec(String((err as { detail?: unknown }).detail ?? ''))?.[1] ?? '';
+      const kinds = parseConfirm([named]);
+      throw new FactoryError('ApproveNeedsConfirmation', `${escapeTerminalLine(err.message)} To approve anyway: ${approveWith(t.id, [...confirm, ...kinds])}`);
+    }
+    throw err;
+  }
   if (io.json) printJson(io, after);
   else if (kind === 'approve') io.stdout.write(`approved: branch ${after.decision?.branch ?? after.branch} in ${plain(after.repoPath)}\n`);
   else io.stdout.write(`${after.id}: ${kind === 'destroy' ? `sandbox ${after.sandbox.status}` : after.phase}\n`);

@@ -42,7 +42,7 @@ describe('a task\'s artifacts', () => {
     const show = within(list).getByRole('button', { name: 'Show PLAN.md' });
     fireEvent.click(show);
     const text = await within(list).findByLabelText('PLAN.md text');
-    expect(text.textContent).toBe('# Plan\n\\u{202e}evil\\u{7}\n');
+    expect(text.textContent).toBe('# Plan\n\\u{202e}evil\\x07\n');
     expect(bridge.inputs('tasks.artifact')).toEqual([{ taskId: 't1', name: 'PLAN.md' }]);
     expect(show.getAttribute('aria-expanded')).toBe('true');
     fireEvent.click(show);

@@ -3,7 +3,7 @@
 // Their text comes from the sandbox: shown as text, hidden characters escaped.
 import { useState } from 'react';
 import type { ErrorInfo, Task } from '../../../common/domain.js';
-import { escapeName } from '../../../common/review-text.js';
+import { escapeContentLine, escapeName } from '../../../common/review-text.js';
 import { useController } from '../../state/context.js';
 import { toErrorInfo } from '../../state/store.js';
 import { ErrorBox } from '../ErrorBox.js';
@@ -49,7 +49,7 @@ function ArtifactRow({ task, name, bytes, truncated }: { task: Task; name: strin
       {error ? <ErrorBox testId={`artifact-error-${name}`} error={error} /> : null}
       {text !== undefined ? (
         <pre className="artifact-text" aria-label={`${shown} text`} tabIndex={0}>
-          {text.replace(/[\u0000-\u0008\u000b-\u001f\u007f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)}
+          {text.split('\n').map(escapeContentLine).join('\n')}
         </pre>
       ) : null}
     </li>
