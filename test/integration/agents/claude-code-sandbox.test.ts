@@ -8,7 +8,8 @@
 //  2. a retry from plan runs plan, build (the stub's tool calls write and
 //     commit a file), test (fails, one repair round, passes), and review,
 //     which blocks the change; the user overrides it and document runs;
-//  3. the commit comes back for review and lands on the approved branch;
+//  3. the commit comes back for review, and its tree lands on the approved
+//     branch as one new commit on the base;
 //     the stub saw the real key, the guest only ever the placeholder.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -177,7 +178,7 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     expect(audit.filter((e) => e.rule === 'anthropic' && e.status === 200).length).toBeGreaterThanOrEqual(agentRequests.length);
   });
 
-  it('the commit made by the agent comes back for review and lands on the approved branch', async () => {
+  it("the agent's commit comes back for review, and the approved branch holds one commit with its tree", async () => {
     const inGuest = await shell.run(`runuser -u agent -- git -C ${REPO} log --format='%an|%s' factory/${taskId}`);
     expect(inGuest).toContain('Factory agent|Add greeting.txt');
     await shell.close();
@@ -186,13 +187,16 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     // The plan and review are scratch files outside the repository: not in the returned branch.
     expect(review.files.map((f) => f.path).sort()).toEqual(['fixed.txt', 'greeting.txt']);
     expect(review.patch).toContain('+hello from the sandbox');
+    // The review lists the agent's commit; Approve lands one commit of its own with the reviewed tree, on the base.
+    expect(review.history?.commits.map((c) => `${c.author}|${c.message.split('\n')[0]}`)).toContain('Factory agent <agent@factory.invalid>|Add greeting.txt');
     const approved: Task = await env.app.api['tasks.approve']({ taskId });
     expect(approved.phase).toBe('approved');
     const branch = `factory/${taskId}`;
     expect(repo.git('show', `${branch}:greeting.txt`)).toBe('hello from the sandbox\n');
-    const log = repo.git('log', '--format=%an|%s', branch);
-    expect(log).toContain('Factory agent|Add greeting.txt');
-    expect(log.trim().split('\n').at(-1)).toBe('Fixture|initial');
+    const log = repo.git('log', '--format=%an|%s', branch).trim().split('\n');
+    expect(log).toHaveLength(2);
+    expect(log[0]).not.toContain('Add greeting.txt');
+    expect(log[1]).toBe('Fixture|initial');
   });
 
   it('destroying the sandbox finds no trace of the key in its disk or memory', async () => {
