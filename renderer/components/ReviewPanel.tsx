@@ -69,7 +69,8 @@ export function ReviewPanel({ task }: { task: Task }) {
         branch {escapeName(review.branch)} · {review.baseCommit.slice(0, 10)}..{review.headCommit.slice(0, 10)} · bundle {review.bundleBytes} bytes
       </p>
       <ReviewFlags flags={review.flags} secrets={review.secrets} />
-      <AgentHistory history={review.history} />
+      {/* Nothing came back (the head is the base): there is nothing to land. */}
+      {review.headCommit !== review.baseCommit ? <AgentHistory history={review.history} /> : null}
       <ul className="checks" data-testid="review-checks">
         {review.checks.map((c) => (
           <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>
