@@ -101,9 +101,12 @@ export function decideBuild(probe: RepoProbe): StageDecision {
   return { kind: 'skip', reason: 'no build step found' };
 }
 
+/** The skip reason names the line that makes the test stage run (pipeline.json's schema: config.ts). */
+export const NO_TEST_COMMAND = 'no test command detected; to run one, add to .factory/pipeline.json: "stages": { "test": { "command": "<your test command>" } }';
+
 export function decideTest(probe: RepoProbe): StageDecision {
   const detected = detectTestCommand(probe.files);
-  if (!detected) return { kind: 'skip', reason: 'no test command detected' };
+  if (!detected) return { kind: 'skip', reason: NO_TEST_COMMAND };
   if (detected.tool === 'pytest' && !probe.tools.has('python3')) {
     return { kind: 'fail', reason: `${detected.reason} but python3 is not installed in the sandbox` };
   }

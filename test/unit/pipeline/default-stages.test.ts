@@ -13,6 +13,7 @@ import { shellQuote } from '../../../common/shell-quote.js';
 import { defaultPipelineConfig } from '../../../main/pipeline/config.js';
 import { CommandStageExecutor, type GuestRunResult, type StageRunContext } from '../../../main/pipeline/stage-executor.js';
 import { localGuest, type LocalGuest } from '../../support/local-guest.js';
+import { NO_TEST_COMMAND } from '../../../main/pipeline/default-stages.js';
 
 const BASIC_TOOLS = ['bash', 'env', 'head', 'base64', 'cat', 'rm', 'sh', 'node', 'dirname', 'basename', 'sed', 'uname', 'grep'];
 
@@ -89,7 +90,8 @@ describe('default stages say whether they did something', () => {
     const bin = binWith([...BASIC_TOOLS, 'npm', 'make']);
     expect((await runStage('build', bin)).outcome).toMatchObject({ status: 'skipped', summary: 'no build step found' });
     const test = await runStage('test', bin);
-    expect(test.outcome).toMatchObject({ status: 'skipped', summary: 'no test command detected' });
+    expect(test.outcome).toMatchObject({ status: 'skipped', summary: NO_TEST_COMMAND });
+    expect(NO_TEST_COMMAND).toContain('"stages": { "test": { "command": ');
     expect(test.ran).toEqual([]);
   });
 
