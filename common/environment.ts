@@ -32,5 +32,7 @@ export const LayerInfo = z.object({
   sizeBytes: z.number(),
   summary: z.array(z.string()),
   inUse: z.boolean(),
+  /** The commit whose setup made the layer, and its tree (the layer is only used for that tree); absent for older layers. */
+  made: z.object({ commit: z.string(), tree: z.string() }).optional(),
 });
 export type LayerInfo = z.infer<typeof LayerInfo>;

@@ -16,6 +16,11 @@ export interface EnvironmentPlanPort {
   egressRequests: EgressRule[];
   unsupported: string[];
   cacheKey: string;
+  /** The commit the plan was made at and its tree (absent in a plan saved before layers were keyed on the tree: such a plan gets no layer). */
+  commit?: string;
+  tree?: string;
+  /** Install folders (by name) a task on a layer takes over from it; nothing else of the layer's repository is kept. */
+  installDirs?: string[];
   /** Guest memory the repository asked for, already held to the user's cap. */
   memoryMb?: number;
 }
@@ -41,7 +46,7 @@ export interface LayerStorePort {
   find(key: string): Promise<LayerPort | undefined>;
   /** Marks a layer in use until the returned function is called (eviction and delete keep it). */
   acquire(id: string): () => void;
-  commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: { dir: string; machineKey: string } }): Promise<LayerPort>;
+  commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: { dir: string; machineKey: string }; made?: { commit: string; tree: string } }): Promise<LayerPort>;
   evict(budgetBytes: number, keep?: string): Promise<unknown>;
   list(): Promise<{ layers: Array<Omit<LayerInfo, 'inUse'>>; broken: Array<{ id: string; reason: string }> }>;
   isInUse(id: string): boolean;

@@ -112,6 +112,11 @@ export class SandboxProvisioner<Image = unknown> {
     return seed.bundlePath;
   }
 
+  /** The commit the task's seed bundle holds, once made (the base commit, or one on top with uncommitted changes). */
+  async seedCommit(taskId: string): Promise<string | undefined> {
+    return (await this.readSeedOptions(taskId)).seedCommit;
+  }
+
   /** Throws what seedBundle would when the seed cannot be had again, without making it. */
   async checkSeed(task: Pick<Task, 'id' | 'baseCommit'>): Promise<void> {
     const opts = await this.readSeedOptions(task.id);
@@ -213,7 +218,7 @@ export class SandboxProvisioner<Image = unknown> {
    * With a git route through the credential proxy, its URL (placeholder only)
    * becomes the remote `upstream`, so `git fetch upstream` works in the sandbox.
    */
-  async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string, opts: { onLayer?: boolean } = {}): Promise<void> {
+  async seed(sandbox: LiveSandbox, task: Pick<Task, 'id' | 'branch' | 'baseCommit'>, bundlePath: string, opts: { onLayer?: { installDirs: string[] } } = {}): Promise<void> {
     const ssh = await this.connect(sandbox);
     await seedGuest(ssh, task.branch, bundlePath, sandbox.guestEnv.FACTORY_GIT_URL, opts.onLayer);
     sandbox.seeded = true;
@@ -336,50 +341,76 @@ export class SandboxProvisioner<Image = unknown> {
   }
 }
 
+/** Where the repository of a cached layer waits while a task's fresh clone takes its install folders. */
+const LAYER_REPO_DIR = '/work/.layer-repo';
+
 /**
- * On a cached environment layer /work/repo is already there, at the commit of the
- * task that made the layer, with what its setup installed (ignored files such as
- * node_modules). The new seed is fetched into it and checked out on the task
- * branch; every other branch and every untracked, unignored file goes.
+ * The clone as the agent user. No git config but the repository's own (the image's and the home
+ * folder's may come from a layer's setup), no hook (a layer's core.hooksPath or its template), and
+ * no template: the new .git holds nothing the layer had.
  */
-function layerSeedScript(branch: string, upstreamUrl?: string): string {
-  const b = shellQuote(branch);
+function cloneScript(branch: string, upstreamUrl?: string): string {
   return [
     'set -e',
+    'export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null',
+    `git -c core.hooksPath=/dev/null clone -q --template= -b ${shellQuote(branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
     `cd ${GUEST_REPO_DIR}`,
-    `git fetch -q /work/seed.bundle ${shellQuote(`+refs/heads/${branch}:refs/heads/${branch}`)}`,
-    `git checkout -q -f ${b}`,
-    'git clean -fdq',
-    `git for-each-ref --format='%(refname:short)' refs/heads | grep -vxF ${b} | xargs -r git branch -q -D`,
-    'git remote | xargs -r -n1 git remote remove',
-    ...(upstreamUrl ? [`git remote add upstream ${shellQuote(upstreamUrl)}`] : []),
+    'git -c core.hooksPath=/dev/null remote remove origin',
+    ...(upstreamUrl ? [`git -c core.hooksPath=/dev/null remote add upstream ${shellQuote(upstreamUrl)}`] : []),
     'git rev-parse HEAD',
   ].join('\n');
 }
 
-async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string, upstreamUrl?: string, onLayer = false): Promise<void> {
+/**
+ * On a cached environment layer the repository that setup ran in is there, with its .git (hooks,
+ * config) and work tree as setup left them. None of it is used: it is moved aside before the fresh
+ * clone, and afterwards only the install folders the plan names (node_modules, .venv, ...) move from
+ * it into the clone, by rename, where the clone has nothing of that name and the place is inside the
+ * clone; then it is deleted. No git command runs in it. As root: a root setup step may own them.
+ */
+export function layerCarryScript(installDirs: string[], where: { old?: string; repo?: string } = {}): string {
+  const old = where.old ?? LAYER_REPO_DIR;
+  const repo = where.repo ?? GUEST_REPO_DIR;
+  const names = installDirs.filter((n) => /^[A-Za-z0-9._-]{1,100}$/.test(n) && n !== '.' && n !== '..' && n !== '.git');
+  const match = names.map((n) => `-name ${shellQuote(n)}`).join(' -o ');
+  return [
+    'set -eu',
+    `old=${shellQuote(old)}; repo=${shellQuote(repo)}`,
+    '[ -d "$old" ] && [ ! -L "$old" ] || exit 0',
+    ...(names.length ? [
+      'cd "$old"',
+      // -P: no symlink is followed; nothing under a .git is looked at.
+      `find -P . -name .git -prune -o -type d \\( ${match} \\) -print0 -prune | while IFS= read -r -d '' rel; do`,
+      '  rel=${rel#./}; target="$repo/$rel"',
+      '  { [ -e "$target" ] || [ -L "$target" ]; } && continue',
+      '  parent=$(realpath -e -- "$(dirname -- "$target")" 2>/dev/null) || continue',
+      '  case "$parent/" in "$repo"/*) ;; *) continue ;; esac',
+      '  mv -T -- "$old/$rel" "$parent/$(basename -- "$target")"',
+      'done',
+      'cd /',
+    ] : []),
+    'rm -rf -- "$old"',
+  ].join('\n');
+}
+
+async function seedGuest(ssh: SandboxSshPort, branch: string, bundlePath: string, upstreamUrl?: string, layer?: { installDirs: string[] }): Promise<void> {
+  // On a layer, the repository setup ran in is moved aside (a rename: nothing of it runs) so the clone starts in an empty folder.
+  const aside = layer ? `rm -rf ${LAYER_REPO_DIR}; if [ -e ${GUEST_REPO_DIR} ] || [ -L ${GUEST_REPO_DIR} ]; then mv -T ${GUEST_REPO_DIR} ${LAYER_REPO_DIR}; fi; ` : '';
   const prep = await ssh.run(
-    `set -e; mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
+    `set -e; ${aside}mkdir -p ${GUEST_REPO_DIR} ${GUEST_OUT_DIR} /work/.factory; chown agent:agent ${GUEST_REPO_DIR} ${GUEST_OUT_DIR}; chmod 755 /work /work/.factory; git config --system --replace-all safe.directory ${GUEST_REPO_DIR}`,
     { timeoutMs: 30_000 },
   );
   if (prep.code !== 0) throw new FactoryError('SeedFailed', `preparing /work in the sandbox failed: ${prep.stderr.trim().slice(0, 500)}`);
   await ssh.putFile(bundlePath, '/work/seed.bundle');
-  const cloneAsAgent = asAgent(
-    onLayer ? layerSeedScript(branch, upstreamUrl) : [
-      'set -e',
-      `git clone -q -b ${shellQuote(branch)} /work/seed.bundle ${GUEST_REPO_DIR}`,
-      `cd ${GUEST_REPO_DIR}`,
-      'git remote remove origin',
-      ...(upstreamUrl ? [`git remote add upstream ${shellQuote(upstreamUrl)}`] : []),
-      'git rev-parse HEAD',
-    ].join('\n'),
-  );
   // The bundle is only needed for the clone; it would otherwise take space in the overlay.
-  const clone = await ssh.run(`chmod 644 /work/seed.bundle && ${cloneAsAgent}; rc=$?; rm -f /work/seed.bundle; exit $rc`, {
+  const clone = await ssh.run(`chmod 644 /work/seed.bundle && ${asAgent(cloneScript(branch, upstreamUrl))}; rc=$?; rm -f /work/seed.bundle; exit $rc`, {
     timeoutMs: 10 * 60_000,
     maxBytes: 64 * 1024,
   });
   if (clone.code !== 0) throw new FactoryError('SeedFailed', `cloning the repository in the sandbox failed: ${clone.stderr.trim().slice(0, 500)}`);
+  if (!layer) return;
+  const carry = await ssh.run(`bash -c ${shellQuote(layerCarryScript(layer.installDirs))}`, { timeoutMs: 10 * 60_000, maxBytes: 64 * 1024 });
+  if (carry.code !== 0) throw new FactoryError('SeedFailed', `taking the install folders from the cached environment failed: ${carry.stderr.trim().slice(0, 500)}`);
 }
 
 /**

@@ -5,7 +5,7 @@
 // 100 + its index, so the host names the step that failed from the exit status.
 import type { ClientChannel } from 'ssh2';
 import { FactoryError } from '../../common/contract.js';
-import { GUEST_FACTORY_DIR, GUEST_REPO_DIR, asAgentArgv, exportLines, shellQuote } from '../guest/guest-shell.js';
+import { GUEST_AGENT_USER, GUEST_FACTORY_DIR, GUEST_REPO_DIR, asAgentArgv, exportLines, shellQuote } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { writeGuestFile, type StageTerminals } from '../pipeline/stage-runner.js';
 import { KEPT_OUTPUT_BYTES, framedSource, stageHeader } from '../pipeline/stage-frame.js';
@@ -47,6 +47,57 @@ const MAX_STEPS = 50;
 const SETUP_DIR = `${GUEST_FACTORY_DIR}/setup`;
 const SETUP_SCRIPT = `${SETUP_DIR}/setup.sh`;
 const SETUP_ENV = `${SETUP_DIR}/env.sh`;
+const SETUP_PROCESSES = `${SETUP_DIR}/processes-before`;
+
+/** Lines "pid start-time" of every process (pure bash: each process start is slow under emulation). */
+export const LIST_PROCESSES = [
+  'for d in /proc/[0-9]*; do',
+  '  read -r l < "$d/stat" 2>/dev/null || continue',
+  '  set -- ${l##*) }',
+  '  echo "${d#/proc/} ${20}"',
+  'done',
+].join('\n');
+
+/**
+ * Ends what setup left running, before its disk (and memory) becomes a layer: every process of the
+ * agent user, and every process started since `before` was listed whose parents lead back to PID 1
+ * without passing a process that was there before (setup's orphans: its daemons, its `cmd &`), never
+ * one under a session the host holds (sshd was there before). Stopped first, so none forks on; in
+ * rounds, until none is left. Pure bash; the file is a parameter for its test.
+ */
+export function endLeftoversScript(before = SETUP_PROCESSES): string {
+  return [
+    `runuser -u ${GUEST_AGENT_USER} -- bash -c 'kill -KILL -1' 2>/dev/null`,
+    'declare -A keep=()',
+    `while read -r p t; do keep[$p]=$t; done < ${shellQuote(before)} || { echo 'the list of processes from before setup is missing' >&2; exit 1; }`,
+    'killed=0',
+    'for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do',
+    '  declare -A parent=() start=()',
+    '  for d in /proc/[0-9]*; do',
+    '    read -r l < "$d/stat" 2>/dev/null || continue',
+    '    set -- ${l##*) }',
+    '    [ "$1" = Z ] && continue',
+    '    p=${d#/proc/}; parent[$p]=$2; start[$p]=${20}',
+    '  done',
+    '  victims=()',
+    '  for p in "${!parent[@]}"; do',
+    '    [ "$p" = 1 ] || [ "$p" = 2 ] || [ "${parent[$p]}" = 2 ] || [ "$p" = $$ ] && continue',
+    '    [ "${keep[$p]-}" = "${start[$p]}" ] && continue',
+    '    q=$p; kept=0',
+    '    while q=${parent[$q]-1}; [ "$q" != 1 ] && [ "$q" != 0 ]; do',
+    '      if [ "${keep[$q]-}" = "${start[$q]-}" ]; then kept=1; break; fi',
+    '    done',
+    '    [ $kept = 0 ] && victims+=("$p")',
+    '  done',
+    '  [ ${#victims[@]} = 0 ] && break',
+    '  kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null',
+    '  killed=$((killed + ${#victims[@]}))',
+    '  unset parent start',
+    '  sleep 0.2',
+    'done',
+    'echo "ended $killed"',
+  ].join('\n');
+}
 
 /** The whole setup as one bash script run as root; the folders are parameters for its test. */
 export function setupScript(steps: SetupStepSpec[], where: { setupDir?: string; repoDir?: string } = {}): string {
@@ -73,6 +124,14 @@ export function setupScript(steps: SetupStepSpec[], where: { setupDir?: string; 
 export class SetupRunner {
   constructor(private readonly deps: SetupRunnerDeps) {}
 
+  /** After a passed setup, before its freeze: nothing setup started may run on in the layer. Resolves to how many were ended. */
+  async endLeftovers(ssh: Pick<GuestSsh, 'run'>): Promise<number> {
+    const r = await ssh.run(`bash -c ${shellQuote(endLeftoversScript())}`, { timeoutMs: 120_000 });
+    const ended = /ended (\d+)/.exec(r.stdout);
+    if (r.code !== 0 || !ended) throw new Error(`ending what setup left running failed: ${(r.stderr || r.stdout).trim().slice(0, 200)}`);
+    return Number(ended[1]);
+  }
+
   async run(args: {
     taskId: string;
     ssh: GuestSsh;
@@ -88,6 +147,9 @@ export class SetupRunner {
     await writeGuestFile(ssh, SETUP_ENV, exportLines(args.env) + '\n');
     for (const [i, step] of steps.entries()) await writeGuestFile(ssh, `${SETUP_DIR}/step-${i}.sh`, step.script.endsWith('\n') ? step.script : step.script + '\n');
     await writeGuestFile(ssh, SETUP_SCRIPT, setupScript(steps));
+    // What runs before setup, so what setup leaves running can be told apart (endLeftovers).
+    const listed = await ssh.run(`bash -c ${shellQuote(LIST_PROCESSES)} > ${SETUP_PROCESSES}`, { timeoutMs: 60_000 });
+    if (listed.code !== 0) throw new FactoryError('SetupFailed', `listing the sandbox's processes before setup failed: ${listed.stderr.trim().slice(0, 200)}`);
 
     const pty = this.deps.ptySize ?? { cols: 120, rows: 32 };
     const channel = await ssh.exec(`bash ${SETUP_SCRIPT}`, { pty });

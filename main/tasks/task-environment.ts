@@ -25,6 +25,9 @@ const StoredPlan = z.object({
   egressRequests: z.array(EgressRule),
   unsupported: z.array(z.string()),
   cacheKey: z.string(),
+  commit: z.string().optional(),
+  tree: z.string().optional(),
+  installDirs: z.array(z.string()).optional(),
   memoryMb: z.number().int().min(256).max(65536).optional(),
 });
 
@@ -59,7 +62,7 @@ export class TaskEnvironment {
 
   async preflight(repoPath: string, plan: EnvironmentPlanPort): Promise<TaskPreflight> {
     const always = this.deps.settings().repoEgress[repoPath] ?? [];
-    const cached = plan.steps.length > 0 && !!(await this.deps.layers.find(plan.cacheKey).catch(() => undefined));
+    const cached = plan.steps.length > 0 && !!plan.tree && !!(await this.deps.layers.find(plan.cacheKey).catch(() => undefined));
     return {
       source: plan.source,
       lines: plan.summary,
@@ -143,9 +146,18 @@ export class TaskEnvironment {
     this.deps.egress.setStep(taskId, step);
   }
 
+  /**
+   * Whether a task seeded with seedCommit may boot on, or make, the layer of this plan: only when the
+   * sandbox holds the very tree the plan was keyed on. A seed with uncommitted changes is another tree
+   * (its setup may run other code), and a plan saved before layers were keyed on the tree has none.
+   */
+  layerAllowed(plan: EnvironmentPlanPort, seedCommit: string | undefined): boolean {
+    return plan.steps.length > 0 && !!plan.tree && !!plan.commit && seedCommit === plan.commit;
+  }
+
   /** The layer a task with this plan boots on, held until the returned release is called. */
-  async layerFor(plan: EnvironmentPlanPort): Promise<{ layer: LayerPort; release: () => void } | undefined> {
-    if (!plan.steps.length) return undefined;
+  async layerFor(plan: EnvironmentPlanPort, seedCommit: string | undefined): Promise<{ layer: LayerPort; release: () => void } | undefined> {
+    if (!this.layerAllowed(plan, seedCommit)) return undefined;
     const layer = await this.deps.layers.find(plan.cacheKey);
     if (!layer) return undefined;
     return { layer, release: this.deps.layers.acquire(layer.id) };
@@ -153,12 +165,14 @@ export class TaskEnvironment {
 
   /** After a successful setup: the frozen disk (and the memory of that instant) becomes the repository's layer; older layers go past the budget. */
   async commitLayer(task: Task, plan: EnvironmentPlanPort, frozen: { disk: string; memory?: { dir: string; machineKey: string } }): Promise<LayerPort> {
+    if (!plan.commit || !plan.tree) throw new Error('the plan predates layers keyed on the tree');
     const layer = await this.deps.layers.commit({
       key: plan.cacheKey,
       repo: task.repoPath,
       imageVersion: this.deps.imageVersion(),
       summary: plan.summary,
       frozenDisk: frozen.disk,
+      made: { commit: plan.commit, tree: plan.tree },
       ...(frozen.memory ? { memory: frozen.memory } : {}),
     });
     await this.deps.layers.evict(this.deps.settings().layerBudgetGb * 1024 ** 3, layer.id);
@@ -169,7 +183,7 @@ export class TaskEnvironment {
   async layers(): Promise<LayerInfo[]> {
     const { layers, broken } = await this.deps.layers.list();
     return [
-      ...layers.map((l) => ({ id: l.id, repo: l.repo, imageVersion: l.imageVersion, createdAt: l.createdAt, lastUsedAt: l.lastUsedAt, sizeBytes: l.sizeBytes, summary: l.summary, inUse: this.deps.layers.isInUse(l.id) })),
+      ...layers.map((l) => ({ id: l.id, repo: l.repo, imageVersion: l.imageVersion, createdAt: l.createdAt, lastUsedAt: l.lastUsedAt, sizeBytes: l.sizeBytes, summary: l.summary, inUse: this.deps.layers.isInUse(l.id), ...(l.made ? { made: l.made } : {}) })),
       ...broken.map((b) => ({ id: b.id, repo: '(not a usable layer)', imageVersion: '', createdAt: '', lastUsedAt: '', sizeBytes: 0, summary: [b.reason], inUse: false })),
     ];
   }

@@ -408,7 +408,9 @@ export class TaskService<Image = unknown> {
 
     const env = this.deps.environment;
     const plan = await env.load(task().id);
-    const cached = await env.layerFor(plan);
+    // A layer only for the tree it was made from: a seed with uncommitted changes is another tree.
+    const seedCommit = await provisioner.seedCommit(task().id);
+    const cached = await env.layerFor(plan, seedCommit);
     rt.releaseLayer?.();
     rt.releaseLayer = cached?.release;
 
@@ -428,7 +430,7 @@ export class TaskService<Image = unknown> {
     );
     checkAborted(signal);
 
-    await provisioner.seed(sandbox, task(), bundlePath, { onLayer: !!cached });
+    await provisioner.seed(sandbox, task(), bundlePath, cached ? { onLayer: { installDirs: plan.installDirs ?? [] } } : {});
     checkAborted(signal);
     await this.book.transition(record, 'seeded');
     const ready = await runSetupPhase({ book: this.book, environment: env, setup: this.deps.setup, log: this.deps.log }, {
@@ -436,6 +438,7 @@ export class TaskService<Image = unknown> {
       sandbox: rt.sandbox,
       signal: rt.abort.signal,
       plan,
+      cacheable: env.layerAllowed(plan, seedCommit),
       ...(cached ? { cached: cached.layer } : {}),
       aborted: () => this.aborted(record),
     });

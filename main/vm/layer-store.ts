@@ -25,6 +25,8 @@ export const LayerMeta = z.strictObject({
   /** Real bytes on disk (allocated blocks), not the qcow2 virtual size. */
   sizeBytes: z.number().int().nonnegative(),
   summary: z.array(z.string().max(500)).max(200),
+  /** The commit whose setup made the layer and its tree: the key covers the tree, so only that tree gets the layer. */
+  made: z.strictObject({ commit: z.string().regex(/^[0-9a-f]{40,64}$/), tree: z.string().regex(/^[0-9a-f]{40,64}$/) }).optional(),
   /** The guest's memory was saved with the disk (files under warm/) on this machine (machineKey). */
   memory: z.strictObject({ machineKey: z.string().regex(/^[0-9a-f]{16}$/) }).optional(),
 });
@@ -77,7 +79,7 @@ export class LayerStore {
    * same filesystem, else a copy; fsync; 0444; layer.json last; then the
    * folder is renamed into place. Older layers of the same key not in use go.
    */
-  async commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: WarmMemory }): Promise<Layer> {
+  async commit(input: { key: string; repo: string; imageVersion: string; summary: string[]; frozenDisk: string; memory?: WarmMemory; made?: { commit: string; tree: string } }): Promise<Layer> {
     await mkdir(this.root, { recursive: true, mode: 0o700 });
     const id = `${this.now().getTime().toString(36)}-${randomBytes(6).toString('hex')}`;
     const tmp = path.join(this.root, `.tmp-${id}`);
@@ -112,6 +114,7 @@ export class LayerStore {
         sizeBytes: await layerBytes(tmp),
         // Lines come from the repository's config: shown, never trusted to be short or printable.
         summary: input.summary.slice(0, 200).map((line) => line.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').slice(0, 500)),
+        ...(input.made ? { made: { commit: input.made.commit, tree: input.made.tree } } : {}),
         ...(warm && input.memory ? { memory: { machineKey: input.memory.machineKey } } : {}),
       });
       // Checked before it can be found: a disk on another base is never a layer.

@@ -34,13 +34,17 @@ function mount(handlers: Handlers, settings: Partial<SettingsView> = {}) {
 afterEach(cleanup);
 
 describe('the Environments screen', () => {
-  it('lists the cached layers with size, dates, summary and use, and the total against the budget', async () => {
-    mount({ 'layers.list': () => [layer(), layer({ id: 'l2', repo: '/home/me/other', sizeBytes: 512 * 1024 ** 2, inUse: true })] });
+  it('lists the cached layers with size, dates, the commit that made them, summary and use, and the total against the budget', async () => {
+    const made = { commit: '0123456789abcdef0123456789abcdef01234567', tree: 'fedcba9876543210fedcba9876543210fedcba98' };
+    mount({ 'layers.list': () => [layer({ made }), layer({ id: 'l2', repo: '/home/me/other', sizeBytes: 512 * 1024 ** 2, inUse: true })] });
     fireEvent.click(screen.getByTestId('nav-environments'));
     const row = await screen.findByTestId('layer-row-l1');
-    expect([...row.querySelectorAll('td')].slice(0, 6).map((td) => td.textContent)).toEqual([
-      '/home/me/repo', '1.5 GiB', '2026-01-02 10:30', '2026-01-01 09:00', 'Node 22.12.0 (.nvmrc) · npm ci', '',
+    expect([...row.querySelectorAll('td')].slice(0, 7).map((td) => td.textContent)).toEqual([
+      '/home/me/repo', '1.5 GiB', '2026-01-02 10:30', '2026-01-01 09:00', 'commit 0123456789ab, tree fedcba987654', 'Node 22.12.0 (.nvmrc) · npm ci', '',
     ]);
+    expect(screen.getByTestId('layer-made-l1').querySelector('span')?.getAttribute('title')).toBe(`commit ${made.commit}, tree ${made.tree}`);
+    // A layer from before layers recorded it.
+    expect(screen.getByTestId('layer-made-l2').textContent).toBe('not recorded');
     expect(screen.getByTestId('layer-row-l2').textContent).toContain('in use');
     await waitFor(() => expect(screen.getByTestId('layers-used').textContent).toBe('2.0 GiB used of 20 GB'));
     expect(screen.getByTestId('nav-environments').getAttribute('aria-current')).toBe('page');

@@ -35,7 +35,8 @@ export function EnvironmentsScreen() {
       </h2>
       <p className="hint">
         After a repository's setup ran, its disk is kept as a cached environment: the next task on the same repository
-        with the same setup boots on it and skips setup. The least recently used go first when the budget is full.
+        with the same files (the same tree) and the same setup boots on it and skips setup; any other commit's files run
+        setup anew. The least recently used go first when the budget is full.
       </p>
       <LayerBudget used={used} />
       {error ? <ErrorBox testId="layers-error" error={error} /> : null}
@@ -51,6 +52,7 @@ export function EnvironmentsScreen() {
               <th>Size</th>
               <th>Last used</th>
               <th>Created</th>
+              <th>Made from</th>
               <th>Environment</th>
               <th>In use</th>
               <th />
@@ -162,6 +164,15 @@ function LayerRow({ layer, onRemoved }: { layer: LayerInfo; onRemoved: () => voi
         <td>{formatSize(layer.sizeBytes)}</td>
         <td>{when(layer.lastUsedAt)}</td>
         <td>{when(layer.createdAt)}</td>
+        <td data-testid={`layer-made-${layer.id}`}>
+          {layer.made ? (
+            <span title={`commit ${layer.made.commit}, tree ${layer.made.tree}`}>
+              commit <code>{layer.made.commit.slice(0, 12)}</code>, tree <code>{layer.made.tree.slice(0, 12)}</code>
+            </span>
+          ) : (
+            'not recorded'
+          )}
+        </td>
         <td>{layer.summary.map(escapeName).join(' · ')}</td>
         <td>{layer.inUse ? 'in use' : ''}</td>
         <td className="actions">
@@ -181,7 +192,7 @@ function LayerRow({ layer, onRemoved }: { layer: LayerInfo; onRemoved: () => voi
       </tr>
       {confirming || error ? (
         <tr>
-          <td colSpan={7}>
+          <td colSpan={8}>
             {confirming ? (
               <div
                 className="destroy-confirm"

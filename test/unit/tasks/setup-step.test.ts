@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as pty from 'node-pty';
 import { afterEach, describe, expect, it } from 'vitest';
-import { setupScript, type SetupStepSpec } from '../../../main/tasks/setup-step.js';
+import { LIST_PROCESSES, endLeftoversScript, setupScript, type SetupStepSpec } from '../../../main/tasks/setup-step.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -87,5 +87,42 @@ describe('the setup script', () => {
     const text = setupScript([step('agent install', 'npm ci', 'agent'), step('root', 'apt-get update')]);
     expect(() => execFileSync('bash', ['-n'], { input: text })).not.toThrow();
     expect(text).toContain('runuser -u agent');
+  });
+});
+
+// In a PID namespace of its own (bash as its PID 1, as tini is in the guest), so no process of this machine is in reach.
+const canUnshare = spawnSync('unshare', ['-fp', '--mount-proc', 'true']).status === 0;
+
+describe.skipIf(!canUnshare)('what setup leaves running', () => {
+  it('is ended before the freeze; what ran before setup, and what the host runs under it, is not', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'setup-leftovers-'));
+    dirs.push(dir);
+    fs.writeFileSync(path.join(dir, 'list.sh'), LIST_PROCESSES);
+    fs.writeFileSync(path.join(dir, 'end.sh'), endLeftoversScript(path.join(dir, 'before')));
+    const alive = 'for f in /proc/[0-9]*; do [ "$(cut -d" " -f3 $f/stat 2>/dev/null)" = Z ] && continue; tr "\\0" " " < $f/cmdline 2>/dev/null; echo; done | grep -x "sleep 10[0-9][0-9] " | sort | tr -d "\\n"';
+    const script = [
+      // A service from before setup, and the host's session, which starts something while setup runs.
+      'sleep 1001 & (sleep 0.3; sleep 1002 & wait) &',
+      `bash ${dir}/list.sh > ${dir}/before`,
+      // Setup: a daemon (its own session), a background job whose shell is gone, a daemon with a child.
+      '(setsid sleep 1003 < /dev/null > /dev/null 2>&1 &)',
+      '(sleep 1004 &)',
+      '(bash -c "sleep 1005 & sleep 1006" &)',
+      'sleep 0.6',
+      `echo "before: $(${alive})"`,
+      `bash ${dir}/end.sh`,
+      'sleep 0.3',
+      `echo "after: $(${alive})"`,
+    ].join('\n');
+    const r = spawnSync('unshare', ['-fp', '--mount-proc', 'bash', '-c', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.stdout, r.stderr).toContain('before: sleep 1001 sleep 1002 sleep 1003 sleep 1004 sleep 1005 sleep 1006 ');
+    expect(r.stdout).toMatch(/ended \d+\n/);
+    expect(r.stdout).toContain('after: sleep 1001 sleep 1002 \n');
+  });
+
+  it('refuses to guess without the list from before setup', () => {
+    const r = spawnSync('bash', ['-c', endLeftoversScript('/nonexistent/before')], { encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('the list of processes from before setup is missing');
   });
 });

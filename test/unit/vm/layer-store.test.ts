@@ -69,6 +69,19 @@ describe('LayerStore', () => {
     expect(JSON.parse(info.stdout)['backing-filename']).toBe(base);
   });
 
+  it('records the commit and tree whose setup made the layer, and keeps them through find and list', async () => {
+    const { store, frozenDisk } = await setup();
+    const made = { commit: 'a'.repeat(40), tree: 'b'.repeat(40) };
+    const layer = await store.commit({ ...meta('k1'), frozenDisk: await frozenDisk(), made });
+    expect(layer.made).toEqual(made);
+    expect((await store.find('k1'))?.made).toEqual(made);
+    expect((await store.list()).layers[0]?.made).toEqual(made);
+    // A layer from before this records neither, and is still listed.
+    const older = await store.commit({ ...meta('k2'), frozenDisk: await frozenDisk() });
+    expect(older.made).toBeUndefined();
+    await expect(store.commit({ ...meta('k3'), frozenDisk: await frozenDisk(), made: { commit: 'HEAD', tree: made.tree } })).rejects.toThrow(/"commit"/);
+  });
+
   it('find() records the last use, and a new commit of the same key replaces the old layer', async () => {
     const { store, frozenDisk, tick } = await setup();
     const first = await store.commit({ ...meta('k1'), frozenDisk: await frozenDisk() });
