@@ -25,12 +25,13 @@ export function landingMessage(task: { id: string; title: string; agent?: string
   const first = title.split('\n')[0]!.trim();
   const subject = first.length > SUBJECT_CHARS ? `${first.slice(0, SUBJECT_CHARS - 1)}…` : first || `Task ${task.id}`;
   const body = title === first && first.length <= SUBJECT_CHARS ? '' : `${title.slice(0, MAX_BODY_CHARS)}${title.length > MAX_BODY_CHARS ? '…' : ''}\n\n`;
-  const commits = agentCommits === undefined ? "the agent's own commits" : `the agent's ${agentCommits} commit${agentCommits === 1 ? '' : 's'}`;
+  const commits =
+    agentCommits === 1 ? "the agent's 1 commit and its message were"
+    : `the agent's ${agentCommits ?? 'own'} commits and their messages were`;
   return (
     `${subject}\n\n${body}` +
     `Task ${task.id}, made by agent ${plain(task.agent ?? 'command')} in a Factory in a Box sandbox.\n` +
-    `Approved after review: this commit holds the reviewed tree on the task's base; ${commits} ` +
-    'and their messages were not kept.\n'
+    `Approved after review: this commit holds the reviewed tree on the task's base; ${commits} not kept.\n`
   );
 }
 
