@@ -44,7 +44,7 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
   try {
     client = await (deps.connect ?? connectOrStart)({ dataDir, noStart: parsed.values['no-start'] === true, progress: (l) => io.stderr.write(l + '\n') });
   } catch (err) {
-    if (parsed.name === 'hook') return hookFailed(io, parsed.positionals[0] ?? 'hook', err);
+    if (parsed.name === 'hook') return hookFailed(io, parsed.positionals[0] ?? 'hook', err, { reached: false });
     printError(io, err);
     return failStatus;
   }

@@ -146,7 +146,8 @@ describe('the session hooks fail closed', () => {
       const stderr = err.text();
       expect(code, stderr).toBe(2);
       expect(stderr).toContain(`the ${which} hook could not complete the leak check`);
-      expect(stderr).toContain('not destroyed');
+      expect(stderr).toContain('AppNotRunning');
+      expect(stderr).toContain('The app could not be reached, so nothing was checked');
     }
     expect(calls).toEqual([]);
   });
