@@ -80,6 +80,20 @@ describe('the reaper of session sandboxes', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('keeps, as for a leak, a sandbox whose leak check could not scan everything or threw', async () => {
+    const { store } = await sessionWith(false);
+    verdict = 'incomplete';
+    const svc = new SessionService({ store, hold: new SessionHoldExecutor(), ports, graceMs: 0, log });
+    await svc.reap();
+    expect(calls).toEqual(['leakcheck t1', 'cancel t1']);
+    expect(store.get('s1')?.state).toBe('quarantined');
+    await store.put({ sessionId: 's2', taskId: 't2', repoPath: '/r', createdAt: '', state: 'active' });
+    const failing = new SessionService({ store, hold: new SessionHoldExecutor(), ports: { ...ports, leakCheck: async () => Promise.reject(new Error('the scan stopped')) }, graceMs: 0, log });
+    await expect(failing.end('s2')).rejects.toThrow('the scan stopped');
+    expect(store.get('s2')?.state).toBe('quarantined');
+    expect(calls.filter((c) => c.startsWith('destroy'))).toEqual([]);
+  });
+
   it('after the user destroyed a sandbox kept for a leak, the resumed session gets a new one and the old record goes', async () => {
     const store = new SessionStore(path.join(dir, 'sessions.json'));
     const hold = new SessionHoldExecutor();
