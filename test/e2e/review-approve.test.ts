@@ -47,6 +47,13 @@ describe.skipIf(!!missing)('review of hostile returned work in Chromium', () => 
     expect(await trojan.count()).toBe(1);
     expect(await trojan.getAttribute('data-hidden')).toBe('U+202E (bidi), U+2066 (bidi), U+2069 (bidi), U+2066 (bidi)');
 
+    // What Approve lands is said, and the agent's commits that it does not land are listed, escaped.
+    expect(await page.getByTestId('review-lands').textContent()).toContain("Approve lands one commit with the final tree shown here, on the task's base; the agent's 3 commits are not kept");
+    const commits = page.getByTestId('review-commit');
+    expect(await commits.evaluateAll((els) => els.map((e) => e.getAttribute('data-merge')))).toEqual(['true', 'false', 'false']);
+    expect(await commits.nth(1).textContent()).toContain('Evil\\u{202e} <x@y>');
+    expect(await commits.nth(1).getByTestId('review-commit-message').textContent()).toBe('add config\n\nuse token ghp_\\u{200b}example for the release');
+
     const script = page.getByTestId('review-file').filter({ hasText: NUL_SCRIPT });
     expect(await script.getByTestId('review-file-nottext').textContent()).toBe('not shown as text: has NUL bytes, 4.0 KiB (4,096 bytes)');
     await script.getByTestId('review-file-bytes').click();

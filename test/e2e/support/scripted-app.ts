@@ -13,7 +13,7 @@ import { defaultEgressRules } from '../../../common/egress.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
 import { nextStepApi } from '../../../main/git/next-step-api.js';
-import { HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
+import { agentHistory, HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
 /** In a task's title: its stages finish but its result comes back only on release(). */
@@ -382,7 +382,7 @@ export class ScriptedApp implements HostedApp {
       ].join('\n'),
       patchTruncated: false, bundleBytes: 812,
       checks: [{ name: 'bundle verify', ok: true, message: 'only refs/heads/' + t.branch }],
-      filesOmitted: 0, flags: [], secrets: [], confirmations: [],
+      filesOmitted: 0, flags: [], secrets: [], confirmations: [], history: agentHistory(),
     };
   }
 }

@@ -86,6 +86,26 @@ export function hostileReview(): ReviewBody {
       { kind: 'unshown', message: `the patch of 1 file was not shown (over the 2 MiB cap): ${UNSHOWN_FILE}` },
       { kind: 'secrets', message: '1 possible secret: invoice\\u{202e}txt.exe:2 (anthropic-api-key)' },
     ],
+    history: agentHistory(true),
+  };
+}
+
+/** The agent's history behind a returned tree: none of it lands; a hostile one hides things in names and messages. */
+export function agentHistory(hostile = false): NonNullable<PullbackReview['history']> {
+  const commit = (id: string, parents: number, author: string, message: string) => ({ id: id.repeat(40), parents, author, message, messageCut: false, scannedInPart: false });
+  return {
+    total: 3, merges: 1, maxCommits: 200, maxMessageChars: 4000, maxScanBytes: 64 * 1024,
+    commits: hostile
+      ? [
+        commit('c', 2, 'Agent <agent@factory.invalid>', 'merge the side branch\n'),
+        commit('d', 1, 'Evil\u202e <x@y>', 'add config\n\nuse token ghp_\u200bexample for the release\n'),
+        commit('e', 1, 'Agent <agent@factory.invalid>', 'remove the config again\n'),
+      ]
+      : [
+        commit('c', 2, 'Agent <agent@factory.invalid>', 'merge the side branch\n'),
+        commit('d', 1, 'Agent <agent@factory.invalid>', 'greet the factory\n\nOne more line in hello.txt.\n'),
+        commit('e', 1, 'Agent <agent@factory.invalid>', 'start\n'),
+      ],
   };
 }
 
