@@ -65,6 +65,8 @@ export interface CredentialProxyOptions {
   allowAddress?: AddressAllowance;
   /** Upper bound on one upstream response's headers arriving. */
   upstreamTimeoutMs?: number;
+  /** How long a CONNECT tunnel waits for the guest's TLS ClientHello (10 s when absent). */
+  tunnelHelloTimeoutMs?: number;
 }
 
 export function newPlaceholder(): string {
@@ -149,7 +151,7 @@ export class CredentialProxy {
     // see every header (their total is still bounded by the 16 KiB header size).
     this.server.maxHeadersCount = 0;
     this.server.on('connect', (req, socket: Duplex, head) =>
-      openTunnel(req, socket, head, { ...this.egress, guard: this.guard }),
+      openTunnel(req, socket, head, { ...this.egress, guard: this.guard, ...(opts.tunnelHelloTimeoutMs ? { helloTimeoutMs: opts.tunnelHelloTimeoutMs } : {}) }),
     );
     // What Node's own parser refuses (both Content-Length and Transfer-Encoding,
     // duplicate lengths, obs-fold, bad chunk sizes...) gets a 400 that says why.

@@ -66,13 +66,16 @@ export interface EgressSandbox extends SandboxProxy {
 }
 
 /** A sandbox proxy with egress rules; `strict` leaves out the test-only loopback allowance (as the app runs it). */
-export async function startEgressSandbox(opts: { modelUrl: string; ca: string; egress: EgressRule[]; step?: StepName; strict?: boolean }): Promise<EgressSandbox> {
+export async function startEgressSandbox(opts: { modelUrl: string; ca: string; egress: EgressRule[]; step?: StepName; strict?: boolean; tunnelHelloTimeoutMs?: number }): Promise<EgressSandbox> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-egress-'));
   const audit = new AuditLog(path.join(dir, 'audit'));
   const sandbox = await startSandboxProxy({
     modelUrl: opts.modelUrl,
     ca: opts.ca,
-    extra: { audit, egress: opts.egress, ...(opts.step ? { step: opts.step } : {}), ...(opts.strict ? { allowAddress: undefined } : {}) },
+    extra: {
+      audit, egress: opts.egress, ...(opts.step ? { step: opts.step } : {}), ...(opts.strict ? { allowAddress: undefined } : {}),
+      ...(opts.tunnelHelloTimeoutMs ? { tunnelHelloTimeoutMs: opts.tunnelHelloTimeoutMs } : {}),
+    },
   });
   const refusals: EgressRefusal[] = [];
   sandbox.proxy.onRefused((r) => refusals.push(r));
