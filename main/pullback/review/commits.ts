@@ -81,6 +81,8 @@ export async function readAgentHistory(
     const { raw, cut } = raws.get(id)!;
     const { parents, author, message } = parseCommit(raw);
     const read = message ?? Buffer.alloc(0);
+    // Read in part: the object was over the read cap, or even its headers were.
+    const partial = cut || message === undefined;
     const scanned = read.subarray(0, maxScanBytes).toString('utf8');
     const text = read.toString('utf8');
     commits.push({
@@ -88,8 +90,8 @@ export async function readAgentHistory(
       parents,
       author,
       message: text.slice(0, maxMessageChars),
-      messageCut: cut || message === undefined || text.length > maxMessageChars,
-      scannedInPart: cut || message === undefined || read.length > maxScanBytes,
+      messageCut: partial || text.length > maxMessageChars,
+      scannedInPart: partial || read.length > maxScanBytes,
     });
     const texts = scanned.split('\n');
     if (texts.at(-1) === '') texts.pop();
