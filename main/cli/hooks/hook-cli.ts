@@ -39,18 +39,28 @@ async function repoTop(cwd: string): Promise<string> {
 
 const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd };
 
-/** Margin under Claude Code's own time limit, so the hook says why it gives up instead of being killed. */
-const DEADLINE_MARGIN_S = 20;
+/**
+ * How long the hook may wait, in ms: under Claude Code's own limit for it (the
+ * settings' timeout; for SessionEnd also CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS,
+ * 60 s unless set), so it says why it gives up instead of being killed.
+ */
+export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env): number {
+  let limitS: number = Object.values(HOOK_EVENTS).find((e) => e.sub === which)?.timeout ?? 60;
+  if (which === 'session-end') {
+    const envMs = Number(env.CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS);
+    limitS = Math.min(limitS, Number.isFinite(envMs) && envMs > 0 ? envMs / 1000 : 60);
+  }
+  return Math.max(1, limitS - Math.min(20, limitS / 4)) * 1000;
+}
 
 export async function runHook(client: FactoryClient, io: Io, which: string): Promise<number> {
   const handler = HANDLERS[which as keyof typeof HANDLERS];
   if (!handler) throw new UsageError(`hook: expected session-start, stop or session-end, got ${JSON.stringify(which)}`);
-  const limit = Object.values(HOOK_EVENTS).find((e) => e.sub === which)!.timeout;
   try {
     // Anything thrown (bad input, the app's error, no answer in time) fails closed: status 2 and what happened.
     return await withDeadline(
       (async () => handler(client, io, parseHookInput(await readStdin(io.stdin ?? process.stdin))))(),
-      (limit - DEADLINE_MARGIN_S) * 1000,
+      hookDeadlineMs(which),
       which,
     );
   } catch (err) {

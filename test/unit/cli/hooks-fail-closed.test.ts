@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { LeakReport } from '../../../common/credentials.js';
 import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../../../main/cli/client.js';
+import { hookDeadlineMs } from '../../../main/cli/hooks/hook-cli.js';
 import { withDeadline } from '../../../main/cli/hooks/hook-commands.js';
 import { runCli } from '../../../main/cli/main.js';
 import { SessionHoldExecutor } from '../../../main/sessions/session-hold.js';
@@ -161,5 +162,9 @@ describe('the session hooks fail closed', () => {
 
   it('gives up before Claude Code would kill it, saying it had no answer', async () => {
     await expect(withDeadline(new Promise(() => {}), 50, 'stop')).rejects.toMatchObject({ name: 'HookTimeout', message: 'no answer from the app within 0 s' });
+    // Under Claude Code's limits: the settings' timeout, and SessionEnd's own (60 s unless raised).
+    expect(hookDeadlineMs('stop', {})).toBe(280_000);
+    expect(hookDeadlineMs('session-end', {})).toBe(45_000);
+    expect(hookDeadlineMs('session-end', { CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS: '600000' })).toBe(580_000);
   });
 });
