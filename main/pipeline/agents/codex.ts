@@ -24,8 +24,13 @@ import type {
 
 export const CODEX_GUEST_BINARY = '/usr/local/bin/codex';
 const CODEX_PROVIDER_ID = 'factory';
-/** Codex's update check and analytics, off (its config keys `check_for_update_on_startup`, `analytics.enabled`). */
-export const CODEX_QUIET_CONFIG = ['check_for_update_on_startup=false', 'analytics.enabled=false'] as const;
+/**
+ * Codex's housekeeping, off: its update check (`check_for_update_on_startup`),
+ * analytics (`analytics.enabled`) and plugins (`features.plugins`: at every start
+ * Codex 0.171 syncs its plugin marketplace from github.com and api.github.com and
+ * lists remote plugins at chatgpt.com; stages use no plugin).
+ */
+export const CODEX_QUIET_CONFIG = ['check_for_update_on_startup=false', 'analytics.enabled=false', 'features.plugins=false'] as const;
 
 const count = z.number().finite().nonnegative();
 const text = z.string().max(4 * 1024 * 1024);

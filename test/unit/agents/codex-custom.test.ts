@@ -16,8 +16,8 @@ describe('CodexAdapter', () => {
     const spec = new CodexAdapter().command({ promptFile: '/work/.factory/p.md', cwd: '/work/repo', env });
     expect(spec.argv.slice(0, 7)).toEqual(['/usr/local/bin/codex', 'exec', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--cd', '/work/repo']);
     expect(spec.argv).toContain('model_providers.factory.base_url="http://10.0.2.100/v1"');
-    // Its update check and analytics are off, each as a -c override.
-    for (const kv of ['check_for_update_on_startup=false', 'analytics.enabled=false']) expect(spec.argv[spec.argv.indexOf(kv) - 1]).toBe('-c');
+    // Its update check, analytics and plugin sync are off, each as a -c override.
+    for (const kv of ['check_for_update_on_startup=false', 'analytics.enabled=false', 'features.plugins=false']) expect(spec.argv[spec.argv.indexOf(kv) - 1]).toBe('-c');
     expect(spec.argv.at(-1)).toBe('-');
     expect(spec.stdinFile).toBe('/work/.factory/p.md');
     expect(renderCommand(spec)).toContain(`-c 'model_providers.factory.base_url="http://10.0.2.100/v1"'`);
