@@ -3,8 +3,9 @@
 // proxy with its egress policy, the real npm registry and Debian mirror (the
 // only network this machine has), real `npm ci`, `node --test`, `make` and gcc.
 // Setup installs through the proxy; the test stage runs the real tests and
-// reports their counts; the second task on the same repository boots on the
-// cached layer and skips setup; a changed lockfile makes a new layer.
+// reports their counts; the second task on the same commit boots on the
+// cached layer and skips setup; another commit (its files, not only its
+// lockfile) makes a new layer.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -126,7 +127,7 @@ describe('a Node project with a real dependency and a node --test suite', () => 
     await app.api['tasks.destroy']({ taskId: first.id });
   });
 
-  it('the second task on the unchanged repository boots on the cached layer and skips setup', async () => {
+  it('the second task on the unchanged commit boots on the cached layer and skips setup', async () => {
     const second = await runTask(repo, 'Run the tests again');
     expect(second.phase, JSON.stringify(second.error)).toBe('review');
     expect(second.setup).toMatchObject({ status: 'skipped', layer: { id: first.setup!.layer!.id, reused: true } });
@@ -134,11 +135,13 @@ describe('a Node project with a real dependency and a node --test suite', () => 
     await app.api['tasks.destroy']({ taskId: second.id });
   });
 
-  it('a failing test fails the test stage and names the test, on the same layer', async () => {
+  it('a failing test fails the test stage and names the test; its commit sets up its own layer', async () => {
     makeFailingCommit(repo);
     const failing = await runTask(repo, 'Run the failing tests');
     expect(failing.phase).toBe('failed');
-    expect(failing.setup?.status).toBe('skipped');
+    // Setup may run any file of the repository: other files, another layer.
+    expect(failing.setup).toMatchObject({ status: 'passed', layer: { reused: false } });
+    expect(failing.setup!.layer!.id).not.toBe(first.setup!.layer!.id);
     const test = stage(failing, 'test');
     expect(test.status).toBe('failed');
     expect(test.summary).toMatch(/2 passed, 1 failed/);
@@ -157,7 +160,7 @@ describe('a Node project with a real dependency and a node --test suite', () => 
     expect(changed.setup).toMatchObject({ status: 'passed', layer: { reused: false } });
     expect(changed.setup!.layer!.id).not.toBe(first.setup!.layer!.id);
     const layers = await app.api['layers.list']({});
-    expect(layers.filter((l) => l.repo === first.repoPath).length).toBe(2);
+    expect(layers.filter((l) => l.repo === first.repoPath).length).toBe(3);
     await app.api['tasks.destroy']({ taskId: changed.id });
   });
 });
