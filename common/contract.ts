@@ -178,6 +178,21 @@ export const apiInputs = {
    * the last shell destroys it unless `keep`. Serves the tray, the UI and `factory sandbox`.
    */
   'sandboxes.quick': z.object({ repoPath: z.string().min(1).max(4096).optional(), keep: z.boolean().optional() }),
+  /**
+   * An agent session (issue 27): the agent's own interactive TUI (Claude Code or Codex)
+   * in a fresh sandbox, the repository seeded at HEAD (with its uncommitted changes when
+   * asked), keys through the proxy as in a stage. Its terminal (kind 'shell', titled
+   * 'agent: <name>') opens once the sandbox runs; when the agent exits, its work goes to
+   * review like a task's. Serves `factory claude`, `factory codex` and the UI.
+   */
+  'sandboxes.agent': z.object({
+    agent: z.enum(['claude-code', 'codex']),
+    repoPath: z.string().min(1).max(4096),
+    includeUncommitted: z.boolean().optional(),
+    /** The user's own arguments for the agent's CLI. */
+    args: z.array(z.string().max(8192)).max(256).optional(),
+    ...dims,
+  }),
   /** A viewer that will not acknowledge any more (a CLI that printed and left): the session stops waiting for it. */
   'terminal.detach': z.object({ sessionId: id }),
 
@@ -258,6 +273,7 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'tasks.exec': ExecResult;
   'terminal.detach': void;
   'sandboxes.quick': Task;
+  'sandboxes.agent': Task;
   'sessions.start': { task: Task; resumed: boolean };
   'sessions.check': { task: Task; report: LeakReport };
   'sessions.end': { task: Task; report?: LeakReport; destroyed: boolean };

@@ -141,9 +141,11 @@ export const Task = z.object({
   artifacts: z.array(z.object({ name: z.string(), bytes: z.number(), truncated: z.boolean() })).optional(),
   /**
    * 'quick': a sandbox in one click (tray, UI, `factory sandbox`): a fresh VM and a shell,
-   * optionally a repository seeded, no pipeline. Absent: a task with a pipeline.
+   * optionally a repository seeded, no pipeline. 'agent': an agent session (`factory claude`,
+   * `factory codex`): the agent's own TUI in a fresh sandbox, its work to review when it exits.
+   * Absent: a task with a pipeline.
    */
-  kind: z.enum(['pipeline', 'quick']).optional(),
+  kind: z.enum(['pipeline', 'quick', 'agent']).optional(),
   /** A quick sandbox the user keeps after its shell closes (until they destroy it). */
   keep: z.boolean().optional(),
   /** Hidden from the board (listed under "Archived", restorable) since then (ISO). */

@@ -36,6 +36,7 @@ import { LiveSandboxes } from './tasks/live-sandboxes.js';
 import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
+import { AgentSessionWatcher } from './tasks/agent-session.js';
 import { FirstShells } from './tasks/first-shells.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
 import { spawnHostShell } from './terminal/host-shell.js';
@@ -229,6 +230,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     emit,
     log: log.child('tasks'),
     firstShell: (taskId, shell, size) => firstShells.open(taskId, shell, size),
+    agentSessions: { terminals, sourceForChannel: sshChannelSource, adapter: (id) => builtInAgents().get(id) },
   });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
@@ -242,6 +244,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     log: log.child('quick'),
   });
   eventListeners.add((e) => quick.onEvent(e));
+  // An agent session outlives a closed terminal for a grace period (agent-session.ts).
+  const agentWatch = new AgentSessionWatcher({
+    task: (taskId) => tasks.list().find((t) => t.id === taskId),
+    terminal: (sessionId) => terminals.list().find((t) => t.id === sessionId),
+    closeTerminal: (sessionId) => terminals.close(sessionId),
+    log: log.child('agent-session'),
+  });
+  eventListeners.add((e) => agentWatch.onEvent(e));
   // CPU and memory of each running sandbox, from its QEMU process on the host (never asked of the guest).
   const sandboxStats = new SandboxStatsMonitor({
     pidOf: (taskId) => live.get(taskId)?.vm?.pid,
@@ -334,6 +344,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     },
     'tasks.cancel': async ({ taskId }) => (isQuickSandbox(tasks.get(taskId)) ? tasks.destroy(taskId) : tasks.cancel(taskId)),
     'sandboxes.quick': async ({ repoPath, keep }) => tasks.quick({ ...(repoPath !== undefined ? { repoPath } : {}), ...(keep ? { keep } : {}) }),
+    'sandboxes.agent': async (input) => tasks.agentSession(input),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
     'tasks.remove': async ({ taskId }) => {
       await tasks.remove(taskId);
@@ -389,6 +400,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'terminal.attach': async ({ sessionId }) => {
       const attached = terminals.attach(sessionId);
       firstShells.attached(sessionId);
+      agentWatch.attached(sessionId);
       return attached;
     },
     'terminal.write': async ({ sessionId, data }) => terminals.write(sessionId, data),
@@ -400,6 +412,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       // A CLI's quick sandbox shell ends with the CLI (quick-sandbox.ts).
       const info = terminals.list().find((t) => t.id === sessionId);
       if (info) quick.viewerLeft(info);
+      agentWatch.detached(sessionId);
     },
     'tasks.exec': async ({ taskId, argv, stdin, timeoutSec }) =>
       execInSandbox(tasks.sandboxSsh(taskId), { argv, ...(stdin ? { stdin } : {}), ...(timeoutSec ? { timeoutSec } : {}) }),
@@ -426,6 +439,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       if (disposed) return;
       disposed = true;
       quick.dispose();
+      agentWatch.dispose();
       sandboxStats.dispose();
       await sessions.dispose();
       // No pooled QEMU outlives the app; the pool stops filling before the tasks go.

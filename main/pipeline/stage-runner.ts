@@ -320,32 +320,38 @@ export class PipelineRunner {
     }
   }
 
-  /** Commits whatever the stages left in the work tree on the task branch; returns its head. */
-  private async commitWork(input: PipelineRunInput): Promise<string> {
-    const { task, ssh } = input;
-    const subject = `factory: ${plainText(task.title.split('\n')[0]!).slice(0, 72)}`;
-    const body = `Task ${task.id}, made in a Factory in a Box sandbox.`;
-    const script = [
-      'set -e',
-      `cd ${GUEST_REPO_DIR}`,
-      `if [ "$(git symbolic-ref -q HEAD)" != ${shellQuote(`refs/heads/${task.branch}`)} ]; then echo "FACTORY_WRONG_BRANCH $(git symbolic-ref -q --short HEAD || echo detached)"; exit 3; fi`,
-      'git -c core.hooksPath=/dev/null add -A',
-      'if ! git diff --cached --quiet; then',
-      `  git -c core.hooksPath=/dev/null -c user.name='Factory in a Box' -c user.email=factory@localhost commit -q --no-verify -m ${shellQuote(subject)} -m ${shellQuote(body)}`,
-      'fi',
-      'echo "FACTORY_HEAD $(git rev-parse HEAD)"',
-    ].join('\n');
-    const r = await ssh.run(asAgent(script), { timeoutMs: 5 * 60_000, maxBytes: 64 * 1024 });
-    const wrong = /FACTORY_WRONG_BRANCH (\S+)/.exec(r.stdout);
-    if (wrong) {
-      throw new FactoryError('PipelineError', `the pipeline left /work/repo on ${wrong[1]!.slice(0, 100)} instead of ${task.branch}; nothing was committed`);
-    }
-    const head = /FACTORY_HEAD ([0-9a-f]{40,64})/.exec(r.stdout);
-    if (r.code !== 0 || !head) {
-      throw new FactoryError('PipelineError', `committing the work in the sandbox failed: ${plainText(r.stderr).trim().slice(0, 500) || `exit ${r.code}`}`);
-    }
-    return head[1]!;
+  private commitWork(input: PipelineRunInput): Promise<string> {
+    return commitGuestWork(input.ssh, input.task);
   }
+}
+
+/**
+ * Commits whatever is left in the guest's work tree on the task branch, as the
+ * agent user; returns its head. The end of a pipeline and of an agent session.
+ */
+export async function commitGuestWork(ssh: GuestSsh, task: Pick<Task, 'title' | 'id' | 'branch'>): Promise<string> {
+  const subject = `factory: ${plainText(task.title.split('\n')[0]!).slice(0, 72)}`;
+  const body = `Task ${task.id}, made in a Factory in a Box sandbox.`;
+  const script = [
+    'set -e',
+    `cd ${GUEST_REPO_DIR}`,
+    `if [ "$(git symbolic-ref -q HEAD)" != ${shellQuote(`refs/heads/${task.branch}`)} ]; then echo "FACTORY_WRONG_BRANCH $(git symbolic-ref -q --short HEAD || echo detached)"; exit 3; fi`,
+    'git -c core.hooksPath=/dev/null add -A',
+    'if ! git diff --cached --quiet; then',
+    `  git -c core.hooksPath=/dev/null -c user.name='Factory in a Box' -c user.email=factory@localhost commit -q --no-verify -m ${shellQuote(subject)} -m ${shellQuote(body)}`,
+    'fi',
+    'echo "FACTORY_HEAD $(git rev-parse HEAD)"',
+  ].join('\n');
+  const r = await ssh.run(asAgent(script), { timeoutMs: 5 * 60_000, maxBytes: 64 * 1024 });
+  const wrong = /FACTORY_WRONG_BRANCH (\S+)/.exec(r.stdout);
+  if (wrong) {
+    throw new FactoryError('PipelineError', `the pipeline left /work/repo on ${wrong[1]!.slice(0, 100)} instead of ${task.branch}; nothing was committed`);
+  }
+  const head = /FACTORY_HEAD ([0-9a-f]{40,64})/.exec(r.stdout);
+  if (r.code !== 0 || !head) {
+    throw new FactoryError('PipelineError', `committing the work in the sandbox failed: ${plainText(r.stderr).trim().slice(0, 500) || `exit ${r.code}`}`);
+  }
+  return head[1]!;
 }
 
 /**

@@ -124,7 +124,8 @@ async function endQuick<Image>(parts: QuickParts<Image>, record: TaskRecord, rt:
   await step('recording the failure of a quick sandbox', () => parts.book.fail(record, err));
 }
 
-async function onQuickVmExited<Image>(parts: QuickParts<Image>, record: TaskRecord, rt: QuickRuntime, sandbox: LiveSandbox): Promise<void> {
+/** QEMU ended: recorded as a crash unless the sandbox was being torn down (also an agent session's). */
+export async function onQuickVmExited<Image>(parts: Pick<QuickParts<Image>, 'runtimes' | 'book' | 'provisioner'>, record: TaskRecord, rt: QuickRuntime, sandbox: LiveSandbox): Promise<void> {
   // Destroy sets its own status; an exit nobody asked for means the sandbox is gone (its shell ends with it).
   if (parts.runtimes.get(record.task.id) !== rt || rt.sandbox !== sandbox || sandbox.tearingDown) return;
   if (record.task.sandbox.status !== 'running') return;

@@ -27,6 +27,7 @@ import { Slots } from './slots.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
 import { startQuickSandbox, type FirstShellSink, type QuickInput } from './quick-sandbox.js';
+import { startAgentSession, type AgentSessionHost, type AgentSessionInput } from './agent-session.js';
 import { SandboxLifetime } from './sandbox-lifetime.js';
 import { setArchived } from './task-archive.js';
 import { TaskReviews } from './task-review.js';
@@ -48,6 +49,8 @@ export interface TaskServiceDeps<Image> {
   log: Logger;
   /** Where a quick sandbox's first shell goes when its restore starts one (first-shells.ts). */
   firstShell?: FirstShellSink;
+  /** Terminals and agents for agent sessions (agent-session.ts); without them none can start. */
+  agentSessions?: AgentSessionHost;
 }
 
 export interface CreateTaskInput {
@@ -163,6 +166,28 @@ export class TaskService<Image = unknown> {
         disposed: () => this.disposed,
         teardown: (r, rt) => this.teardown(r, rt),
         ...(d.firstShell ? { firstShell: d.firstShell } : {}),
+      },
+      input,
+    );
+  }
+
+  /** An agent session (agent-session.ts): the agent's TUI in a fresh sandbox, its work to review when it exits. */
+  async agentSession(input: AgentSessionInput): Promise<Task> {
+    const d = this.deps;
+    if (!d.agentSessions) throw new FactoryError('NoSandbox', 'this app runs no agent sessions');
+    return startAgentSession(
+      {
+        ...d.agentSessions,
+        book: this.book,
+        runtimes: this.runtimes,
+        provisioner: d.provisioner,
+        environment: d.environment,
+        qemu: d.qemu,
+        log: d.log,
+        disposed: () => this.disposed,
+        teardown: (r, rt) => this.teardown(r, rt),
+        pullBack: (r, ssh) => this.reviews.pullBack(r, ssh),
+        aborted: (r) => this.aborted(r),
       },
       input,
     );
