@@ -8,6 +8,7 @@ import { UsageError, type Io } from './output.js';
 import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
 import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
 import { cmdSandbox } from './sandbox-command.js';
+import { cmdAgentSession, type SessionAgent } from './agent-session-command.js';
 import type { Values } from './output.js';
 import { cmdHooks, runHook } from './hooks/hook-cli.js';
 
@@ -89,6 +90,8 @@ export const COMMANDS: Record<string, Command> = {
     positionals: [0, 1],
     run: (c, io, v, p) => cmdSandbox(c, io, { keep: v.keep === true, ...(p[0] !== undefined ? { repo: p[0] } : {}) }),
   },
+  claude: agentSessionCommand('claude', 'claude-code', 'Claude Code'),
+  codex: agentSessionCommand('codex', 'codex', 'Codex'),
   diff: {
     usage: 'factory diff <task>',
     summary: "Print the review of the work that came back: its files, flags, possible secrets and what Approve needs confirmed, then the patch (control and invisible characters escaped)",
@@ -130,6 +133,27 @@ export const COMMANDS: Record<string, Command> = {
     run: (c, io, _v, p) => runHook(c, io, p[0]!),
   },
 };
+
+/** `factory claude` and `factory codex`: the agent's own TUI in a fresh sandbox (agent-session-command.ts). */
+function agentSessionCommand(name: string, agent: SessionAgent, displayName: string): Command {
+  return {
+    usage: `factory ${name} [repo] [--with-changes] [-- <${name} args>…]   or   factory ${name} --resume <task>`,
+    summary:
+      `${displayName}'s own interactive TUI in a fresh sandbox with the repository (default: this folder) seeded at HEAD (--with-changes: and its uncommitted changes), ` +
+      'keys through the proxy; when it exits its work goes to review like a task\'s. A closed terminal leaves it running for a while: --resume attaches again',
+    options: { 'with-changes': { type: 'boolean' }, resume: { type: 'string' } },
+    positionals: [0, 1],
+    rest: true,
+    run: (c, io, v, p, rest) =>
+      cmdAgentSession(c, io, {
+        agent,
+        withChanges: v['with-changes'] === true,
+        args: rest,
+        ...(p[0] !== undefined ? { repo: p[0] } : {}),
+        ...(typeof v.resume === 'string' ? { resume: v.resume } : {}),
+      }),
+  };
+}
 
 function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return new Promise((resolve, reject) => {
