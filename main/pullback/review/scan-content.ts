@@ -1,8 +1,9 @@
 // The content of returned files the line scan cannot read as text: a gzip or
-// zlib file is inflated (by the leak check's inflater, with an output cap, so
-// a bomb stops at the cap), UTF-16 is decoded, and the text it holds is handed
-// to the secret scan as lines. A binary file of no known compressed format, or
+// zlib file, or the deflated or stored entries of a zip (and their names), is
+// inflated by the leak check's inflater with an output cap, so a bomb stops at
+// the cap, and the text it holds is handed to the secret scan as lines. A binary file of no known compressed format, or
 // one over a cap, is named as not scanned, never passed silently.
+import { escapeName } from '../../../common/review-text.js';
 import { inflateAt, plausibleStream, type StreamKind } from '../../credentials/leak-inflate.js';
 import type { ChangedFile } from './listing.js';
 import { readBlobs } from './objects.js';
@@ -92,10 +93,59 @@ export function textLines(text: string, out: ContentText): void {
   }
 }
 
+/** Entries read from one zip file; more are named as not scanned. */
+export const MAX_ZIP_ENTRIES = 10_000;
+
+interface ZipEntry {
+  name: string;
+  method: number;
+  encrypted: boolean;
+  /** Where its data starts and ends in the file. */
+  start: number;
+  end: number;
+}
+
+/**
+ * The entries of a zip file, from its central directory (local headers only
+ * locate the data), with every offset and size checked against the file.
+ */
+export function zipEntries(data: Buffer): { entries: ZipEntry[]; more: number } | { problem: string } {
+  let eocd = -1;
+  for (let at = data.length - 22; at >= Math.max(0, data.length - 22 - 0xffff); at--) {
+    if (data.readUInt32LE(at) === 0x06054b50) {
+      eocd = at;
+      break;
+    }
+  }
+  if (eocd < 0) return { problem: 'zip: no end of central directory' };
+  const count = data.readUInt16LE(eocd + 10);
+  const dirSize = data.readUInt32LE(eocd + 12);
+  const dirStart = data.readUInt32LE(eocd + 16);
+  if (count === 0xffff || dirStart === 0xffffffff) return { problem: 'zip64, which the scan does not read' };
+  if (dirStart + dirSize > eocd) return { problem: 'zip: its central directory lies outside the file' };
+  const entries: ZipEntry[] = [];
+  let at = dirStart;
+  for (let n = 0; n < Math.min(count, MAX_ZIP_ENTRIES); n++) {
+    if (at + 46 > dirStart + dirSize || data.readUInt32LE(at) !== 0x02014b50) return { problem: 'zip: a central directory entry is malformed' };
+    const flags = data.readUInt16LE(at + 8);
+    const method = data.readUInt16LE(at + 10);
+    const size = data.readUInt32LE(at + 20);
+    const nameLength = data.readUInt16LE(at + 28);
+    const next = at + 46 + nameLength + data.readUInt16LE(at + 30) + data.readUInt16LE(at + 32);
+    const local = data.readUInt32LE(at + 42);
+    if (next > dirStart + dirSize || local + 30 > data.length || data.readUInt32LE(local) !== 0x04034b50) return { problem: 'zip: an entry points outside the file' };
+    const start = local + 30 + data.readUInt16LE(local + 26) + data.readUInt16LE(local + 28);
+    if (start + size > data.length) return { problem: 'zip: an entry\'s data runs past the end of the file' };
+    entries.push({ name: data.subarray(at + 46, at + 46 + nameLength).toString('utf8'), method, encrypted: (flags & 1) === 1, start, end: start + size });
+    at = next;
+  }
+  return { entries, more: Math.max(0, count - MAX_ZIP_ENTRIES) };
+}
+
 /** Inflates one compressed file into text lines, up to `maxOut` bytes of output. */
-async function inflated(data: Buffer, kind: StreamKind, maxOut: number): Promise<{ bytes: Buffer; capped: boolean; error?: string }> {
+async function inflated(data: Buffer, kind: StreamKind, maxOut: number, offset = 0): Promise<{ bytes: Buffer; capped: boolean; error?: string }> {
   const chunks: Buffer[] = [];
-  const r = await inflateAt(async (position, length) => data.subarray(position, position + length), 0, kind, maxOut, (c) => chunks.push(Buffer.from(c)));
+  const r = await inflateAt(async (position, length) => data.subarray(position, position + length), offset, kind, maxOut, (c) => chunks.push(Buffer.from(c)));
   return { bytes: Buffer.concat(chunks), capped: r.capped, ...(r.error ? { error: r.error } : {}) };
 }
 
@@ -127,6 +177,52 @@ export async function contentToScan(
     const data = contents.get(i);
     if (!data) {
       notScanned.push({ file: i, reason: 'its content could not be read' });
+      continue;
+    }
+    if (data.length >= 30 && data.readUInt32LE(0) === 0x04034b50) {
+      const zip = zipEntries(data);
+      if ('problem' in zip) {
+        notScanned.push({ file: i, reason: zip.problem });
+        continue;
+      }
+      const problems: string[] = [];
+      let fileBudget = limits.maxInflatedBytes;
+      const names: ContentText = { file: i, texts: [], lineNumbers: [], how: 'in the name of a zip entry' };
+      for (const [n, entry] of zip.entries.entries()) {
+        names.texts.push(entry.name);
+        names.lineNumbers.push(n + 1);
+        const label = `zip entry ${escapeName(entry.name.slice(0, 200))}`;
+        if (entry.encrypted) problems.push(`${label} is encrypted`);
+        else if (entry.method !== 0 && entry.method !== 8) problems.push(`${label} uses compression method ${entry.method}`);
+        else {
+          const cap = Math.min(fileBudget, inflateBudget);
+          if (cap <= 0) {
+            problems.push(`${label} and after: past the ${mib(limits.maxInflatedBytes)} cap for decompressed content`);
+            break;
+          }
+          let bytes: Buffer;
+          let capped = false;
+          if (entry.method === 0) {
+            bytes = data.subarray(entry.start, Math.min(entry.end, entry.start + cap));
+            capped = entry.end - entry.start > cap;
+          } else {
+            // Raw deflate: the inflater's zlib reading skips two header bytes, so it starts two before the data.
+            const r = await inflated(data.subarray(0, entry.end), 'zlib', cap, entry.start - 2);
+            bytes = r.bytes;
+            capped = r.capped;
+            if (r.error) problems.push(`${label} does not decompress in full (${r.error})`);
+          }
+          fileBudget -= bytes.length;
+          inflateBudget -= bytes.length;
+          const out: ContentText = { file: i, texts: [], lineNumbers: [], how: `in its ${label}` };
+          textLines(bytes.toString('utf8'), out);
+          texts.push(out);
+          if (capped) problems.push(`${label}: only its first ${mib(bytes.length)} were scanned (the cap; it holds more)`);
+        }
+      }
+      texts.push(names);
+      if (zip.more) problems.push(`${zip.more} entries past the first ${MAX_ZIP_ENTRIES}`);
+      if (problems.length) notScanned.push({ file: i, reason: problems.length > 3 ? `${problems.slice(0, 3).join('; ')}; and ${problems.length - 3} more` : problems.join('; ') });
       continue;
     }
     const kind = compressedKind(data);

@@ -68,6 +68,27 @@ describe('the secret scan finds a token the returned work hid', () => {
     expect(secretConfirmations(review).join('\n')).not.toContain('could not be scanned fully');
   });
 
+  it('inside a zip file: in a deflated entry, a stored entry and an entry name', async () => {
+    const { guest, verify } = await fixture();
+    const aws = awsKeyId();
+    const github = githubToken();
+    const other = githubToken();
+    guest.write('dist/bundle.zip', zipOf([
+      { name: 'config/settings.ini', data: Buffer.from(`[aws]\nregion = eu-west-1\naws_access_key_id = ${aws}\n`.repeat(3)), deflate: true },
+      { name: 'README.txt', data: Buffer.from(`token: ${github}\n`), deflate: false },
+      { name: `keys/${other}`, data: Buffer.from('x'), deflate: false },
+    ]));
+    guest.commit('bundle');
+    const { review } = await verify();
+    expect(found(review)).toEqual(expect.arrayContaining([
+      ['dist/bundle.zip', 0, 'secretlint/aws:AWSAccessKeyID, in its zip entry config/settings.ini, line 3'],
+      ['dist/bundle.zip', 0, 'secretlint/github:GITHUB_TOKEN, in its zip entry README.txt, line 1'],
+      ['dist/bundle.zip', 0, 'secretlint/github:GITHUB_TOKEN, in the name of a zip entry, line 3'],
+    ]));
+    for (const v of [aws, github, other]) expect(secretsJson(review)).not.toContain(v);
+    expect(secretConfirmations(review).join('\n')).not.toContain('could not be scanned fully');
+  });
+
   it.each([
     { name: 'standard base64', encode: (s: string) => Buffer.from(s).toString('base64'), how: 'decoded from base64' },
     // Leading bytes chosen so the url-safe alphabet shows ('-_-_').
@@ -157,6 +178,24 @@ describe('what the secret scan cannot read is confirmed, not passed', () => {
     expect(message).toBe('1 file could not be scanned fully for secrets: data/zeros.gz (gzip: only its first 8 MiB decompressed were scanned (the cap; it holds more))');
   }, 60_000);
 
+  it('a zip bomb stops at the same cap, entry by entry', async () => {
+    const zip = zipOf([
+      { name: 'zeros.bin', data: Buffer.alloc(12 * 1024 * 1024), deflate: true },
+      { name: 'more.bin', data: Buffer.alloc(1024), deflate: true },
+    ]);
+    const started = Date.now();
+    const r = await scanSecrets({
+      paths: ['bomb.zip'], added: { byFile: new Map(), firstUnread: 1 }, credentials: [], maxFindings: 10,
+      files: [{ path: 'bomb.zip', status: 'added', newMode: 'file', binary: true, size: zip.length }],
+      readContent: async () => new Map([[0, zip]]),
+    });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(r.notScanned).toEqual([{
+      path: 'bomb.zip', status: 'added',
+      reason: 'zip entry zeros.bin: only its first 8 MiB were scanned (the cap; it holds more); zip entry more.bin and after: past the 8 MiB cap for decompressed content',
+    }]);
+  });
+
   it('a binary file of no known compressed format is named, with why', async () => {
     const { guest, verify } = await fixture();
     const github = githubToken();
@@ -171,6 +210,57 @@ describe('what the secret scan cannot read is confirmed, not passed', () => {
     expect(() => assertNeedsSecrets(review)).not.toThrow();
   });
 });
+
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(b: Buffer): number {
+  let c = 0xffffffff;
+  for (const x of b) c = CRC_TABLE[(c ^ x) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** A zip file as archivers write it: local headers, data, central directory, end record. */
+function zipOf(entries: Array<{ name: string; data: Buffer; deflate: boolean }>): Buffer {
+  const locals: Buffer[] = [];
+  const central: Buffer[] = [];
+  let offset = 0;
+  for (const e of entries) {
+    const body = e.deflate ? zlib.deflateRawSync(e.data) : e.data;
+    const name = Buffer.from(e.name);
+    const local = Buffer.alloc(30);
+    local.writeUInt32LE(0x04034b50, 0);
+    local.writeUInt16LE(20, 4);
+    local.writeUInt16LE(e.deflate ? 8 : 0, 8);
+    local.writeUInt32LE(crc32(e.data), 14);
+    local.writeUInt32LE(body.length, 18);
+    local.writeUInt32LE(e.data.length, 22);
+    local.writeUInt16LE(name.length, 26);
+    const dir = Buffer.alloc(46);
+    dir.writeUInt32LE(0x02014b50, 0);
+    dir.writeUInt16LE(20, 4);
+    dir.writeUInt16LE(20, 6);
+    dir.writeUInt16LE(e.deflate ? 8 : 0, 10);
+    dir.writeUInt32LE(crc32(e.data), 16);
+    dir.writeUInt32LE(body.length, 20);
+    dir.writeUInt32LE(e.data.length, 24);
+    dir.writeUInt16LE(name.length, 28);
+    dir.writeUInt32LE(offset, 42);
+    locals.push(local, name, body);
+    central.push(dir, name);
+    offset += local.length + name.length + body.length;
+  }
+  const dirBytes = Buffer.concat(central);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(entries.length, 8);
+  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(dirBytes.length, 12);
+  end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...locals, dirBytes, end]);
+}
 
 function assertNeedsSecrets(review: PullbackReview) {
   if (!review.confirmations.some((c) => c.kind === 'secrets')) throw new Error('Approve would not ask to confirm secrets');
