@@ -28,6 +28,7 @@ export const TEST_DETECTION_FILES = [
   'GNUmakefile',
   // A C library's tests often live in their own folder (uthash: `cd tests && make`).
   'tests/Makefile',
+  'test/Makefile',
 ] as const;
 
 export const MAX_DETECTION_FILE_BYTES = 64 * 1024;
@@ -51,7 +52,9 @@ export function detectTestCommand(files: RepoFiles): DetectedTestCommand | null 
     const text = files.get(name);
     if (text !== undefined && /^test\s*:(?!=)/m.test(text)) return { command: 'make test', runner: 'make', tool: 'make', reason: `${name} has a test target` };
   }
-  if (files.has('tests/Makefile')) return { command: 'make -C tests', runner: 'make', tool: 'make', reason: 'tests/Makefile is present' };
+  for (const dir of ['tests', 'test']) {
+    if (files.has(`${dir}/Makefile`)) return { command: `make -C ${dir}`, runner: 'make', tool: 'make', reason: `${dir}/Makefile is present` };
+  }
   return null;
 }
 

@@ -38,6 +38,7 @@ describe('detectTestCommand', () => {
     const meta = JSON.stringify({ name: 'uthash', version: '2.3.0', description: 'hash tables for C' });
     expect(detectTestCommand(files({ 'package.json': meta, 'tests/Makefile': 'all:\n\t./do_tests\n' }))).toMatchObject({ command: 'make -C tests', tool: 'make', reason: 'tests/Makefile is present' });
     expect(detectTestCommand(files({ Makefile: 'test:\n\t./t\n', 'tests/Makefile': 'all:\n' }))?.command).toBe('make test');
+    expect(detectTestCommand(files({ 'test/Makefile': 'all:\n' }))?.command).toBe('make -C test');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'detect-'));
     try {
       fs.mkdirSync(path.join(dir, 'tests'));
