@@ -171,7 +171,7 @@ export function runtimeLibraries(version: string, node = '/usr/local/bin/node'):
     '  esac',
     'done',
     'if [ -n "$pkgs" ]; then',
-    `  printf '==> Node ${version} needs %s: apt-get install%s\\n' "$missing" "$pkgs"`,
+    `  printf '==> Node ${version} needs %s: apt-get install%s\\n' "\${missing% }" "$pkgs"`,
     '  export DEBIAN_FRONTEND=noninteractive',
     `  if ! { apt-get update && apt-get install -y --no-install-recommends $pkgs; }; then fail "could not install$pkgs, which Node ${version} needs"; fi`,
     'fi',

@@ -40,7 +40,7 @@ describe('the Node step and the libraries official builds link', () => {
     const r = runLibraryCheck({ lddSays: '\\tlinux-vdso.so.1 (0x00007ffd)\\n\\tlibatomic.so.1 => not found\\n\\tlibstdc++.so.6 => /lib/x86_64-linux-gnu/libstdc++.so.6\\n', nodeFails: LOADER_ERROR, aptFixes: true });
     expect(r.code).toBe(0);
     expect(r.apt).toBe('update\ninstall -y --no-install-recommends libatomic1\n');
-    expect(r.out).toContain('==> Node 26.12.1 needs libatomic.so.1 : apt-get install libatomic1');
+    expect(r.out).toContain('==> Node 26.12.1 needs libatomic.so.1: apt-get install libatomic1');
     expect(r.out).toContain('node runs');
   });
 

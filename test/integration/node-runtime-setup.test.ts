@@ -1,0 +1,73 @@
+// A user's repository pins Node 26, whose official build links libatomic.so.1
+// (the base image has no libatomic), and pnpm by packageManager with corepack's
+// sha512 of its tarball. Through the whole app with real parts (the base image
+// under QEMU, the proxy, the npm registry and the Debian mirror), setup installs
+// the missing library with apt, checks node starts, installs that very pnpm
+// from the registry with both hashes checked, and the test stage runs them.
+import fs from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import { NodeRegistry } from '../../main/environment/node-version.js';
+import { sha512Hex } from '../../main/environment/setup-script.js';
+import { appPaths } from '../../main/state/paths.js';
+import { egressRulesForThisNetwork } from '../support/egress-network.js';
+import { testImage } from '../support/image.js';
+import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { waitForTask } from '../support/wait-for-task.js';
+
+const PNPM = '10.34.9';
+let dataDir: string;
+let app: FactoryApp;
+let repo: FixtureRepo | undefined;
+const output = new Map<string, string>();
+
+beforeAll(async () => {
+  await testImage();
+  dataDir = tempDir('factory-node-runtime-');
+  app = await createFactoryApp({
+    host: 'web',
+    paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
+    settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() },
+  });
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+}, 10 * 60_000);
+
+afterAll(async () => {
+  // Layers live in the shared cache next to the base image: this run's go with its repository.
+  if (app) {
+    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
+    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
+  }
+  await app?.dispose();
+  repo?.cleanup();
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('Node 26 and a pinned pnpm in a real sandbox', () => {
+  it('installs libatomic1 for Node 26, that very pnpm with its hash checked, and the tests run with both', async () => {
+    // The hash corepack writes into packageManager: the hex sha512 of the registry tarball.
+    const hex = sha512Hex((await new NodeRegistry().packageDist('pnpm', PNPM)).integrity);
+    repo = await makeRepo({
+      files: {
+        '.nvmrc': '26\n',
+        'package.json': JSON.stringify({ name: 'pinned', version: '1.0.0', packageManager: `pnpm@${PNPM}+sha512.${hex}`, scripts: { test: 'node --test' } }),
+        'sum.test.js': "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => assert.strictEqual(1 + 1, 2));\n",
+        '.factory/pipeline.json': JSON.stringify({ stages: { test: { command: 'node --version && pnpm --version && node --test' } } }),
+      },
+    });
+    const created = await app.api['tasks.create']({ repoPath: repo.dir, title: 'Run the tests on Node 26', agent: 'command' });
+    const t = await waitForTask(app, created.id, (x) => ['review', 'failed', 'cancelled', 'interrupted'].includes(x.phase), 20 * 60_000);
+    const setupLog = output.get(t.setup?.sessionId ?? '') ?? '';
+    expect(t.phase, `${JSON.stringify(t.error)}\n${setupLog.slice(-3000)}`).toBe('review');
+
+    expect(t.setup!.lines[0]).toMatch(/^Node 26\.\d+\.\d+: no LTS release satisfies 26: newest release that does/);
+    expect(t.setup!.lines).toContain(`pnpm ${PNPM} from packageManager, its sha512 checked`);
+    expect(setupLog).toMatch(/needs libatomic\.so\.1 ?: apt-get install libatomic1/);
+    expect(setupLog).toContain(`pnpm ${PNPM}`);
+    const test = t.stages.find((s) => s.name === 'test')!;
+    expect(test.status).toBe('passed');
+    const testLog = output.get(test.sessionId!) ?? '';
+    expect(testLog).toMatch(/v26\.\d+\.\d+/);
+    expect(testLog).toContain(PNPM);
+  }, 25 * 60_000);
+});
