@@ -56,7 +56,8 @@ describe('a setup that fails', () => {
 
     expect(t.phase).toBe('failed');
     expect(t.error?.name).toBe('SetupFailed');
-    expect(t.error?.message).toBe('setup failed: project setup failed');
+    // The card and the error say why: the first line of the failing step that names a cause.
+    expect(t.error?.message).toBe('setup failed: project setup failed: E: dependency left-pad is gone from the registry');
     const detail = t.error?.detail ?? '';
     expect(detail).toContain('E: dependency left-pad is gone from the registry');
     expect(detail).toContain('project setup failed (exit status 7)');
@@ -64,7 +65,7 @@ describe('a setup that fails', () => {
     expect(detail).not.toMatch(/noise line 1\r?\n/);
     expect(detail.split('\n').length).toBeLessThanOrEqual(25);
 
-    expect(t.setup).toMatchObject({ status: 'failed', source: 'pipeline.json', step: 'project setup', summary: 'project setup failed' });
+    expect(t.setup).toMatchObject({ status: 'failed', source: 'pipeline.json', step: 'project setup', summary: 'project setup failed: E: dependency left-pad is gone from the registry' });
     expect(t.setup?.durationMs).toBeGreaterThan(0);
     const log = output.get(t.setup!.sessionId!) ?? '';
     // Packages and root commands as root, the project's own install as the agent user.
