@@ -7,6 +7,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { firstLine, git, runGit } from '../git/host-git.js';
+import { APP_IDENTITY, identityEnv } from '../git/commit-identity.js';
 
 export interface InspectedRepo {
   /** The work tree's top level (or the git dir of a bare repo). */
@@ -87,12 +88,7 @@ function isSymlink(p: string): boolean {
   }
 }
 
-const AUTHOR_ENV = {
-  GIT_AUTHOR_NAME: 'Factory in a Box',
-  GIT_AUTHOR_EMAIL: 'factory@localhost',
-  GIT_COMMITTER_NAME: 'Factory in a Box',
-  GIT_COMMITTER_EMAIL: 'factory@localhost',
-};
+const AUTHOR_ENV = identityEnv(APP_IDENTITY);
 
 /**
  * Writes `<workDir>/seed.bundle` holding refs/heads/<branch> at the base commit,
