@@ -121,6 +121,13 @@ describe('Codex in a real sandbox through the credential proxy', () => {
       `codex-sandbox: create to review ${((Date.now() - started) / 1000).toFixed(1)} s; ` + t.stages.map((s) => `${s.name} ${s.durationMs} ms`).join(', '),
     );
     const stage = (name: string) => t.stages.find((s) => s.name === name)!;
+    // Where a stage's time goes under emulation: Codex's start before its first model request, and the rest.
+    for (const s of t.stages) {
+      const turns = stub.requests.filter((r) => stageOfResponsesRequest(r) === s.name);
+      if (!turns.length || !s.startedAt) continue;
+      const first = turns[0]!.at - Date.parse(s.startedAt);
+      console.log(`codex-sandbox: ${s.name}: first model request ${(first / 1000).toFixed(1)} s after the stage started, ${turns.length} requests, stage ${((s.durationMs ?? 0) / 1000).toFixed(1)} s`);
+    }
     const describeStages = () =>
       t.stages.map((s) => `${s.name}:${s.status} ${s.summary ?? ''}\n${(output.get(s.sessionId ?? '') ?? '').slice(-3000)}`).join('\n---\n');
     expect(t.error, `${JSON.stringify(t.error)}\n${describeStages()}`).toBeUndefined();
