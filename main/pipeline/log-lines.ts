@@ -185,6 +185,7 @@ const NOISE = [
   /^\[\d+\/\d+\] [A-Z][a-z]+ .*\.\.\.$/, // yarn's "[1/4] Resolving packages..."
   /^Progress: resolved \d+/, // pnpm
   /^(?:Done|✨  Done) in [\d.]+m?s\.?$/, // yarn, pnpm
+  /^make(?:\[\d+\])?: (?:Entering|Leaving) directory /, // make -C
 ];
 
 // What a package manager prints after a script fails: it repeats the exit

@@ -85,6 +85,10 @@ describe('summaryLine: the line a card shows', () => {
     expect(summaryLine('Tests: 1 failed, 1 total\n ELIFECYCLE  Test failed. See above for more details.\n')).toBe('Tests: 1 failed, 1 total');
   });
 
+  it("make -C's directory lines are not the summary", () => {
+    expect(summaryLine("make: Entering directory '/work/repo/tests'\ncc -o test1 test1.c\nall 3 match\nmake: Leaving directory '/work/repo/tests'\n")).toBe('all 3 match');
+  });
+
   it('is empty for output with no text, and capped', () => {
     expect(summaryLine('⠙\x1b[1G\x1b[0K\r\n\r\n')).toBe('');
     expect(summaryLine('x'.repeat(500), 50)).toHaveLength(50);
