@@ -89,6 +89,22 @@ export function NewTaskForm() {
     }
   };
 
+  // The agent's own TUI in a sandbox with the repository above; its work comes back for review.
+  const onAgentSession = async () => {
+    const repo = repoPath.trim();
+    if (!repo) return;
+    setError(undefined);
+    setQuickStarting(true);
+    try {
+      await controller.agentSession(repo, agent === 'codex' ? 'codex' : 'claude-code');
+      setRecent(rememberRepo(repo));
+    } catch (err) {
+      setError(toErrorInfo(err));
+    } finally {
+      setQuickStarting(false);
+    }
+  };
+
   const onPick = async () => {
     try {
       const p = await pickFolder?.();
@@ -288,6 +304,16 @@ export function NewTaskForm() {
           onClick={() => void onQuick()}
         >
           {quickStarting ? 'Starting…' : repoPath.trim() ? `Quick sandbox with ${repoName(repoPath.trim())}` : 'Quick sandbox'}
+        </button>
+        <button
+          type="button"
+          className="secondary"
+          data-testid="agent-session-button"
+          title="The agent's own interactive session in a fresh sandbox with the repository above (Codex when chosen above, else Claude Code); when it exits, its work comes back for review"
+          disabled={quickStarting || !repoPath.trim()}
+          onClick={() => void onAgentSession()}
+        >
+          Agent session
         </button>
         <label className="quick-keep" title="Off: exiting its shell destroys the quick sandbox. On: it stays until you destroy it.">
           <input type="checkbox" data-testid="quick-sandbox-keep" checked={quickKeep} disabled={quickStarting} onChange={(e) => setQuickKeep(e.target.checked)} />

@@ -94,6 +94,13 @@ function TaskRow({ task, selected }: { task: Task; selected: boolean }) {
             {task.keep ? ' · kept' : ''}
           </button>
         </td>
+      ) : task.kind === 'agent' ? (
+        // The agent's own session: one cell says whose and where it is, and opens its terminal.
+        <td className="stage quick" colSpan={STAGE_NAMES.length + 1}>
+          <button type="button" data-testid={`agent-cell-${task.id}`} onClick={() => controller.open(task.id)}>
+            Agent session · {task.agent === 'codex' ? 'Codex' : 'Claude Code'} · {task.phase === 'running' ? 'running until you exit it' : task.phase}
+          </button>
+        </td>
       ) : (
         <>
           <SetupCell task={task} mark={(status) => STATUS_MARK[status] ?? '?'} />

@@ -65,7 +65,7 @@ export class FactoryController {
       this.quickShellPending.delete(e.info.taskId);
       // A quick sandbox's shell opened elsewhere (the tray, the CLI) is shown, so the user sees where it went.
       const task = this.store.getState().tasks[e.info.taskId];
-      if (task?.kind === 'quick') {
+      if (task?.kind === 'quick' || task?.kind === 'agent') {
         this.select(e.info.taskId);
         this.selectTab(e.info.taskId, e.info.id);
       }
@@ -95,6 +95,18 @@ export class FactoryController {
       this.quickShellPending.delete(task.id);
       void this.openShell(task.id);
     }
+    return task;
+  }
+
+  /**
+   * An agent session: the agent's own TUI in a fresh sandbox with the repository
+   * (its terminal shows here once it runs); when the agent exits, its work goes to review.
+   */
+  async agentSession(repoPath: string, agent: 'claude-code' | 'codex', includeUncommitted = false): Promise<Task> {
+    askNotificationPermission();
+    const task = await this.bridge.call('sandboxes.agent', { agent, repoPath, ...(includeUncommitted ? { includeUncommitted: true } : {}), cols: 100, rows: 30 });
+    const s = this.store.getState();
+    this.store.setState({ tasks: { ...s.tasks, [task.id]: s.tasks[task.id] ?? task }, selectedTaskId: task.id });
     return task;
   }
 
