@@ -2,6 +2,7 @@
 // many times; the task's list shows each destination once, with how many requests
 // were refused, and the newest request's details.
 import { describe, expect, it } from 'vitest';
+import type { TaskEgress } from '../../../common/domain.js';
 import type { EgressRefusal } from '../../../common/egress.js';
 import { withRefusal } from '../../../main/tasks/task-environment.js';
 
@@ -11,7 +12,7 @@ const refusal = (over: Partial<EgressRefusal> = {}): EgressRefusal => ({
 
 describe('refused destinations of a task', () => {
   it('are listed once per destination and step, counted, the newest request kept', () => {
-    let egress = { allowed: [], refusals: [] as EgressRefusal[] };
+    let egress: TaskEgress = { allowed: [], refusals: [] };
     for (let i = 0; i < 16; i++) {
       const host = ['github.com', 'api.github.com', 'chatgpt.com', 'ab.chatgpt.com'][i % 4]!;
       egress = withRefusal(egress, refusal({ host, time: `2026-12-02T10:00:${String(i).padStart(2, '0')}.000Z` }));
