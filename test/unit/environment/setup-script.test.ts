@@ -1,9 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FAIL_FUNCTION, runtimeLibraries, setupFailureReason, setupSteps, type NodeInstall } from '../../../main/environment/setup-script.js';
+import { FAIL_FUNCTION, runtimeLibraries, setupFailureReason, setupSteps, sha512Hex, type NodeInstall } from '../../../main/environment/setup-script.js';
+import { registryProblem } from './support.js';
 import { terminalBytesToText } from '../../../main/terminal/flow-control.js';
 
 const dirs: string[] = [];
@@ -126,5 +128,26 @@ describe('the package manager package.json pins', () => {
     const [, npm] = setupSteps({ debianPackages: [], rootCommands: [], agentCommands: [], env: {}, node: node({ npm: dist('npm', '10.9.2'), npmHash: { algorithm: 'sha256', hex: 'ef'.repeat(32) } }) });
     expect(npm!.script).toContain(`'${'ef'.repeat(32)}' "$tmp/npm.tgz" | sha256sum --check --quiet -`);
     expect(spawnSync('bash', ['-n'], { input: yarn!.script + npm!.script }).status).toBe(0);
+  });
+
+  it("checks the hashes corepack writes: pnpm's is the registry tarball's sha512", () => {
+    // As `corepack use pnpm@9.15.0` writes it into package.json, and as the registry lists that tarball.
+    expect(sha512Hex('sha512-duI3l2CkMo7EQVgVvNZije5yevN3mqpMkU45RBVsQpmSGon5djge4QfUHxLPpLZmgcqccY8GaPoIMe1MbYulbA==')).toBe(
+      '76e2379760a4328ec4415815bcd6628dee727af3779aaa4c914e3944156c4299921a89f976381ee107d41f12cfa4b66681ca9c718f0668fa0831ed4c6d8ba56c',
+    );
+  });
+
+  it("checks the hashes corepack writes: Yarn 4's is that of bin/yarn.js in the registry tarball (real registry)", async (ctx) => {
+    const problem = await registryProblem();
+    if (problem) ctx.skip(problem);
+    const res = await fetch('https://registry.npmjs.org/@yarnpkg/cli-dist/-/cli-dist-4.5.0.tgz');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'yarn-dist-'));
+    dirs.push(dir);
+    fs.writeFileSync(path.join(dir, 'yarn.tgz'), Buffer.from(await res.arrayBuffer()));
+    execFileSync('tar', ['-xzf', 'yarn.tgz', 'package/bin/yarn.js'], { cwd: dir });
+    // "yarn@4.5.0+sha512.8375…" as repositories pin it (corepack fetched yarn.js itself).
+    expect(crypto.createHash('sha512').update(fs.readFileSync(path.join(dir, 'package/bin/yarn.js'))).digest('hex')).toBe(
+      '837566d24eec14ec0f5f1411adb544e892b3454255e61fdef8fd05f3429480102806bac7446bc9daff3896b01ae4b62d00096c7e989f1596f2af10b927532f39',
+    );
   });
 });
