@@ -19,6 +19,9 @@ export function planRetry(task: Task, fromStage?: StageName, opts: { overrideRev
   if (task.kind === 'quick') {
     throw new FactoryError('NotRetryable', `${task.id} is a quick sandbox: it has no pipeline to run again; start another quick sandbox`);
   }
+  if (task.kind === 'agent') {
+    throw new FactoryError('NotRetryable', `${task.id} is an agent session: it has no pipeline to run again; start another session`);
+  }
   if (task.phase !== 'failed' && task.phase !== 'cancelled' && task.phase !== 'interrupted') {
     throw new FactoryError('NotRetryable', `task ${task.id} is ${task.phase}; only a failed, cancelled or interrupted task can be retried`);
   }

@@ -101,7 +101,14 @@ export class CodexAdapter implements AgentAdapter {
   /** The interactive TUI, pointed at the proxy like a stage, with the user's arguments. */
   session(inv: AgentSessionInvocation): AgentSessionSpec {
     const { env, baseUrl } = this.environment(inv.env);
-    return { cwd: inv.cwd, env: { ...env }, argv: [this.opts.binary ?? CODEX_GUEST_BINARY, '--cd', inv.cwd, ...codexProviderArgs(baseUrl), ...inv.args], files: [] };
+    // The repository folder is trusted (the VM is the boundary): the TUI opens at its prompt, not at its trust question.
+    const config = `[projects.${JSON.stringify(inv.cwd)}]\ntrust_level = "trusted"\n`;
+    return {
+      cwd: inv.cwd,
+      env: { ...env },
+      argv: [this.opts.binary ?? CODEX_GUEST_BINARY, '--cd', inv.cwd, ...codexProviderArgs(baseUrl), ...inv.args],
+      files: [{ path: '.codex/config.toml', content: config }],
+    };
   }
 
   private environment(brokerEnv: Record<string, string>): { env: Record<string, string>; baseUrl: string } {

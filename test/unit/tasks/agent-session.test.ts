@@ -9,6 +9,7 @@ import { parseCommandLine } from '../../../main/cli/args.js';
 import { ClaudeCodeAdapter } from '../../../main/pipeline/agents/claude-code.js';
 import { CodexAdapter } from '../../../main/pipeline/agents/codex.js';
 import { AGENT_SESSION_GRACE_MS, AgentSessionWatcher } from '../../../main/tasks/agent-session.js';
+import { planRetry } from '../../../main/tasks/retry-plan.js';
 import { stderrLogger } from '../../../main/log/logger.js';
 
 const PLACEHOLDER = 'fiab-placeholder-0123456789abcdefghijklmnop';
@@ -45,7 +46,8 @@ describe('the agent session command', () => {
     expect(s.env).toEqual(stage.env);
     const provider = stage.argv.filter((w, i) => w === '-c' || stage.argv[i - 1] === '-c');
     expect(s.argv).toEqual(['/usr/local/bin/codex', '--cd', '/work/repo', ...provider, '--model', 'o9']);
-    expect(s.files).toEqual([]);
+    // Its trust question is answered for the sandbox's repository.
+    expect(s.files).toEqual([{ path: '.codex/config.toml', content: '[projects."/work/repo"]\ntrust_level = "trusted"\n' }]);
   });
 
   it('factory claude takes a repository, --with-changes, --resume and the agent arguments after --', () => {
@@ -109,5 +111,12 @@ describe('AgentSessionWatcher', () => {
     vi.advanceTimersByTime(2 * AGENT_SESSION_GRACE_MS);
     expect(closed).toEqual([]);
     expect(other.closed).toEqual([]);
+  });
+});
+
+describe('an agent session that ended', () => {
+  it('is not retried as a pipeline', () => {
+    const t = { id: 'a1', kind: 'agent', phase: 'interrupted', stages: [] } as unknown as Task;
+    expect(() => planRetry(t)).toThrow(/is an agent session: it has no pipeline to run again/);
   });
 });
