@@ -4,12 +4,11 @@
 // local programs run through the real executor on a real git repository, with a
 // local shell in place of the sandbox's (no VM in a unit test); the agents' own
 // reports are their real output formats fed to the real parsers.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Task } from '../../../common/domain.js';
 import { AgentStageExecutor } from '../../../main/pipeline/agents/agent-executor.js';
 import { ClaudeStreamJsonParser } from '../../../main/pipeline/agents/claude-code.js';
 import { CodexJsonParser } from '../../../main/pipeline/agents/codex.js';
@@ -17,7 +16,8 @@ import { CustomCommandAdapter } from '../../../main/pipeline/agents/custom-comma
 import type { AgentAdapter } from '../../../main/pipeline/agents/types.js';
 import { MAX_AGENT_PROBLEMS } from '../../../main/pipeline/agents/types.js';
 import { defaultPipelineConfig } from '../../../main/pipeline/config.js';
-import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import type { StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import { runLocalStage } from './support/local-stage.js';
 
 let root: string;
 let repo: string;
@@ -42,48 +42,17 @@ beforeEach(() => {
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 
-function sh(command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', command], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const localSsh: GuestSsh = {
-  run: (command) => sh(command),
-  exec: () => Promise.reject(new Error('not used')),
-  putFile: () => Promise.reject(new Error('not used')),
-  getFile: () => Promise.reject(new Error('not used')),
-};
-
 /** An agent that runs this bash script in the repository, its prompt on stdin. */
 function scriptAgent(script: string): CustomCommandAdapter {
   return new CustomCommandAdapter({ argv: ['bash', '-c', `cat >/dev/null\n${script}`] });
 }
 
-async function build(adapter: AgentAdapter): Promise<StageOutcome> {
+function build(adapter: AgentAdapter): Promise<StageOutcome> {
   const executor = new AgentStageExecutor(
     { adapter, guestEnv: () => ({}) },
     { repoDir: repo, artifactsDir: path.join(root, 'artifacts'), taskFile: path.join(root, 'TASK.md'), promptDir: path.join(root, 'prompts'), asAgent: (s) => s },
   );
-  const task: Task = {
-    id: 't1', title: 'Add a flag', repoPath: repo, baseRef: 'main', baseCommit: 'not-a-commit', branch: 'factory/t1',
-    createdAt: new Date().toISOString(), phase: 'running', sandbox: { status: 'running' }, stages: [],
-  };
-  const config = defaultPipelineConfig();
-  return executor.runStage({
-    task, stage: 'build', config, stageConfig: config.stages.build, signal: new AbortController().signal, ssh: localSsh,
-    async runInSandbox(script, opts = {}): Promise<GuestRunResult> {
-      const r = await sh(`cd ${JSON.stringify(repo)} || exit 97\n${script}`);
-      const out = r.stdout + r.stderr;
-      opts.onOutput?.(Buffer.from(out));
-      return { code: r.code, sessionId: 's', timedOut: false, cancelled: false, lost: false, durationMs: 1, tail: (b) => out.slice(-b) };
-    },
-  });
+  return runLocalStage(executor, 'build', defaultPipelineConfig(), repo);
 }
 
 describe('a build stage whose agent did nothing', () => {

@@ -5,16 +5,16 @@
 // real local program (bash) that saves the prompt it got on stdin and writes
 // the file the prompt names; the stages run through the real executor with a
 // local shell in place of the sandbox's (no VM in a unit test).
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { StageName, Task } from '../../../common/domain.js';
+import type { StageName } from '../../../common/domain.js';
 import { AgentStageExecutor } from '../../../main/pipeline/agents/agent-executor.js';
 import { CustomCommandAdapter } from '../../../main/pipeline/agents/custom-command.js';
 import { defaultPipelineConfig, type PipelineConfig } from '../../../main/pipeline/config.js';
-import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import type { StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import { runLocalStage } from './support/local-stage.js';
 
 let root: string;
 let repo: string;
@@ -29,24 +29,6 @@ beforeEach(() => {
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 
-function sh(command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', command], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const localSsh: GuestSsh = {
-  run: (command) => sh(command),
-  exec: () => Promise.reject(new Error('not used')),
-  putFile: () => Promise.reject(new Error('not used')),
-  getFile: () => Promise.reject(new Error('not used')),
-};
-
 /** An agent that does what the prompt says: writes the file named after "to the file", with a verdict line. */
 function promptFollowingAgent(promptCopy: string): CustomCommandAdapter {
   const script = [
@@ -59,23 +41,12 @@ function promptFollowingAgent(promptCopy: string): CustomCommandAdapter {
   return new CustomCommandAdapter({ argv: ['bash', '-c', script] });
 }
 
-async function runStage(stage: StageName, config: PipelineConfig, promptCopy: string): Promise<StageOutcome> {
+function runStage(stage: StageName, config: PipelineConfig, promptCopy: string): Promise<StageOutcome> {
   const executor = new AgentStageExecutor(
     { adapter: promptFollowingAgent(promptCopy), guestEnv: () => ({}) },
     { repoDir: repo, artifactsDir: artifacts, taskFile: path.join(root, 'TASK.md'), promptDir: path.join(root, 'prompts'), asAgent: (s) => s },
   );
-  const task: Task = {
-    id: 't1', title: 'Add a flag', repoPath: repo, baseRef: 'main', baseCommit: 'not-a-commit', branch: 'factory/t1',
-    createdAt: new Date().toISOString(), phase: 'running', sandbox: { status: 'running' }, stages: [],
-  };
-  return executor.runStage({
-    task, stage, config, stageConfig: config.stages[stage], signal: new AbortController().signal, ssh: localSsh,
-    async runInSandbox(script): Promise<GuestRunResult> {
-      const r = await sh(`cd ${JSON.stringify(repo)} || exit 97\n${script}`);
-      const out = r.stdout + r.stderr;
-      return { code: r.code, sessionId: 's', timedOut: false, cancelled: false, lost: false, durationMs: 1, tail: (b) => out.slice(-b) };
-    },
-  });
+  return runLocalStage(executor, stage, config, repo);
 }
 
 describe('the plan and review prompts say where the scratch files go', () => {
