@@ -7,11 +7,12 @@
 // matrix can say what happens to a user who has not added it yet.
 import fs from 'node:fs';
 import os from 'node:os';
+import { defaultEgressRules } from '../../common/egress.js';
 import { createFactoryApp } from '../../main/app.js';
 import { appPaths } from '../../main/state/paths.js';
 import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
-import { CORPUS, describeRun, runCorpusProject } from '../support/real-corpus.js';
+import { CORPUS, corpusEgressRules, describeRun, runCorpusProject } from '../support/real-corpus.js';
 import { tempDir } from '../support/repo.js';
 
 async function main() {
@@ -24,7 +25,8 @@ async function main() {
   const app = await createFactoryApp({
     host: 'web',
     paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
-    settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() },
+    // The default rules, and those a user adds in Settings for the corpus's projects (the Yarn registry).
+    settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork([...defaultEgressRules(), ...corpusEgressRules(projects)]) },
   });
   const repos = new Set<string>();
   let failed = 0;

@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { StageResult, Task } from '../../common/domain.js';
+import type { EgressRule } from '../../common/egress.js';
 import type { FactoryApp } from '../../main/app.js';
 import { makeRepo, type FixtureRepo } from './repo.js';
 import { waitForTask } from './wait-for-task.js';
@@ -23,6 +24,8 @@ export interface CorpusProject {
   build?: RegExp;
   /** The `.factory/pipeline.json` a user adds; absent when the project works out of the box. */
   pipeline?: Record<string, unknown>;
+  /** Egress rules a user adds in Settings for it (beyond the default rules). */
+  egress?: EgressRule[];
 }
 
 const CMAKE_PIPELINE = {
@@ -37,13 +40,24 @@ export const CORPUS: CorpusProject[] = [
   { name: 'node-test-like', test: /^3 passed, 0 failed$/ },
   { name: 'ms-like', test: /^4 passed, 0 failed$/ },
   { name: 'vitest-like', test: /^4 passed, 0 failed$/ },
-  { name: 'tap-like', test: /^4 passed, 0 failed$/ },
-  { name: 'yarn-like', test: /^3 passed, 0 failed$/ },
+  // node-tap gives each test file 30 s; starting its TypeScript loader under emulation takes longer.
+  { name: 'tap-like', test: /^4 passed, 0 failed$/, pipeline: { env: { TAP_TIMEOUT: '300' } } },
+  // Yarn classic lockfiles fetch from registry.yarnpkg.com, which the default rules do not list.
+  {
+    name: 'yarn-like',
+    test: /^3 passed, 0 failed$/,
+    egress: [{ name: 'Yarn registry', host: 'registry.yarnpkg.com', port: 443, scheme: 'https', steps: ['setup', 'build'] }],
+  },
   { name: 'workspaces-like', test: /^5 passed, 0 failed$/ },
   { name: 'go-like', test: /^1 passed, 0 failed \(packages\)$/ },
   { name: 'pytest-like', test: /^6 passed, 0 failed$/, pipeline: { environment: { packages: ['python3-pytest'] } } },
   { name: 'cmake-like', test: /^3 passed, 0 failed$/, pipeline: CMAKE_PIPELINE },
 ];
+
+/** The Settings rules the corpus's projects need, for the app that runs them. */
+export function corpusEgressRules(projects: CorpusProject[] = CORPUS): EgressRule[] {
+  return projects.flatMap((p) => p.egress ?? []);
+}
 
 export function corpusProject(name: string): CorpusProject {
   const p = CORPUS.find((c) => c.name === name);
