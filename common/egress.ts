@@ -137,7 +137,7 @@ export type EgressRefusal = z.infer<typeof EgressRefusal>;
 const BUILD: StepName[] = ['setup', 'build'];
 const tls = (name: string, host: string): EgressRule => ({ name, host, port: 443, scheme: 'https', steps: [...BUILD] });
 
-/** Package registries most projects need to set up and build: npm, Debian (plain HTTP), PyPI, crates.io, the Go proxy. */
+/** Package registries most projects need to set up and build: npm (and Yarn classic's mirror of it), Debian (plain HTTP), PyPI, crates.io, the Go proxy. */
 export function defaultEgressRules(): EgressRule[] {
   const debian = (host: string): EgressRule => ({
     name: 'Debian packages',
@@ -150,6 +150,8 @@ export function defaultEgressRules(): EgressRule[] {
   });
   return [
     tls('npm registry', 'registry.npmjs.org'),
+    // Yarn classic's lockfiles name this host for every package.
+    tls('Yarn registry', 'registry.yarnpkg.com'),
     debian('deb.debian.org'),
     debian('security.debian.org'),
     tls('PyPI', 'pypi.org'),

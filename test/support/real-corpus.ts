@@ -42,12 +42,8 @@ export const CORPUS: CorpusProject[] = [
   { name: 'vitest-like', test: /^4 passed, 0 failed$/ },
   // node-tap gives each test file 30 s; starting its TypeScript loader under emulation takes longer.
   { name: 'tap-like', test: /^4 passed, 0 failed$/, pipeline: { env: { TAP_TIMEOUT: '300' } } },
-  // Yarn classic lockfiles fetch from registry.yarnpkg.com, which the default rules do not list.
-  {
-    name: 'yarn-like',
-    test: /^3 passed, 0 failed$/,
-    egress: [{ name: 'Yarn registry', host: 'registry.yarnpkg.com', port: 443, scheme: 'https', steps: ['setup', 'build'] }],
-  },
+  // Yarn classic lockfiles fetch from registry.yarnpkg.com, among the default rules.
+  { name: 'yarn-like', test: /^3 passed, 0 failed$/ },
   { name: 'workspaces-like', test: /^5 passed, 0 failed$/ },
   { name: 'go-like', test: /^1 passed, 0 failed \(packages\)$/ },
   { name: 'pytest-like', test: /^6 passed, 0 failed$/, pipeline: { environment: { packages: ['python3-pytest'] } } },

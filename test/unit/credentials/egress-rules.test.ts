@@ -54,13 +54,13 @@ describe('egress rules', () => {
     expect(problem({ ...rule({ host: 'example.com' }), extra: 1 })).toBeTruthy();
   });
 
-  it('the default rules are valid and cover npm, Debian over HTTP, PyPI, crates and Go, in setup and build only', () => {
+  it('the default rules are valid and cover npm, the Yarn registry, Debian over HTTP, PyPI, crates and Go, in setup and build only', () => {
     const rules = defaultEgressRules();
     for (const r of rules) expect(problem(r), r.name).toBeUndefined();
     const hosts = rules.map((r) => `${r.scheme}://${r.host}:${r.port}`);
     expect(hosts).toEqual(
       expect.arrayContaining([
-        'https://registry.npmjs.org:443', 'http://deb.debian.org:80', 'http://security.debian.org:80', 'https://pypi.org:443',
+        'https://registry.npmjs.org:443', 'https://registry.yarnpkg.com:443', 'http://deb.debian.org:80', 'http://security.debian.org:80', 'https://pypi.org:443',
         'https://files.pythonhosted.org:443', 'https://crates.io:443', 'https://static.crates.io:443', 'https://index.crates.io:443',
         'https://proxy.golang.org:443', 'https://sum.golang.org:443',
       ]),
