@@ -147,7 +147,12 @@ async function runSession<Image>(parts: AgentSessionParts<Image>, record: TaskRe
     source: parts.sourceForChannel(channel),
     persistLog: true,
   });
-  const onAbort = () => parts.terminals.close(info.id);
+  const onAbort = () => {
+    parts.terminals.close(info.id);
+    // An agent that ignores the hang-up holds the channel open, and the app's shutdown waited on it
+    // (seen with Codex's TUI): end the agent user's processes too, as a cancelled stage does.
+    void ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch((err: unknown) => parts.log.warn("ending an aborted agent session's processes failed", { taskId: record.task.id, err }));
+  };
   signal.addEventListener('abort', onAbort, { once: true });
   let exit: ExitResult;
   try {
