@@ -6,6 +6,7 @@ import { FactoryError } from '../../common/contract.js';
 import type { FactoryClient } from './client.js';
 import { printJson, type Io } from './output.js';
 import { resolveTask } from './task-commands.js';
+import { attachInteractive, terminalSize } from './tty-attach.js';
 
 export async function cmdLogs(client: FactoryClient, io: Io, a: { task: string; stage?: StageName; follow: boolean }): Promise<number> {
   const t = await resolveTask(client, a.task);
@@ -120,49 +121,9 @@ function write(stream: NodeJS.WritableStream, data: Buffer): Promise<void> {
 /** Interactive shell: raw mode on a TTY, keys to the sandbox's pty, its bytes to ours, SIGWINCH → resize. */
 export async function cmdShell(client: FactoryClient, io: Io, a: { task: string }): Promise<number> {
   const t = await resolveTask(client, a.task);
-  const stdin = process.stdin;
-  const stdout = process.stdout;
-  const size = () => ({ cols: Math.max(2, stdout.columns || 80), rows: Math.max(1, stdout.rows || 24) });
   await client.watch();
-  const info = await client.call('terminal.openShell', { taskId: t.id, ...size() });
-  const sessionId = info.id;
-  let exitCode: number | null | undefined;
-  let ended: () => void = () => {};
-  const over = new Promise<void>((r) => (ended = r));
-  client.terminal.add((c) => {
-    if (c.sessionId !== sessionId) return;
-    stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));
-  });
-  client.events.add((e) => {
-    if (e.type === 'terminal.status' && e.info.id === sessionId && e.info.status !== 'live') {
-      exitCode = e.info.exitCode;
-      ended();
-    }
-  });
-  const { scrollback } = await client.call('terminal.attach', { sessionId });
-  stdout.write(Buffer.from(scrollback, 'base64'));
-  const raw = stdin.isTTY;
-  if (raw) stdin.setRawMode(true);
-  // Keys in order: one write at a time.
-  let chain = Promise.resolve();
-  const onKey = (d: Buffer) => {
-    const data = d.toString('utf8');
-    chain = chain.then(() => client.call('terminal.write', { sessionId, data })).catch(() => {});
-  };
-  const onResize = () => void client.call('terminal.resize', { sessionId, ...size() }).catch(() => {});
-  stdin.on('data', onKey);
-  stdin.resume();
-  process.on('SIGWINCH', onResize);
-  stdout.on('resize', onResize);
-  try {
-    await over;
-  } finally {
-    process.off('SIGWINCH', onResize);
-    stdout.off('resize', onResize);
-    stdin.off('data', onKey);
-    if (raw) stdin.setRawMode(false);
-    stdin.pause();
-  }
-  if (io.json) printJson(io, { sessionId, exitCode: exitCode ?? null });
+  const info = await client.call('terminal.openShell', { taskId: t.id, ...terminalSize() });
+  const exitCode = await attachInteractive(client, info.id);
+  if (io.json) printJson(io, { sessionId: info.id, exitCode });
   return exitCode ?? 0;
 }

@@ -1,0 +1,59 @@
+// This terminal on a session in the app: raw mode, keys to the session's pty,
+// its bytes here (acknowledged as written, so the app's flow control holds),
+// SIGWINCH as a resize; until the session ends. Shared by `factory shell`,
+// `factory sandbox` and the agent sessions.
+import type { FactoryClient } from './client.js';
+
+/** This terminal's size, as a pty in the sandbox should have it. */
+export function terminalSize(): { cols: number; rows: number } {
+  return { cols: Math.max(2, process.stdout.columns || 80), rows: Math.max(1, process.stdout.rows || 24) };
+}
+
+/** This terminal in raw mode on the session: keys to it, its bytes here, SIGWINCH → resize; until it ends. */
+export async function attachInteractive(client: FactoryClient, sessionId: string): Promise<number | null> {
+  const stdin = process.stdin;
+  const stdout = process.stdout;
+  let exitCode: number | null | undefined;
+  let ended: () => void = () => {};
+  const over = new Promise<void>((r) => (ended = r));
+  const offData = client.terminal.add((c) => {
+    if (c.sessionId !== sessionId) return;
+    stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));
+  });
+  const offEvents = client.events.add((e) => {
+    if (e.type === 'terminal.status' && e.info.id === sessionId && e.info.status !== 'live') {
+      exitCode = e.info.exitCode;
+      ended();
+    }
+  });
+  // At this terminal's size before the replay, so the program redraws for it.
+  await client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {});
+  const { info, scrollback } = await client.call('terminal.attach', { sessionId });
+  stdout.write(Buffer.from(scrollback, 'base64'));
+  if (info.status !== 'live') ended();
+  const raw = stdin.isTTY;
+  if (raw) stdin.setRawMode(true);
+  // Keys in order: one write at a time.
+  let chain = Promise.resolve();
+  const onKey = (d: Buffer) => {
+    const data = d.toString('utf8');
+    chain = chain.then(() => client.call('terminal.write', { sessionId, data })).catch(() => {});
+  };
+  const onResize = () => void client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {});
+  stdin.on('data', onKey);
+  stdin.resume();
+  process.on('SIGWINCH', onResize);
+  stdout.on('resize', onResize);
+  try {
+    await over;
+  } finally {
+    process.off('SIGWINCH', onResize);
+    stdout.off('resize', onResize);
+    stdin.off('data', onKey);
+    if (raw) stdin.setRawMode(false);
+    stdin.pause();
+    offData();
+    offEvents();
+  }
+  return exitCode ?? info.exitCode ?? null;
+}
