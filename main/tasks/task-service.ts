@@ -155,20 +155,22 @@ export class TaskService<Image = unknown> {
   /** A quick sandbox (quick-sandbox.ts): a fresh VM and a shell, optionally a repository seeded, no pipeline. */
   async quick(input: QuickInput): Promise<Task> {
     const d = this.deps;
-    return startQuickSandbox(
-      {
-        book: this.book,
-        runtimes: this.runtimes,
-        provisioner: d.provisioner,
-        environment: d.environment,
-        qemu: d.qemu,
-        log: d.log,
-        disposed: () => this.disposed,
-        teardown: (r, rt) => this.teardown(r, rt),
-        ...(d.firstShell ? { firstShell: d.firstShell } : {}),
-      },
-      input,
-    );
+    return startQuickSandbox({ ...this.sandboxParts(), ...(d.firstShell ? { firstShell: d.firstShell } : {}) }, input);
+  }
+
+  /** What a sandbox started outside the pipeline (quick sandbox, agent session) needs of the service. */
+  private sandboxParts() {
+    const d = this.deps;
+    return {
+      book: this.book,
+      runtimes: this.runtimes,
+      provisioner: d.provisioner,
+      environment: d.environment,
+      qemu: d.qemu,
+      log: d.log,
+      disposed: () => this.disposed,
+      teardown: (r: TaskRecord, rt: Runtime) => this.teardown(r, rt),
+    };
   }
 
   /** An agent session (agent-session.ts): the agent's TUI in a fresh sandbox, its work to review when it exits. */
@@ -178,14 +180,7 @@ export class TaskService<Image = unknown> {
     return startAgentSession(
       {
         ...d.agentSessions,
-        book: this.book,
-        runtimes: this.runtimes,
-        provisioner: d.provisioner,
-        environment: d.environment,
-        qemu: d.qemu,
-        log: d.log,
-        disposed: () => this.disposed,
-        teardown: (r, rt) => this.teardown(r, rt),
+        ...this.sandboxParts(),
         pullBack: (r, ssh) => this.reviews.pullBack(r, ssh),
         aborted: (r) => this.aborted(r),
       },
