@@ -195,7 +195,9 @@ describe('Claude Code in a real sandbox through the credential proxy', () => {
     expect(repo.git('show', `${branch}:greeting.txt`)).toBe('hello from the sandbox\n');
     const log = repo.git('log', '--format=%an|%s', branch).trim().split('\n');
     expect(log).toHaveLength(2);
-    expect(log[0]).not.toContain('Add greeting.txt');
+    // The landed commit is the app's, named after the task the user typed; not the agent's "Add greeting.txt".
+    expect(log[0]).toMatch(/\|Add greeting\.txt with a hello line$/);
+    expect(log[0]).not.toMatch(/^Factory agent\|/);
     expect(log[1]).toBe('Fixture|initial');
   });
 
