@@ -16,6 +16,8 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
   let exitCode: number | null | undefined;
   let ended: () => void = () => {};
   const over = new Promise<void>((r) => (ended = r));
+  // The ack, resize and key calls below fail only when the connection to the app is gone; the relay
+  // then ends with the session's status event or the client's close, so a failed call is not reported again.
   const offData = client.terminal.add((c) => {
     if (c.sessionId !== sessionId) return;
     stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));

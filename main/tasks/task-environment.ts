@@ -62,6 +62,7 @@ export class TaskEnvironment {
 
   async preflight(repoPath: string, plan: EnvironmentPlanPort): Promise<TaskPreflight> {
     const always = this.deps.settings().repoEgress[repoPath] ?? [];
+    // A layer store that cannot answer here means "not cached": Start sets up, and says why if the store still fails then.
     const cached = plan.steps.length > 0 && !!plan.tree && !!(await this.deps.layers.find(plan.cacheKey).catch(() => undefined));
     return {
       source: plan.source,
