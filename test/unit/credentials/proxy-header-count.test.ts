@@ -28,7 +28,22 @@ async function hiddenChunkedGet(socketPath: string, path: string, auth: Record<s
   socket.write(`${head}${Buffer.byteLength(smuggled).toString(16)}\r\n${smuggled}\r\n`);
   await new Promise((r) => setTimeout(r, 300));
   socket.write('0\r\n\r\n');
-  await new Promise((r) => setTimeout(r, 300));
+  // The proxy's answer itself, not a fixed wait: a loaded machine may take longer than any sleep.
+  await new Promise<void>((resolve) => {
+    const done = () => resolve();
+    const timer = setTimeout(done, 15_000);
+    const look = () => {
+      if (!reply.includes('\r\n\r\n')) return;
+      clearTimeout(timer);
+      done();
+    };
+    socket.on('data', look);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      done();
+    });
+    look();
+  });
   socket.destroy();
   return reply;
 }

@@ -39,9 +39,8 @@ describe.runIf(process.platform === 'linux')('runGit with a file as input', () =
       expect(r.code).not.toBe(0);
       expect(r.stderr).toMatch(/pack/i);
     }
-    // A stream's close is asynchronous: give it a moment.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(openOn(file)).toBe(0);
+    // A stream's close is asynchronous: wait for it, not for a fixed time.
+    await expect.poll(() => openOn(file), { timeout: 15_000, interval: 20 }).toBe(0);
   });
 
   it('still streams the whole file when git reads it all', async () => {

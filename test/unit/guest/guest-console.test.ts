@@ -29,6 +29,7 @@ const exitFrame = (code: number, signal = 0) => frame(CONSOLE_FRAME.exitOrResize
 async function pair(initial: Buffer = Buffer.alloc(0)) {
   const socketPath = path.join(dir, `c${servers.length}.sock`);
   let guest!: net.Socket;
+  let listening!: Promise<void>;
   const accepted = new Promise<void>((resolve) => {
     const server = net.createServer((s) => {
       guest = s;
@@ -36,9 +37,10 @@ async function pair(initial: Buffer = Buffer.alloc(0)) {
       resolve();
     });
     servers.push(server);
-    server.listen(socketPath);
+    // Connect only once the socket listens (a fixed pause raced it on a busy machine).
+    listening = new Promise((r) => server.listen(socketPath, r));
   });
-  await new Promise((r) => setTimeout(r, 10));
+  await listening;
   const host = net.createConnection({ path: socketPath });
   await Promise.all([accepted, new Promise((r) => host.once('connect', r))]);
   const shell = new GuestConsole(host, initial);
@@ -162,8 +164,9 @@ describe("a first shell's frames, host side", () => {
   it('a kill the relay never answers still ends the session, not as lost', async () => {
     const p = await pair();
     p.shell.kill();
-    await sleep(2300);
-    expect(p.exit()).toEqual({ code: null, lost: false });
+    expect(p.exit(), 'the relay is given time to answer first').toBeUndefined();
+    // The session's own give-up timer ends it; wait for that end, not for a fixed time past it.
+    await expect.poll(() => p.exit(), { timeout: 15_000, interval: 50 }).toEqual({ code: null, lost: false });
   });
 
   it('a port that closes without an exit is a lost shell; writes after the end go nowhere', async () => {

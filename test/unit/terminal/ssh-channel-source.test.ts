@@ -133,14 +133,15 @@ describe('sshChannelSource', () => {
       stream.on('close', () => {});
     });
     const src = sshChannelSource(await exec(await connect(), 'sleep'));
-    src.onData(() => {});
+    // The command is running once its first line arrives (no fixed pause).
+    const running = new Promise<void>((r) => src.onData(() => r()));
     const exit = new Promise<[number | null, boolean]>((r) => src.onExit((code, lost) => r([code, lost])));
-    await new Promise((r) => setTimeout(r, 100));
+    await running;
     src.pause(); // even a paused channel must end on kill
     src.kill();
     expect(await exit).toEqual([null, false]);
-    await new Promise((r) => setTimeout(r, 50));
-    expect(guest.signals).toEqual(['KILL']);
+    // The signal request travels to the server on its own; wait for it to land.
+    await expect.poll(() => guest.signals, { timeout: 15_000, interval: 20 }).toEqual(['KILL']);
   });
 
   it('a dropped connection without exit status is reported as lost', async () => {
@@ -148,9 +149,12 @@ describe('sshChannelSource', () => {
     const client = await connect();
     const src = sshChannelSource(await exec(client, 'long'));
     const chunks: Buffer[] = [];
-    src.onData((d) => chunks.push(d));
+    const firstOutput = new Promise<void>((r) => src.onData((d) => {
+      chunks.push(d);
+      r();
+    }));
     const exit = new Promise<[number | null, boolean]>((r) => src.onExit((code, lost) => r([code, lost])));
-    await new Promise((r) => setTimeout(r, 100));
+    await firstOutput;
     client.destroy();
     expect(await exit).toEqual([null, true]);
     expect(Buffer.concat(chunks).toString()).toBe('partial output\r\n');

@@ -102,7 +102,8 @@ describe.each<CommandLineSource>(['ps', 'proc'])('crash cleanup of leftover QEMU
     const dir = await sandboxDir();
     // argv[0] "qemu-system-x86_64", and the folder's identity arguments later on the line.
     const impostor = longRunning(process.execPath, ['-e', 'setTimeout(() => {}, 300000)', '--', ...qemuIdentityArgs(dir)], { argv0: 'qemu-system-x86_64' });
-    await new Promise((r) => setTimeout(r, 300));
+    // Its command line is final once the exec happened ('spawn'); no fixed pause.
+    await new Promise((r) => impostor.once('spawn', r));
     const command = await commandLineOf(impostor.pid!, source);
     expect(command).toContain(dir);
     expect(command).toContain('qemu');

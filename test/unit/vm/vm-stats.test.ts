@@ -23,9 +23,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A child `node` running `code`, with `-m 768` on its command line as a QEMU would have. */
 function child(code: string): ChildProcess {
-  const c = spawn(process.execPath, ['-e', code, '--', '-m', '768'], { stdio: 'ignore' });
+  const c = spawn(process.execPath, ['-e', code, '--', '-m', '768'], { stdio: ['ignore', 'pipe', 'ignore'] });
   children.push(c);
   return c;
+}
+
+/** Resolves once the child printed "ready": it has done its set-up (a fixed pause raced a slow start). */
+function ready(c: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    c.stdout!.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes('ready')) resolve();
+    });
+    c.once('exit', (code) => reject(new Error(`the child exited (${code}) before it was ready`)));
+  });
 }
 
 afterEach(() => {
@@ -34,8 +46,8 @@ afterEach(() => {
 
 describe('sampling a process from /proc', () => {
   it('a busy process shows CPU above zero and memory in a plausible range', async () => {
-    const busy = child('const a = new Array(4e6).fill(1); for (;;) a[0]++');
-    await sleep(500);
+    const busy = child('const a = new Array(4e6).fill(1); process.stdout.write("ready\\n"); for (;;) a[0]++');
+    await ready(busy);
     const first = await readProcessCounters(busy.pid!);
     await sleep(1000);
     const second = await readProcessCounters(busy.pid!);
@@ -53,9 +65,9 @@ describe('sampling a process from /proc', () => {
   });
 
   it('an idle process uses far less CPU than a busy one', async () => {
-    const idle = child('setInterval(() => {}, 10_000)');
-    const busy = child('for (;;) {}');
-    await sleep(1500); // past node's own start-up
+    const idle = child('setInterval(() => {}, 10_000); process.stdout.write("ready\\n")');
+    const busy = child('process.stdout.write("ready\\n"); for (;;) {}');
+    await Promise.all([ready(idle), ready(busy)]); // past node's own start-up
     const [i1, b1] = await Promise.all([readProcessCounters(idle.pid!), readProcessCounters(busy.pid!)]);
     await sleep(1000);
     const [i2, b2] = await Promise.all([readProcessCounters(idle.pid!), readProcessCounters(busy.pid!)]);
