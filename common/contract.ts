@@ -64,7 +64,7 @@ export const apiInputs = {
   /** One of a task's artifacts (its text, at most 1 MiB). */
   'tasks.artifact': z.object({ taskId: id, name: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be a plain file name') }),
   /** What Start will do for this repository: its environment and the egress it asks for. Creates nothing. */
-  'tasks.preflight': z.object({ repoPath: z.string().min(1).max(4096), baseRef: z.string().min(1).max(256).optional() }),
+  'tasks.preflight': z.object({ repoPath: z.string().min(1).max(4096), baseRef: z.string().min(1).max(256).optional(), agent: z.string().max(64).optional() }),
   'tasks.cancel': z.object({ taskId: id }),
   /** The sandbox's recent CPU and memory samples (its QEMU process, on the host); live ones follow as sandbox.stats events. */
   'tasks.stats': z.object({ taskId: id }),

@@ -19,6 +19,8 @@ export const TaskPreflight = z.object({
   egressRequests: z.array(EgressRequestView),
   /** True when a cached environment for this repository and key exists: setup will be skipped. */
   cached: z.boolean(),
+  /** The agent the task would get (the form's choice, else pipeline.json's, else the settings'), and the credential it lacks, in words. */
+  agent: z.object({ name: z.string(), credentialMissing: z.string().optional() }).optional(),
 });
 export type TaskPreflight = z.infer<typeof TaskPreflight>;
 

@@ -42,6 +42,7 @@ export const ERRORS = {
   Cancelled: { title: 'The work was cancelled', help: 'The work was cancelled on request. Retry the task to run it again.' },
   Interrupted: { title: 'Interrupted by an app stop', help: 'The app stopped while the task ran. Retry runs it again in a fresh sandbox from the stage that was cut.' },
   UnknownAgent: { title: 'Unknown agent', help: 'No agent of that name is available. Choose one from the list in the new task form or the settings.' },
+  AgentCredentialMissing: { title: 'The agent has no credential', help: 'The chosen agent signs in to its model provider with a credential stored in this app, and none is. Add one in Credentials, or choose the Command agent.' },
   CorruptState: { title: 'Saved state is damaged', help: 'A file the app saved could not be read back. The message names it; the task may need to be destroyed and started again.' },
 
   // QEMU, the image and the sandbox

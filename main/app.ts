@@ -231,6 +231,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     log: log.child('tasks'),
     firstShell: (taskId, shell, size) => firstShells.open(taskId, shell, size),
     agentSessions: { terminals, sourceForChannel: sshChannelSource, adapter: (id) => builtInAgents().get(id) },
+    credentials: () => broker.service.list(),
   });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));

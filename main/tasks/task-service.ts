@@ -9,6 +9,8 @@ import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/revi
 import { isQuickSandbox, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
+import type { CredentialRef } from '../../common/credentials.js';
+import { missingAgentCredential } from '../../common/agent-credentials.js';
 import { loadPipelineConfig, type PipelineConfig } from '../pipeline/config.js';
 import type { PipelineRunner } from '../pipeline/stage-runner.js';
 import type { PullbackQuarantine } from '../pullback/quarantine.js';
@@ -51,6 +53,8 @@ export interface TaskServiceDeps<Image> {
   firstShell?: FirstShellSink;
   /** Terminals and agents for agent sessions (agent-session.ts); without them none can start. */
   agentSessions?: AgentSessionHost;
+  /** The stored credentials (references only): an agent without its own is refused at Start. Absent: not checked. */
+  credentials?: () => Promise<CredentialRef[]>;
 }
 
 export interface CreateTaskInput {
@@ -130,6 +134,7 @@ export class TaskService<Image = unknown> {
     const repo = await inspectRepo(input.repoPath, input.baseRef);
     const config = await loadPipelineConfig(repo.repoPath, repo.baseCommit);
     const agent = input.agent ?? config.agent ?? this.deps.settings().defaultAgent;
+    await this.checkAgentCredential(agent);
     const qemu = await this.deps.qemu.checkInstalled();
     if (!qemu.ok) {
       throw new FactoryError('QemuMissing', `QEMU is not installed. ${qemu.installHint ?? 'Install qemu-system and qemu-utils with your package manager.'}`);
@@ -177,6 +182,7 @@ export class TaskService<Image = unknown> {
   async agentSession(input: AgentSessionInput): Promise<Task> {
     const d = this.deps;
     if (!d.agentSessions) throw new FactoryError('NoSandbox', 'this app runs no agent sessions');
+    await this.checkAgentCredential(input.agent);
     return startAgentSession(
       {
         ...d.agentSessions,
@@ -188,12 +194,25 @@ export class TaskService<Image = unknown> {
     );
   }
 
-  /** What Start would do for a repository: its environment, the egress it asks for, whether setup is cached. */
-  async preflight(input: { repoPath: string; baseRef?: string }): Promise<TaskPreflight> {
+  /** What Start would do for a repository: its environment, the egress it asks for, whether setup is cached, the agent and what it lacks. */
+  async preflight(input: { repoPath: string; baseRef?: string; agent?: string }): Promise<TaskPreflight> {
     const repo = await inspectRepo(input.repoPath, input.baseRef);
     const config = await loadPipelineConfig(repo.repoPath, repo.baseCommit);
     const plan = await this.deps.environment.plan(repo.repoPath, repo.baseCommit, config);
-    return this.deps.environment.preflight(repo.repoPath, plan);
+    const name = input.agent || config.agent || this.deps.settings().defaultAgent;
+    const credentialMissing = await this.agentCredentialMissing(name);
+    return { ...(await this.deps.environment.preflight(repo.repoPath, plan)), agent: { name, ...(credentialMissing ? { credentialMissing } : {}) } };
+  }
+
+  /** The missing credential of an agent in words, when credentials are known here. */
+  private async agentCredentialMissing(agent: string): Promise<string | undefined> {
+    return this.deps.credentials ? missingAgentCredential(agent, await this.deps.credentials()) : undefined;
+  }
+
+  /** Refuses an agent that could not sign in to its model provider: named now, not after setup. */
+  private async checkAgentCredential(agent: string): Promise<void> {
+    const missing = await this.agentCredentialMissing(agent);
+    if (missing) throw new FactoryError('AgentCredentialMissing', `${agent}: ${missing}`);
   }
 
   /** Lets a task's sandbox reach a destination (live), for the task or its repository from now on. */

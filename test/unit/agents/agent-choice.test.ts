@@ -52,8 +52,33 @@ describe('agent choice per task', () => {
     expect((await a.api['settings.get']({})).defaultAgent).toBe('command');
   });
 
+  it('refuses an agent with no credential at Start, naming the fix, and preflight says so first', async () => {
+    const a = await app();
+    const repo = await makeRepo({ files: { 'README.md': '# r\n' } });
+    cleanups.push(repo.cleanup);
+    const fix = 'no Anthropic credential is stored: add an Anthropic API key or a Claude Code token (claude setup-token) in Credentials';
+    expect((await a.api['tasks.preflight']({ repoPath: repo.dir, agent: 'claude-code' })).agent).toEqual({ name: 'claude-code', credentialMissing: fix });
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x', agent: 'claude-code' })).rejects.toMatchObject({ name: 'AgentCredentialMissing', message: `claude-code: ${fix}` });
+    await expect(a.api['tasks.create']({ repoPath: repo.dir, title: 'x', agent: 'codex' })).rejects.toMatchObject({
+      name: 'AgentCredentialMissing',
+      message: 'codex: no OpenAI credential is stored: add an OpenAI API key in Credentials',
+    });
+    expect(await a.api['tasks.list']({})).toEqual([]);
+    // The Command agent needs none; with a key stored, Claude Code starts.
+    expect((await a.api['tasks.preflight']({ repoPath: repo.dir })).agent).toEqual({ name: 'command' });
+    const cred = await a.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic', value: 'sk-ant-test-not-a-real-key' });
+    cleanups.push(() => a.api['credentials.delete']({ id: cred.id }).then(() => undefined));
+    expect((await a.api['tasks.preflight']({ repoPath: repo.dir, agent: 'claude-code' })).agent).toEqual({ name: 'claude-code' });
+    expect((await a.api['tasks.create']({ repoPath: repo.dir, title: 'x', agent: 'claude-code' })).agent).toBe('claude-code');
+  });
+
   it('takes the new-task choice over pipeline.json, and pipeline.json over the settings', async () => {
     const a = await app();
+    // Both agents have a credential: the choice, not the keychain, decides here.
+    for (const kind of ['anthropic', 'openai'] as const) {
+      const cred = await a.api['credentials.set']({ kind, label: kind, value: `${kind}-test-not-a-real-key` });
+      cleanups.push(() => a.api['credentials.delete']({ id: cred.id }).then(() => undefined));
+    }
     await a.api['settings.set']({ defaultAgent: 'codex' });
     const plain = await makeRepo({ files: { 'README.md': '# r\n' } });
     const configured = await makeRepo({ files: { '.factory/pipeline.json': JSON.stringify({ agent: 'claude-code' }) } });
