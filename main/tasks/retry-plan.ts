@@ -1,12 +1,14 @@
 // What a retry runs: from which stage, with which stage results kept. Pure, so
 // every refusal is checked before the task is touched.
 import { FactoryError } from '../../common/contract.js';
-import { STAGE_NAMES, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { STAGE_NAMES, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
 
 export interface RetryPlan {
   start: StageName;
   /** Stages before `start` as they were (passed); `start` and later pending again (keeping their attempt count). */
   stages: StageResult[];
+  /** Setup did not finish (failed, cancelled, cut): it runs again before the first stage, its card pending again. */
+  setup?: SetupInfo;
 }
 
 /**
@@ -42,5 +44,16 @@ export function planRetry(task: Task, fromStage?: StageName, opts: { overrideRev
     // A stage skipped for having nothing to do counts as done; one skipped after a failure comes after that failure.
     if (s.status !== 'passed' && s.status !== 'skipped') throw new FactoryError('InvalidInput', `cannot start at ${start}: stage ${s.name} has not passed`);
   }
-  return { start, stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const, ...(s.attempt ? { attempt: s.attempt } : {}) } : s)) };
+  const setup = setupAgain(task.setup);
+  return {
+    start,
+    stages: stages.map((s) => (STAGE_NAMES.indexOf(s.name) >= from ? { name: s.name, status: 'pending' as const, ...(s.attempt ? { attempt: s.attempt } : {}) } : s)),
+    ...(setup ? { setup } : {}),
+  };
+}
+
+/** A setup that did not pass (or was skipped) starts over: the plan's lines stay, its run's details go. */
+function setupAgain(setup: SetupInfo | undefined): SetupInfo | undefined {
+  if (!setup || setup.status === 'passed' || setup.status === 'skipped') return undefined;
+  return { status: 'pending', source: setup.source, lines: setup.lines, unsupported: setup.unsupported };
 }

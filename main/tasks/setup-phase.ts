@@ -25,6 +25,8 @@ export interface SetupPhaseRun {
   plan: Awaited<ReturnType<TaskEnvironment['load']>>;
   /** Whether the sandbox may become the repository's layer (it holds the tree the plan was keyed on). */
   cacheable?: boolean;
+  /** Why this run may not become a layer whatever the seed (set up again in a sandbox an earlier setup left behind). */
+  notCacheable?: string;
   /** The cached layer the sandbox booted on, if any. */
   cached?: { id: string; createdAt: string };
   /** Records a cancelled or interrupted run (the task service's own ending). */
@@ -73,6 +75,7 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
   try {
     // Nothing setup started runs on in the layer (its memory is saved too), nor in this task, alike.
     await deps.setup.endLeftovers(sandbox.ssh);
+    if (run.notCacheable) throw new Error(run.notCacheable);
     if (!run.cacheable) throw new Error('the seed is not the commit the environment was planned at (uncommitted changes)');
     // What setup wrote must be on the disk before it is frozen into the layer; empty caches make the saved memory small.
     const sync = await sandbox.ssh.run('sync && { echo 3 > /proc/sys/vm/drop_caches || true; }', { timeoutMs: 120_000 });

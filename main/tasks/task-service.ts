@@ -263,7 +263,7 @@ export class TaskService<Image = unknown> {
     const { error: _previousError, ...rest } = t;
     record.task = rest;
     try {
-      this.book.move(record, inPlace ? 'retry' : 'retryFresh', { stages: plan.stages });
+      this.book.move(record, inPlace ? 'retry' : 'retryFresh', { stages: plan.stages, ...(plan.setup ? { setup: plan.setup } : {}) });
     } catch (err) {
       record.task = before;
       throw err;
@@ -283,7 +283,11 @@ export class TaskService<Image = unknown> {
     const rt: Runtime = inPlace ? Object.assign(old!, { abort: new AbortController() }) : { abort: new AbortController() };
     this.runtimes.set(taskId, rt);
     rt.done = this.background(record, rt, (signal) =>
-      inPlace ? this.runPipelineAndPullback(record, rt, config, plan.start) : this.provisionAndRun(record, rt, signal, config, plan.start),
+      !inPlace
+        ? this.provisionAndRun(record, rt, signal, config, plan.start)
+        : plan.setup
+          ? this.setUpAgainAndRun(record, rt, config)
+          : this.runPipelineAndPullback(record, rt, config, plan.start),
     );
     return { ...record.task };
   }
@@ -483,6 +487,20 @@ export class TaskService<Image = unknown> {
     });
     if (!ready) return;
     await this.runPipelineAndPullback(record, rt, config, startAt);
+  }
+
+  /** A retry in the sandbox whose setup did not finish: setup runs again there, then the whole pipeline. */
+  private async setUpAgainAndRun(record: TaskRecord, rt: Runtime, config: PipelineConfig): Promise<void> {
+    const ready = await runSetupPhase({ book: this.book, environment: this.deps.environment, setup: this.deps.setup, log: this.deps.log }, {
+      record,
+      sandbox: rt.sandbox,
+      signal: rt.abort.signal,
+      plan: await this.deps.environment.load(record.task.id),
+      // What the first setup left (files, processes it started) would go into the layer: the next task sets up afresh.
+      notCacheable: 'set up again in the sandbox of a setup that did not finish',
+      aborted: () => this.aborted(record),
+    });
+    if (ready) await this.runPipelineAndPullback(record, rt, config);
   }
 
   private async endRun(record: TaskRecord, rt: Runtime, err: unknown): Promise<void> {

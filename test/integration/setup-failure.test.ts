@@ -4,7 +4,8 @@
 // project's own as the agent user. The error names the step that
 // failed and carries the last lines of its output, not a flood of earlier
 // ones; what came after the failing command never ran, no stage ran, and no
-// layer is made of the broken environment. Nothing here needs the network.
+// layer is made of the broken environment. Retry runs setup again before any
+// stage. Nothing here needs the network.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
@@ -77,6 +78,17 @@ describe('a setup that fails', () => {
     for (const s of t.stages) expect(s.status, s.name).toBe('pending');
     // Layers live in the shared cache with other repositories' layers: none is this repository's.
     expect((await app.api['layers.list']({})).filter((l) => l.repo === t.repoPath)).toEqual([]);
+
+    // Retry in the same sandbox starts from setup, not from a stage that would find no toolchain.
+    const retried = await app.api['tasks.retry']({ taskId: t.id });
+    expect(retried.setup).toEqual({ status: 'pending', source: 'pipeline.json', lines: t.setup!.lines, unsupported: [] });
+    const again = await waitForTask(app, t.id, (x) => x.phase !== 'running' && x.phase !== 'pulling-back', 10 * 60_000);
+    expect(again.phase).toBe('failed');
+    expect(again.error?.name).toBe('SetupFailed');
+    expect(again.setup).toMatchObject({ status: 'failed', step: 'project setup' });
+    expect(again.setup?.sessionId).not.toBe(t.setup!.sessionId);
+    expect(output.get(again.setup!.sessionId!) ?? '').toContain('root step as root: preparing the toolchain');
+    for (const s of again.stages) expect(s.status, s.name).toBe('pending');
     await app.api['tasks.destroy']({ taskId: t.id });
   }, 15 * 60_000);
 });

@@ -38,6 +38,23 @@ describe('planRetry', () => {
     expect(planRetry(task('interrupted', [])).start).toBe('request');
   });
 
+  it('runs setup again when it failed or was cancelled, its card pending with the plan kept and the failed run gone', () => {
+    const failedSetup = {
+      ...task('failed', []),
+      setup: { status: 'failed' as const, source: 'detected' as const, lines: ['npm ci (package-lock.json)'], unsupported: [], summary: 'npm ci failed', step: 'npm ci', sessionId: 's-setup', exitCode: 101, durationMs: 85_000 },
+    };
+    const plan = planRetry(failedSetup);
+    expect(plan.start).toBe('request');
+    expect(plan.setup).toEqual({ status: 'pending', source: 'detected', lines: ['npm ci (package-lock.json)'], unsupported: [] });
+    expect(planRetry({ ...failedSetup, phase: 'cancelled', setup: { ...failedSetup.setup, status: 'cancelled' } }).setup?.status).toBe('pending');
+    // A stage cannot be chosen past a setup that never finished: none of them passed.
+    expect(() => planRetry(failedSetup, 'build')).toThrow('cannot start at build: stage request has not passed');
+    // A setup that passed or was skipped is not run again.
+    for (const status of ['passed', 'skipped'] as const) {
+      expect(planRetry({ ...task('failed', ['passed', 'failed']), setup: { ...failedSetup.setup, status } }).setup).toBeUndefined();
+    }
+  });
+
   it('starts where asked when every earlier stage passed', () => {
     expect(planRetry(task('failed', ['passed', 'passed', 'passed', 'failed']), 'plan').start).toBe('plan');
     expect(() => planRetry(task('failed', ['passed', 'passed', 'passed', 'failed']), 'review')).toThrow('cannot start at review: stage test has not passed');
