@@ -4,6 +4,7 @@ import type { TaskPreflight } from '../../common/environment.js';
 import { useController, useFactory } from '../state/context.js';
 import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../state/recent-repos.js';
 import { toErrorInfo } from '../state/store.js';
+import { missingAgentCredential } from '../../common/agent-credentials.js';
 import { isStartKey, keysOf } from '../keyboard/shortcuts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { RunOnSelect } from './hosts/RunOnSelect.js';
@@ -16,6 +17,14 @@ export const AGENT_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
   { value: 'claude-code', label: 'Claude Code' },
   { value: 'codex', label: 'Codex' },
 ];
+
+/** What each agent will do, in one line under the choice: the Command agent skips what it has no command for. */
+export const AGENT_DOES: Record<string, string> = {
+  command:
+    "Runs the commands of the repository's .factory/pipeline.json and a detected test command; a stage without a command (plan, review, document) is skipped. No model, no credential.",
+  'claude-code': 'Claude Code plans, builds, tests with up to 2 repair rounds, reviews and documents, through an Anthropic credential stored here.',
+  codex: 'Codex plans, builds, tests with up to 2 repair rounds, reviews and documents, through an OpenAI credential stored here.',
+};
 
 function agentLabel(name: string): string {
   return AGENT_CHOICES.find((c) => c.value === name)?.label.replace(/ \(.*\)$/, '') ?? name;
@@ -38,6 +47,7 @@ export function NewTaskForm() {
   const [runOn, setRunOn] = useState('local');
   const settings = useFactory((s) => s.settings);
   const settingsError = useFactory((s) => s.settingsError);
+  const credentials = useFactory((s) => s.credentials);
   const [error, setError] = useState<ErrorInfo>();
   const [dropNote, setDropNote] = useState<string>();
   const [dragging, setDragging] = useState(false);
@@ -45,14 +55,22 @@ export function NewTaskForm() {
   const [quickStarting, setQuickStarting] = useState(false);
   const [quickKeep, setQuickKeep] = useState(false);
   // What Start will do for the repository path it was asked for; asked again when the path changes.
-  const [preflight, setPreflight] = useState<{ repoPath: string; result: TaskPreflight; choices: EgressChoices; asked: boolean; used?: boolean }>();
+  const [preflight, setPreflight] = useState<{ repoPath: string; agent: string; result: TaskPreflight; choices: EgressChoices; asked: boolean; used?: boolean }>();
   const canPickPath = typeof controller.bridge.pathForFile === 'function';
   const pickFolder = controller.bridge.pickRepoFolder;
   const taskInput = useRef<HTMLTextAreaElement>(null);
   const repoInput = useRef<HTMLInputElement>(null);
   const form = useRef<HTMLFormElement>(null);
+  const agentNote = useRef<HTMLParagraphElement>(null);
 
   useEffect(() => saveRepoDraft(repoPath), [repoPath]);
+
+  // The stored credentials (references only), so the agent's missing one is named before Start.
+  useEffect(() => {
+    void controller.loadCredentials().catch(() => {
+      // No list (an older host, a locked keychain): Start's own check still names it.
+    });
+  }, [controller]);
 
   // The new-task shortcut: the first field still to fill takes the focus.
   const formFocus = useFactory((s) => s.formFocus);
@@ -140,11 +158,16 @@ export function NewTaskForm() {
     const path = repoPath.trim();
     try {
       // A preflight that already started a task is asked again: the next task decides for itself.
-      let pf = preflight?.repoPath === path && !preflight.used ? preflight : undefined;
+      let pf = preflight?.repoPath === path && preflight.agent === agent && !preflight.used ? preflight : undefined;
       if (!pf) {
-        const result = await controller.preflight(path);
-        pf = { repoPath: path, result, choices: initialChoices(result), asked: needsDecision(result) };
+        const result = await controller.preflight(path, undefined, agent || undefined);
+        pf = { repoPath: path, agent, result, choices: initialChoices(result), asked: needsDecision(result) };
         setPreflight(pf);
+        // The agent cannot sign in: the note under the agent says so and offers the fix; nothing starts.
+        if (result.agent?.credentialMissing) {
+          agentNote.current?.focus();
+          return;
+        }
         // The repository asks for egress the user has not decided on: show it and wait for Start again.
         if (pf.asked) return;
       }
@@ -165,6 +188,14 @@ export function NewTaskForm() {
   };
 
   const shown = preflight?.repoPath === repoPath.trim() ? preflight : undefined;
+  // The agent Start would use as far as the form knows (the repository's own choice comes with the preflight).
+  const effectiveAgent = agent || (shown?.agent === '' ? shown.result.agent?.name : undefined) || settings?.defaultAgent || '';
+  // The live list when the form has it (a credential added since counts), else what Start's preflight said.
+  const credentialMissing = credentials
+    ? missingAgentCredential(effectiveAgent, credentials)
+    : shown?.result.agent?.name === effectiveAgent
+      ? shown.result.agent.credentialMissing
+      : undefined;
   const startDisabled = starting || !repoPath.trim() || !title.trim();
 
   return (
@@ -264,7 +295,7 @@ export function NewTaskForm() {
       </label>
       <label>
         Agent
-        <select data-testid="agent-select" value={agent} onChange={(e) => setAgent(e.target.value)}>
+        <select data-testid="agent-select" aria-describedby={AGENT_DOES[effectiveAgent] ? 'agent-does' : undefined} value={agent} onChange={(e) => setAgent(e.target.value)}>
           {AGENT_CHOICES.map((c) => (
             <option key={c.value} value={c.value}>
               {c.value === '' && settings ? `Default (repository, else ${agentLabel(settings.defaultAgent)})` : c.label}
@@ -272,6 +303,24 @@ export function NewTaskForm() {
           ))}
         </select>
       </label>
+      {AGENT_DOES[effectiveAgent] ? (
+        <p className="hint" id="agent-does" data-testid="agent-does">
+          {AGENT_DOES[effectiveAgent]}
+        </p>
+      ) : null}
+      {credentialMissing ? (
+        <p className="note" ref={agentNote} tabIndex={-1} role="status" data-testid="agent-credential-missing">
+          <span>{credentialMissing[0]!.toUpperCase() + credentialMissing.slice(1)}.</span>{' '}
+          <button type="button" className="small" data-testid="open-credentials" onClick={() => controller.showView('credentials')}>
+            Open Credentials
+          </button>{' '}
+          {effectiveAgent !== 'command' ? (
+            <button type="button" className="secondary small" data-testid="use-command-agent" onClick={() => setAgent('command')}>
+              Use the Command agent
+            </button>
+          ) : null}
+        </p>
+      ) : null}
       {settings && agent && agent !== settings.defaultAgent ? (
         <button type="button" className="secondary small" data-testid="set-default-agent" onClick={() => void controller.setDefaultAgent(agent)}>
           Use {agentLabel(agent)} by default
@@ -321,6 +370,11 @@ export function NewTaskForm() {
         </label>
       </div>
       {error ? <ErrorBox testId="new-task-error" error={error} /> : null}
+      {error?.name === 'AgentCredentialMissing' ? (
+        <button type="button" className="small" data-testid="error-open-credentials" onClick={() => controller.showView('credentials')}>
+          Open Credentials
+        </button>
+      ) : null}
     </form>
   );
 }

@@ -329,8 +329,8 @@ export class FactoryController {
   }
 
   /** What Start will do for a repository (environment, egress it asks for); throws so the form shows it where the user typed. */
-  preflight(repoPath: string, baseRef?: string): Promise<TaskPreflight> {
-    return this.bridge.call('tasks.preflight', { repoPath, ...(baseRef ? { baseRef } : {}) });
+  preflight(repoPath: string, baseRef?: string, agent?: string): Promise<TaskPreflight> {
+    return this.bridge.call('tasks.preflight', { repoPath, ...(baseRef ? { baseRef } : {}), ...(agent ? { agent } : {}) });
   }
 
   /** Lets a task's sandbox reach a destination it was refused; throws so the refusal's row shows the error. */
