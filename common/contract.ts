@@ -209,6 +209,16 @@ export const apiInputs = {
   }),
   'sessions.check': z.object({ sessionId: id }),
   'sessions.end': z.object({ sessionId: id }),
+  // The PreToolUse hook (issue 27): info gives the session's sandbox and repository; run
+  // carries the working tree's changes into the sandbox, then runs a routed command there.
+  'sessions.info': z.object({ sessionId: id }),
+  'sessions.run': z.object({
+    sessionId: id,
+    command: z.string().min(1).max(256 * 1024),
+    dir: z.string().max(4096).refine((d) => !d.startsWith('/') && !d.split('/').includes('..'), 'must stay inside the repository'),
+    agentId: id.optional(),
+    timeoutSec: z.number().int().min(1).max(7200).optional(),
+  }),
 
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
@@ -277,6 +287,8 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'sessions.start': { task: Task; resumed: boolean };
   'sessions.check': { task: Task; report: LeakReport };
   'sessions.end': { task: Task; report?: LeakReport; destroyed: boolean };
+  'sessions.info': { taskId: string; repoPath: string };
+  'sessions.run': ExecResult & { taskId: string; sync: { sent: number; removed: number; bytes: number } };
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

@@ -296,6 +296,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       cancelTask: (taskId) => tasks.cancel(taskId),
       destroyTask: (taskId) => tasks.destroy(taskId),
       leakCheck: (taskId) => broker.api()['leakcheck.run']({ taskId }),
+      sandboxSsh: (taskId) => tasks.sandboxSsh(taskId),
     },
   });
   sessions.startReaper();
@@ -420,6 +421,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'sessions.start': async (input) => sessions.start(input),
     'sessions.check': async ({ sessionId }) => sessions.check(sessionId),
     'sessions.end': async ({ sessionId }) => sessions.end(sessionId),
+    'sessions.info': async ({ sessionId }) => sessions.info(sessionId),
+    'sessions.run': async (input) => sessions.run(input),
   };
 
   // Inputs are validated again here: the API is also called in-process (tests, CLI).

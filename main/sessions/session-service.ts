@@ -11,10 +11,31 @@
 import { FactoryError } from '../../common/contract.js';
 import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
+import type { ExecResult } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
+import { execInSandbox } from '../exec/sandbox-exec.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
 import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
 import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
+import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
+
+/**
+ * How a routed command runs in the sandbox (as the agent user, argv only: the
+ * command is never parsed by a shell on this computer): the stages'
+ * environment (proxy settings, placeholders) when there is one, the session's
+ * folder inside the repository, then the model's shell line.
+ */
+const ROUTED_SCRIPT = 'if [ -r /work/.factory/env.sh ]; then set -a; . /work/.factory/env.sh; set +a; fi; cd -- "$1" 2>/dev/null || cd /work/repo; exec bash -c "$2"';
+
+export interface RunInput {
+  sessionId: string;
+  command: string;
+  /** The folder relative to the repository's top. */
+  dir: string;
+  agentId?: string | undefined;
+  timeoutSec?: number | undefined;
+}
 
 export interface SessionPorts {
   createTask(input: { repoPath: string; title: string; agent: string }): Promise<Task>;
@@ -23,6 +44,8 @@ export interface SessionPorts {
   cancelTask(taskId: string): Promise<Task>;
   destroyTask(taskId: string): Promise<Task>;
   leakCheck(taskId: string): Promise<LeakReport>;
+  /** The live SSH connection of a task's sandbox; throws NoSandbox when it has none. */
+  sandboxSsh(taskId: string): Pick<GuestSsh, 'exec'>;
 }
 
 export interface SessionServiceDeps {
@@ -51,6 +74,8 @@ export class SessionService {
   private goneSince = new Map<string, number>();
   private starting = new Map<string, Promise<{ task: Task; resumed: boolean }>>();
   private timer: NodeJS.Timeout | undefined;
+  /** Per sandbox (task id): what of the working tree it has been sent. */
+  private syncs = new Map<string, WorkingTreeSync>();
   private reaping: Promise<void> | undefined;
 
   constructor(private readonly deps: SessionServiceDeps) {}
@@ -85,6 +110,30 @@ export class SessionService {
     await store.put({ sessionId: input.sessionId, taskId: task.id, repoPath, createdAt: new Date().toISOString(), state: 'active', ...pidOf(input) });
     this.deps.log.info('a Claude Code session got a sandbox', { sessionId: input.sessionId, taskId: task.id });
     return { task: await this.waitReady(task.id), resumed: false };
+  }
+
+  /** The session's sandbox and repository (the PreToolUse hook needs the repository to judge file paths). */
+  info(sessionId: string): { taskId: string; repoPath: string } {
+    const r = this.record(sessionId);
+    return { taskId: r.taskId, repoPath: r.repoPath };
+  }
+
+  /**
+   * A command the PreToolUse hook routed: the working tree's changes go into the
+   * sandbox first (one way), then the command runs there; its output and exit
+   * status come back. A quarantined session runs nothing.
+   */
+  async run(input: RunInput): Promise<ExecResult & { sync: SyncResult; taskId: string }> {
+    const record = this.record(input.sessionId);
+    if (record.state === 'quarantined') throw new FactoryError('InvalidTransition', `session ${input.sessionId}'s sandbox (task ${record.taskId}) is kept for inspection after a leak check that was not clean; it runs no more commands`);
+    const taskId = record.taskId;
+    const ssh = this.deps.ports.sandboxSsh(taskId);
+    let sync = this.syncs.get(taskId);
+    if (!sync) this.syncs.set(taskId, (sync = new WorkingTreeSync(record.repoPath)));
+    const synced = await sync.sync(ssh);
+    const dir = input.dir === '' ? '/work/repo' : `/work/repo/${input.dir}`;
+    const result = await execInSandbox(ssh, { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) });
+    return { ...result, sync: synced, taskId };
   }
 
   /** Stop: the leak check only. */
@@ -133,6 +182,7 @@ export class SessionService {
     if (LIVE.has(task.sandbox.status) && this.deps.store.get(record.sessionId)?.state === 'quarantined') return { ...(report ? { report } : {}), destroyed: false };
     if (hold.release(record.taskId)) await this.waitFinished(record.taskId);
     await ports.destroyTask(record.taskId);
+    this.syncs.delete(record.taskId);
     await store.remove(record.sessionId);
     this.goneSince.delete(record.sessionId);
     return { ...(report ? { report } : {}), destroyed: true };

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { firstLine, git, runGit } from '../git/host-git.js';
 import { APP_IDENTITY, identityEnv } from '../git/commit-identity.js';
+import { uncommittedChanges } from '../git/work-tree-changes.js';
 
 export interface InspectedRepo {
   /** The work tree's top level (or the git dir of a bare repo). */
@@ -58,36 +59,6 @@ export async function inspectRepo(repoPathIn: string, baseRefIn?: string): Promi
   return { repoPath, baseRef, baseCommit: resolved.stdout.trim(), bare };
 }
 
-interface ChangedPath {
-  path: string;
-  deleted: boolean;
-}
-
-/** Uncommitted changes (staged, unstaged, untracked, not ignored), without writing the index. */
-async function listUncommitted(repoPath: string): Promise<ChangedPath[]> {
-  const st = await git(['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames', '--ignore-submodules=all'], {
-    cwd: repoPath,
-    timeoutMs: 60_000,
-  });
-  const out: ChangedPath[] = [];
-  for (const entry of st.stdout.split('\0')) {
-    if (entry.length < 4) continue;
-    const p = entry.slice(3);
-    const exists = fs.existsSync(path.join(repoPath, p)) || isSymlink(path.join(repoPath, p));
-    out.push({ path: p, deleted: !exists });
-  }
-  return out;
-}
-
-function isSymlink(p: string): boolean {
-  try {
-    return fs.lstatSync(p).isSymbolicLink();
-  } catch {
-    // Nothing there: not a symlink.
-    return false;
-  }
-}
-
 const AUTHOR_ENV = identityEnv(APP_IDENTITY);
 
 /**
@@ -114,7 +85,7 @@ export async function createSeedBundle(opts: {
   let seedCommit = baseCommit;
   let uncommittedFiles = 0;
   if (opts.includeUncommitted) {
-    const changes = await listUncommitted(repoPath);
+    const changes = await uncommittedChanges(repoPath);
     uncommittedFiles = changes.length;
     if (changes.length > 0) {
       const index = path.join(workDir, 'seed.index');

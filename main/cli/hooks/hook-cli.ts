@@ -5,7 +5,7 @@ import { workTreeTop } from '../../git/host-git.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
-import { cmdHookEnd, cmdHookStart, cmdHookStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { cmdHookEnd, cmdHookPreToolUse, cmdHookRun, cmdHookStart, cmdHookStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
 import { HOOK_EVENTS, installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {
@@ -26,7 +26,7 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   if (typeof v['data-dir'] === 'string') prefix += ` --data-dir ${shellWord(path.resolve(v['data-dir']))}`;
   const { changed } = await installHooks(file, prefix, top);
   if (io.json) printJson(io, { file, changed });
-  else io.stdout.write(`${changed ? 'installed' : 'already installed:'} SessionStart, Stop and SessionEnd hooks in ${file}\n`);
+  else io.stdout.write(`${changed ? 'installed' : 'already installed:'} ${Object.keys(HOOK_EVENTS).join(', ')} hooks in ${file}\n`);
   return 0;
 }
 
@@ -53,7 +53,26 @@ export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.e
   return Math.max(1, limitS - Math.min(20, limitS / 4)) * 1000;
 }
 
-export async function runHook(client: FactoryClient, io: Io, which: string): Promise<number> {
+/** How long the PreToolUse hook may take before it denies the call itself (Claude Code's limit for it is longer). */
+const PRE_TOOL_USE_DEADLINE_MS = 30_000;
+
+export async function runHook(client: FactoryClient, io: Io, which: string, v: Values = {}, arg?: string): Promise<number> {
+  if (which === 'run') {
+    if (!arg) throw new UsageError('hook run: expected the routed command (one word)');
+    return cmdHookRun(client, io, arg);
+  }
+  if (which === 'pre-tool-use') {
+    if (typeof v.via !== 'string' || !v.via.trim() || /[\n\r]/.test(v.via)) throw new UsageError('hook pre-tool-use: --via must name the factory command line (one line)');
+    const via = v.via.trim();
+    try {
+      return await withDeadline((async () => cmdHookPreToolUse(client, io, await readStdin(io.stdin ?? process.stdin), via))(), PRE_TOOL_USE_DEADLINE_MS, which);
+    } catch (err) {
+      // Anything that went wrong blocks the call (status 2): a tool call is never let through by a failure.
+      const e = err instanceof Error ? err : new Error(String(err));
+      io.stderr.write(`factory: the PreToolUse hook could not decide, so the call is blocked: ${e.name}: ${e.message}\n`);
+      return 2;
+    }
+  }
   const handler = HANDLERS[which as keyof typeof HANDLERS];
   if (!handler) throw new UsageError(`hook: expected session-start, stop or session-end, got ${JSON.stringify(which)}`);
   try {

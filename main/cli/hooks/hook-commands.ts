@@ -13,6 +13,7 @@ import { FactoryError } from '../../../common/contract.js';
 import type { LeakReport } from '../../../common/credentials.js';
 import type { Task } from '../../../common/domain.js';
 import { sessionProcess } from '../../sessions/session-process.js';
+import { decideToolUse, parseRoutedCommand, type Decision } from '../../sessions/tool-policy.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
 
@@ -61,12 +62,11 @@ export function sessionContext(task: Task, resumed: boolean): string {
   return [
     `${resumed ? 'This session reconnected to its sandbox' : 'This session has its own sandbox'}: a throwaway VM from Factory in a Box (task ${t}),`,
     `with a copy of this repository at ${task.baseCommit.slice(0, 12)} in /work/repo on branch ${task.branch}.`,
-    'Run commands and tests in the sandbox, not on this computer:',
-    `  factory exec ${t} -- <command> [args...]      e.g. factory exec ${t} -- npm test`,
-    `  factory exec ${t} -- sh -c '<shell line>'     (runs in /work/repo as the agent user; output and exit status come back)`,
-    `Commit the work in the sandbox (factory exec ${t} -- git commit -am "<message>"). When the session ends the`,
-    `commits come back for review: the user sees them with \`factory diff ${t}\` or in the app's review and approves them`,
-    'into a branch of this repository. Files changed on this computer are not part of it.',
+    'Every command you run with the Bash tool runs in that sandbox, in the matching folder of /work/repo, as its agent user;',
+    'nothing runs on this computer. Before each command, the files you changed here (with Edit or Write) are copied into the sandbox.',
+    'Files the command changes stay in the sandbox: commit the work there (git commit through Bash). When the session ends, the',
+    `sandbox's work comes back for review: the user sees it with \`factory diff ${t}\` or in the app and approves it into a branch.`,
+    'Tools that would run something on this computer (WebFetch, MCP servers, skills, worktrees) are refused; fetch with curl through Bash.',
     '',
   ].join('\n');
 }
@@ -168,4 +168,70 @@ export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput
   }
   io.stderr.write(`factory: session sandbox ${r.task.id} destroyed; its work: factory diff ${r.task.id} (task ${r.task.phase})\n`);
   return 0;
+}
+
+/** The fields we use of a PreToolUse input (Claude Code 2.1.332 adds agent_id inside a subagent). */
+const PreToolUseInput = HookInput.extend({
+  tool_name: z.string().min(1).max(256),
+  tool_input: z.record(z.string(), z.unknown()),
+  agent_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/).optional(),
+});
+
+/**
+ * PreToolUse: the decision for one tool call (tool-policy.ts). Bash is routed
+ * to the sandbox through `<via> hook run`; a call the policy denies never runs
+ * here, and the reason reaches the model. Without a sandbox for the session
+ * (the app does not know it) nothing that would act on this computer is let through.
+ */
+export async function cmdHookPreToolUse(client: FactoryClient, io: Io, raw: Buffer, via: string): Promise<number> {
+  const parsed = PreToolUseInput.safeParse(JSON.parse(raw.toString('utf8')));
+  if (!parsed.success) {
+    const first = parsed.error.issues[0]!;
+    throw new FactoryError('HookInputInvalid', `the PreToolUse input's ${first.path.join('.') || 'value'}: ${first.message}`);
+  }
+  const input = parsed.data;
+  let decision: Decision;
+  try {
+    const info = await client.call('sessions.info', { sessionId: input.session_id });
+    decision = decideToolUse(input, { repoTop: info.repoPath, via, sessionId: input.session_id });
+  } catch (err) {
+    if (!(err instanceof Error && err.name === 'SessionNotFound')) throw err;
+    // No sandbox: only what runs nothing here and touches no file goes on.
+    const d = decideToolUse(input, { repoTop: '/nonexistent-repository', via, sessionId: input.session_id });
+    decision = d.kind === 'allow' && !['Read', 'Edit', 'Write', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob', 'Grep', 'LS'].includes(input.tool_name)
+      ? d
+      : { kind: 'deny', reason: `Factory in a Box: this session has no sandbox (the app has none recorded for it: the hooks were installed after it started, or its sandbox ended), so ${input.tool_name} is not run on this computer. Restart Claude Code in this repository: the session start gives it a sandbox.` };
+  }
+  printJson(io, { hookSpecificOutput: hookOutput(decision) });
+  return 0;
+}
+
+function hookOutput(d: Decision): Record<string, unknown> {
+  if (d.kind === 'route') return { hookEventName: 'PreToolUse', permissionDecision: 'allow', permissionDecisionReason: 'routed to the session\'s sandbox by Factory in a Box', updatedInput: d.updatedInput };
+  if (d.kind === 'deny') return { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: d.reason };
+  // Allowed: Claude Code's own permission rules and prompts decide as usual.
+  return { hookEventName: 'PreToolUse' };
+}
+
+/** `factory hook run <payload>`: the routed command, run in the session's sandbox; its output and status pass through. */
+export async function cmdHookRun(client: FactoryClient, io: Io, word: string): Promise<number> {
+  let routed;
+  try {
+    routed = parseRoutedCommand(word);
+  } catch (err) {
+    throw new FactoryError('HookInputInvalid', `factory hook run: ${(err as Error).message}`);
+  }
+  const r = await client.call('sessions.run', {
+    sessionId: routed.s,
+    command: routed.c,
+    dir: routed.d,
+    ...(routed.a ? { agentId: routed.a } : {}),
+    ...(routed.t ? { timeoutSec: Math.min(7200, routed.t) } : {}),
+  });
+  io.stdout.write(Buffer.from(r.stdout, 'base64'));
+  io.stderr.write(Buffer.from(r.stderr, 'base64'));
+  if (r.stdoutTruncated || r.stderrTruncated) io.stderr.write('\nfactory: the output was cut at 16 MiB per stream\n');
+  if (r.timedOut) io.stderr.write(`\nfactory: the command was stopped after ${routed.t ?? 600} s in the sandbox\n`);
+  if (r.exitCode !== null) return r.exitCode;
+  return 128 + 9;
 }

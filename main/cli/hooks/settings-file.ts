@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../../common/contract.js';
+import { shellWord } from '../../../common/shell-quote.js';
 
 /** The comment that marks a command as ours (a shell comment: Claude Code runs hook commands through a shell). */
 export const MARK = '# added by factory hooks install';
@@ -16,6 +17,8 @@ export const MARK = '# added by factory hooks install';
 /** Claude Code event → our subcommand and its time limit (seconds): provisioning may boot a VM under software emulation. */
 export const HOOK_EVENTS = {
   SessionStart: { sub: 'session-start', timeout: 900 },
+  // Every tool call: the hook decides within 30 s itself; `|| exit 2` makes any failure of it block the call.
+  PreToolUse: { sub: 'pre-tool-use', timeout: 120, matcher: '*' },
   Stop: { sub: 'stop', timeout: 300 },
   SessionEnd: { sub: 'session-end', timeout: 600 },
 } as const;
@@ -28,6 +31,8 @@ export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME 
 }
 
 export function hookCommand(prefix: string, event: HookEvent): string {
+  // A PreToolUse hook that exits with any status but 0 or 2 would let the call run (a mere warning): every failure becomes 2.
+  if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --via ${shellWord(prefix)} || exit 2 ${MARK}`;
   return `${prefix} hook ${HOOK_EVENTS[event].sub} ${MARK}`;
 }
 
@@ -61,12 +66,14 @@ export function mergeHooks(settings: Json, prefix: string): { settings: Json; ch
   let changed = false;
   for (const [event, { timeout }] of Object.entries(HOOK_EVENTS) as Array<[HookEvent, (typeof HOOK_EVENTS)[HookEvent]]>) {
     const want = { type: 'command', command: hookCommand(prefix, event), timeout };
+    const matcher = 'matcher' in HOOK_EVENTS[event] ? (HOOK_EVENTS[event] as { matcher: string }).matcher : undefined;
     const groups = (hooks[event] ??= []);
-    const ours = groups.flatMap((g) => (g.hooks as Json[]).filter((h) => isOurCommand(h.command)));
-    if (ours.length === 1 && JSON.stringify(ours[0]) === JSON.stringify(want)) continue;
+    const ourGroups = groups.filter((g) => (g.hooks as Json[]).some((h) => isOurCommand(h.command)));
+    const ours = ourGroups.flatMap((g) => (g.hooks as Json[]).filter((h) => isOurCommand(h.command)));
+    if (ours.length === 1 && JSON.stringify(ours[0]) === JSON.stringify(want) && ourGroups[0]!.matcher === matcher) continue;
     // Another prefix or a duplicate: ours go, then one fresh entry.
     removeFrom(hooks, event);
-    (hooks[event] ??= []).push({ hooks: [want] });
+    (hooks[event] ??= []).push({ ...(matcher !== undefined ? { matcher } : {}), hooks: [want] });
     changed = true;
   }
   return { settings: out, changed };

@@ -39,8 +39,8 @@ describe('the hook input', () => {
 describe('the context the session receives', () => {
   it('says how to run commands in the sandbox and how the work comes back', () => {
     const text = sessionContext({ id: 'q26rg9b4', baseCommit: 'a'.repeat(40), branch: 'factory/q26rg9b4' } as Task, false);
-    expect(text).toContain('factory exec q26rg9b4 -- <command>');
+    expect(text).toContain('Every command you run with the Bash tool runs in that sandbox');
     expect(text).toContain('factory diff q26rg9b4');
-    expect(text).toContain("the app's review");
+    expect(text).toContain('approves it into a branch');
   });
 });

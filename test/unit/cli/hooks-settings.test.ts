@@ -29,9 +29,11 @@ beforeEach(() => {
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('factory hooks install', () => {
-  it('creates .claude/settings.json with the three command hooks in Claude Code\'s shape', async () => {
+  it('creates .claude/settings.json with the four command hooks in Claude Code\'s shape', async () => {
     expect(await installHooks(file, 'factory')).toEqual({ changed: true });
     const s = read();
+    // Every tool call goes through the PreToolUse hook; any failure of it becomes Claude Code's blocking status 2.
+    expect(s.hooks.PreToolUse).toEqual([{ matcher: '*', hooks: [{ type: 'command', command: `factory hook pre-tool-use --via factory || exit 2 ${MARK}`, timeout: 120 }] }]);
     expect(s.hooks.SessionStart).toEqual([{ hooks: [{ type: 'command', command: `factory hook session-start ${MARK}`, timeout: 900 }] }]);
     expect(s.hooks.Stop[0].hooks[0].command).toBe(`factory hook stop ${MARK}`);
     expect(s.hooks.SessionEnd[0].hooks[0].command).toBe(`factory hook session-end ${MARK}`);
@@ -45,7 +47,8 @@ describe('factory hooks install', () => {
     const s = read();
     expect(s.model).toBe('opus');
     expect(s.permissions).toEqual(USERS.permissions);
-    expect(s.hooks.PreToolUse).toEqual(USERS.hooks.PreToolUse);
+    expect(s.hooks.PreToolUse[0]).toEqual(USERS.hooks.PreToolUse[0]);
+    expect(s.hooks.PreToolUse).toHaveLength(2);
     expect(s.hooks.SessionStart[0]).toEqual(USERS.hooks.SessionStart[0]);
     expect(s.hooks.SessionStart).toHaveLength(2);
     expect(s.hooks.Stop[0]).toEqual(USERS.hooks.Stop[0]);
@@ -59,7 +62,7 @@ describe('factory hooks install', () => {
     await installHooks(file, 'factory');
     await installHooks(file, '/opt/factory/bin/factory');
     const s = read();
-    for (const e of ['SessionStart', 'Stop', 'SessionEnd']) {
+    for (const e of ['SessionStart', 'PreToolUse', 'Stop', 'SessionEnd']) {
       expect(s.hooks[e]).toHaveLength(1);
       expect(s.hooks[e][0].hooks[0].command).toMatch(/^\/opt\/factory\/bin\/factory hook /);
     }
@@ -74,7 +77,7 @@ describe('factory hooks install', () => {
     s.hooks.Stop[0].hooks.push(s.hooks.Stop[1].hooks[0]);
     s.hooks.Stop.pop();
     fs.writeFileSync(file, JSON.stringify(s));
-    expect(await uninstallHooks(file)).toEqual({ removed: 3 });
+    expect(await uninstallHooks(file)).toEqual({ removed: 4 });
     expect(read()).toEqual(USERS);
     expect(await uninstallHooks(file)).toEqual({ removed: 0 });
   });

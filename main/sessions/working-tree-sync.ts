@@ -1,0 +1,155 @@
+// A hooks session's working tree, carried one way into its sandbox before each
+// routed command (issue 27): the user sees the agent's edits on this computer
+// (Read/Edit/Write act there), and the command in the sandbox sees them too.
+// Incremental: a file is sent when its state on disk (size, time, inode, mode,
+// link target) differs from what was last sent; a file that is gone is removed.
+// The candidates are what `git status` lists as changed or untracked (ignored
+// files such as node_modules never travel) and what was sent before (a file
+// the user reverted goes again). Bounded: at most MAX_FILES files and
+// MAX_BYTES bytes per sync, else nothing is sent and the error names the
+// largest files. Nothing ever comes back this way: what the sandbox produces
+// returns only through the review.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { FactoryError } from '../../common/contract.js';
+import { uncommittedChanges } from '../git/work-tree-changes.js';
+import type { GuestSsh } from '../guest/guest-ssh.js';
+import { asAgent, GUEST_REPO_DIR } from '../guest/guest-shell.js';
+
+export const SYNC_MAX_BYTES = 64 * 1024 * 1024;
+export const SYNC_MAX_FILES = 5000;
+const SYNC_TIMEOUT_MS = 120_000;
+
+export interface SyncPlan {
+  send: Array<{ path: string; size: number; sig: string }>;
+  remove: string[];
+  bytes: number;
+}
+
+export interface SyncResult {
+  sent: number;
+  removed: number;
+  bytes: number;
+}
+
+export class WorkingTreeSync {
+  /** path → the state it had on disk when it was last sent ('gone' once removed). */
+  private readonly sent = new Map<string, string>();
+  private running: Promise<SyncResult> | undefined;
+
+  constructor(
+    private readonly repoPath: string,
+    private readonly limits = { maxBytes: SYNC_MAX_BYTES, maxFiles: SYNC_MAX_FILES },
+  ) {}
+
+  /** One sync at a time per session: a second command waits for the first one's sync, then makes its own. */
+  sync(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
+    const run = (this.running ?? Promise.resolve()).catch(() => undefined).then(() => this.syncOnce(ssh));
+    this.running = run;
+    return run;
+  }
+
+  private async syncOnce(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
+    const plan = await this.plan();
+    if (plan.remove.length) await guestCommand(ssh, `cd ${GUEST_REPO_DIR} && xargs -0 -r rm -f --`, Buffer.from(plan.remove.map((p) => `${p}\0`).join('')));
+    if (plan.send.length) await this.sendFiles(ssh, plan);
+    for (const f of plan.send) this.sent.set(f.path, f.sig);
+    for (const p of plan.remove) this.sent.set(p, 'gone');
+    return { sent: plan.send.length, removed: plan.remove.length, bytes: plan.bytes };
+  }
+
+  /** What this sync would send and remove; throws SyncTooLarge over the limits. */
+  async plan(): Promise<SyncPlan> {
+    const changed = await uncommittedChanges(this.repoPath, SYNC_TIMEOUT_MS);
+    const candidates = new Set([...changed.map((c) => c.path), ...this.sent.keys()]);
+    const plan: SyncPlan = { send: [], remove: [], bytes: 0 };
+    for (const rel of candidates) {
+      const sig = signature(path.join(this.repoPath, rel));
+      if (sig === undefined) continue; // a folder or a special file: not carried
+      if (this.sent.get(rel) === sig) continue;
+      if (sig === 'gone') {
+        plan.remove.push(rel);
+        continue;
+      }
+      const size = sig.startsWith('link:') ? 0 : Number(sig.split(':')[1]);
+      plan.send.push({ path: rel, size, sig });
+      plan.bytes += size;
+    }
+    if (plan.send.length > this.limits.maxFiles || plan.bytes > this.limits.maxBytes) {
+      const largest = [...plan.send].sort((a, b) => b.size - a.size).slice(0, 3).map((f) => `${JSON.stringify(f.path)} (${mib(f.size)})`);
+      throw new FactoryError(
+        'SyncTooLarge',
+        `the working tree's changes are too large to carry into the sandbox before the command: ${plan.send.length} files, ${mib(plan.bytes)} ` +
+          `(at most ${this.limits.maxFiles} files and ${mib(this.limits.maxBytes)}); the largest: ${largest.join(', ')}. ` +
+          'Add generated files to .gitignore, or commit them; the command did not run',
+      );
+    }
+    return plan;
+  }
+
+  /** The files as a tar stream from this computer's tar (no links followed) into the guest's, as the agent user. */
+  private async sendFiles(ssh: Pick<GuestSsh, 'exec'>, plan: SyncPlan): Promise<void> {
+    const tar = spawn('tar', ['-c', '-f', '-', '--null', '--no-recursion', '-T', '-'], { cwd: this.repoPath, stdio: ['pipe', 'pipe', 'pipe'] });
+    tar.stdin.end(plan.send.map((f) => `${f.path}\0`).join(''));
+    let tarErr = '';
+    tar.stderr.on('data', (d: Buffer) => (tarErr = (tarErr + d.toString('utf8')).slice(-2000)));
+    const tarDone = new Promise<number | null>((resolve) => tar.on('close', (code) => resolve(code)));
+    // A file that grew after it was measured: the stream stops at the limit plus the tar framing.
+    const cap = plan.bytes + plan.send.length * 1536 + 10240 + 1024 * 1024;
+    await guestCommand(ssh, `cd ${GUEST_REPO_DIR} && tar -x -f - --no-same-owner --no-overwrite-dir`, tar.stdout, cap);
+    const code = await tarDone;
+    if (code !== 0) throw new FactoryError('SyncFailed', `reading the working tree's changed files failed (tar exit ${code}): ${tarErr.trim().slice(0, 300)}`);
+  }
+}
+
+/** The state of a path on disk: 'gone', 'link:<target>', 'file:<size>:<mtime>:<ino>:<mode>', or undefined for what is not carried. */
+function signature(full: string): string | undefined {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(full);
+  } catch {
+    // Not there: it was removed.
+    return 'gone';
+  }
+  if (st.isSymbolicLink()) return `link:${fs.readlinkSync(full)}`;
+  if (!st.isFile()) return undefined;
+  return `file:${st.size}:${st.mtimeMs}:${st.ino}:${st.mode}`;
+}
+
+/** Runs `script` in the guest as the agent user with `input` on its stdin; throws with its stderr when it fails. */
+async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, script: string, input: Buffer | NodeJS.ReadableStream, cap = Infinity): Promise<void> {
+  const channel = await ssh.exec(asAgent(script));
+  let err = '';
+  channel.stderr.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-2000)));
+  channel.on('data', () => undefined);
+  const done = new Promise<number | null>((resolve) => {
+    let code: number | null = null;
+    channel.on('exit', (c: number | null) => (code = c));
+    channel.on('close', () => resolve(code));
+  });
+  const timer = setTimeout(() => channel.close(), SYNC_TIMEOUT_MS);
+  try {
+    if (Buffer.isBuffer(input)) channel.end(input);
+    else {
+      let n = 0;
+      for await (const chunk of input as AsyncIterable<Buffer>) {
+        n += chunk.length;
+        if (n > cap) {
+          channel.close();
+          throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
+        }
+        if (!channel.write(chunk)) await new Promise((r) => channel.once('drain', r));
+      }
+      channel.end();
+    }
+    const code = await done;
+    if (code !== 0) throw new FactoryError('SyncFailed', `carrying the working tree's changes into the sandbox failed (exit ${code}): ${err.trim().slice(0, 300)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function mib(n: number): string {
+  return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
+}
