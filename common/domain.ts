@@ -249,6 +249,10 @@ export const SystemStatus = z.object({
   host: z.enum(['electron', 'web']),
   /** Optional: a host without a pool (or an older one) leaves it out. */
   pool: PoolStatus.optional(),
+  /** State files (task records, settings) that could not be read at start: kept aside, and the backup used when one read. */
+  stateProblems: z
+    .array(z.object({ file: z.string(), error: z.string(), keptAs: z.string().optional(), restoredFrom: z.string().optional() }))
+    .optional(),
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
 

@@ -268,8 +268,14 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   await tasks.init();
   // After the tasks reaped their own sandboxes: what is left in the pool's folder is a crash's, and goes.
   const poolStarted = pool?.start().catch((err: unknown) => log.child('pool').warn('starting the warm pool failed', { err }));
-  for (const p of store.problems) {
-    log.child('state').warn('a task record could not be read', { file: p.file, error: p.error, keptAs: p.keptAs ?? '(could not move it)' });
+  const stateProblems = [...settings.problems, ...store.problems];
+  for (const p of stateProblems) {
+    log.child('state').warn(p.restoredFrom ? 'a state file could not be read; its backup is used' : 'a state file could not be read', {
+      file: p.file,
+      error: p.error,
+      keptAs: p.keptAs ?? '(could not move it)',
+      ...(p.restoredFrom ? { restoredFrom: p.restoredFrom } : {}),
+    });
   }
 
   // The header's keychain state: a lookup of an entry that is never written. It needs the
@@ -317,6 +323,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         dataDir: paths.data,
         host: opts.host,
         ...(pool ? { pool: pool.status() } : {}),
+        ...(stateProblems.length ? { stateProblems } : {}),
       };
       return status;
     },

@@ -1,8 +1,13 @@
 // User settings (not secrets) kept by `conf` in the data dir, read back through
 // a zod schema so a hand-edited file with a bad value falls back to the default
-// for that field instead of breaking the app.
+// for that field instead of breaking the app. Each change keeps the file it
+// replaces as `settings.json.bak`; a file that is not JSON at all (truncated,
+// garbled) is moved aside, reported, and its backup read instead.
 import Conf from 'conf';
+import fs from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
+import { backupOf, type StateProblem } from './state-store.js';
 import { defaultEgressRules, EgressRule } from '../../common/egress.js';
 import { EditorCommand, MAX_KEEP_MINUTES } from '../../common/domain.js';
 
@@ -51,14 +56,62 @@ export type Settings = z.infer<typeof SettingsSchema>;
 
 export class SettingsStore {
   private readonly conf: Conf<Record<string, unknown>>;
+  private readonly file: string;
+  /** A settings file that could not be read at start, with what stands in for it. */
+  readonly problems: StateProblem[] = [];
 
   constructor(opts: { dir: string }) {
-    this.conf = new Conf<Record<string, unknown>>({
-      cwd: opts.dir,
-      configName: 'settings',
-      projectName: 'factory-in-a-box',
-      projectSuffix: '',
-    });
+    this.file = path.join(opts.dir, 'settings.json');
+    const open = () =>
+      new Conf<Record<string, unknown>>({
+        cwd: opts.dir,
+        configName: 'settings',
+        projectName: 'factory-in-a-box',
+        projectSuffix: '',
+      });
+    try {
+      this.conf = open();
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.problems.push(this.recover(err.message));
+      this.conf = open();
+    }
+  }
+
+  /** Moves the unreadable file aside and puts its backup (when that one is JSON) in its place. */
+  private recover(error: string): StateProblem {
+    const problem: StateProblem = { file: this.file, error };
+    const keptAs = `${this.file}.corrupt-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    try {
+      fs.renameSync(this.file, keptAs);
+      problem.keptAs = keptAs;
+    } catch {
+      // Left where it is: conf then fails again, and the error names the file.
+      return problem;
+    }
+    const backup = backupOf(this.file);
+    try {
+      const text = fs.readFileSync(backup, 'utf8');
+      JSON.parse(text);
+      const tmp = `${this.file}.${process.pid}.restore.tmp`;
+      fs.writeFileSync(tmp, text, { mode: 0o600 });
+      fs.renameSync(tmp, this.file);
+      problem.restoredFrom = backup;
+    } catch {
+      // No usable backup: every setting reads as its default, and the problem says so.
+    }
+    return problem;
+  }
+
+  /** Points settings.json.bak at the file as it is now, before a change replaces it. */
+  private keepBackup(): void {
+    const tmp = `${this.file}.${process.pid}.bak.tmp`;
+    try {
+      fs.copyFileSync(this.file, tmp);
+      fs.renameSync(tmp, backupOf(this.file));
+    } catch {
+      fs.rmSync(tmp, { force: true }); // no file yet, or no room: a backup helps, it does not block the change
+    }
   }
 
   get(): Settings {
@@ -73,6 +126,7 @@ export class SettingsStore {
 
   set(patch: Partial<Settings>): Settings {
     const next = SettingsSchema.parse({ ...this.get(), ...patch });
+    this.keepBackup();
     this.conf.set(next);
     return next;
   }

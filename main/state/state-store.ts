@@ -1,8 +1,9 @@
 // Persistence of tasks, their stage results, decisions and sandbox bookkeeping.
 // One JSON file per task under the state dir, written atomically (temp file,
-// fsync, rename, fsync of the directory), validated with zod on load. A file that
-// fails to parse is renamed aside (`*.corrupt-<time>`) and reported, never
-// silently dropped or overwritten.
+// fsync, rename, fsync of the directory), validated with zod on load. Each write
+// keeps the version it replaces as `<id>.json.bak`. A file that fails to parse is
+// renamed aside (`*.corrupt-<time>`) and reported, and its backup, when that one
+// reads, takes its place: never silently dropped, reset or overwritten.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -33,22 +34,75 @@ export interface StateProblem {
   error: string;
   /** Where the unreadable file was moved so nothing is lost. */
   keptAs?: string;
+  /** The backup whose content now stands in for it (the version before the last write). */
+  restoredFrom?: string;
+}
+
+/** The previous version of a state file, kept by each write. */
+export function backupOf(file: string): string {
+  return `${file}.bak`;
+}
+
+/** Moves an unreadable state file aside under a dated name; undefined when it could not be moved. */
+export async function moveAside(file: string): Promise<string | undefined> {
+  const keptAs = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+  try {
+    await fs.rename(file, keptAs);
+    return keptAs;
+  } catch {
+    return undefined;
+  }
 }
 
 const MAX_STATE_FILE_BYTES = 8 * 1024 * 1024;
 const SAFE_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
-export async function writeFileAtomic(file: string, data: string | Buffer): Promise<void> {
+function tempNameFor(file: string): string {
+  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
+}
+
+/**
+ * Points `<file>.bak` at the current content of `file` (a hard link, renamed into
+ * place, so the backup is whole or the old one; a copy where links are refused).
+ */
+async function keepBackup(file: string): Promise<void> {
+  const tmp = tempNameFor(file);
+  try {
+    await fs.link(file, tmp);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // nothing to keep yet
+    try {
+      await fs.copyFile(file, tmp);
+    } catch {
+      await fs.rm(tmp, { force: true });
+      return; // a backup is a help, not a condition of the write
+    }
+  }
+  try {
+    await fs.rename(tmp, backupOf(file));
+  } catch {
+    await fs.rm(tmp, { force: true });
+  }
+}
+
+export async function writeFileAtomic(file: string, data: string | Buffer, opts: { backup?: boolean } = {}): Promise<void> {
   const dir = path.dirname(file);
   await fs.mkdir(dir, { recursive: true });
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
+  const tmp = tempNameFor(file);
   const handle = await fs.open(tmp, 'w', 0o600);
   try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    // A full disk fails here: the partial temp file goes, the old file stays as it was.
+    await fs.rm(tmp, { force: true });
+    throw err;
   }
+  if (opts.backup) await keepBackup(file);
   try {
     await fs.rename(tmp, file);
   } catch (err) {
@@ -68,6 +122,19 @@ export async function writeFileAtomic(file: string, data: string | Buffer): Prom
   }
 }
 
+/** One task record from `file`, checked against its schema, its size cap and its file name. */
+async function readRecord(file: string, name: string): Promise<TaskRecord> {
+  const stat = await fs.stat(file);
+  if (stat.size > MAX_STATE_FILE_BYTES) throw new Error(`file is ${stat.size} bytes, over the ${MAX_STATE_FILE_BYTES} byte cap`);
+  const parsed = TaskRecord.safeParse(JSON.parse(await fs.readFile(file, 'utf8')));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`${issue?.path.join('.') || 'record'}: ${issue?.message ?? 'invalid'}`);
+  }
+  if (`${parsed.data.task.id}.json` !== name) throw new Error(`task id ${parsed.data.task.id} does not match the file name`);
+  return parsed.data;
+}
+
 export class StateStore {
   private readonly tasksDir: string;
   /** Writes to one file are chained so an older snapshot never lands after a newer one. */
@@ -78,7 +145,7 @@ export class StateStore {
     this.tasksDir = path.join(opts.dir, 'tasks');
   }
 
-  /** Loads every task record; unreadable ones are moved aside and listed in `problems`. */
+  /** Loads every task record; unreadable ones are moved aside, replaced by their backup when it reads, and listed in `problems`. */
   async loadTasks(): Promise<TaskRecord[]> {
     await fs.mkdir(this.tasksDir, { recursive: true });
     const names = (await fs.readdir(this.tasksDir)).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
@@ -86,25 +153,18 @@ export class StateStore {
     for (const name of names.sort()) {
       const file = path.join(this.tasksDir, name);
       try {
-        const stat = await fs.stat(file);
-        if (stat.size > MAX_STATE_FILE_BYTES) throw new Error(`file is ${stat.size} bytes, over the ${MAX_STATE_FILE_BYTES} byte cap`);
-        const parsed = TaskRecord.safeParse(JSON.parse(await fs.readFile(file, 'utf8')));
-        if (!parsed.success) {
-          const issue = parsed.error.issues[0];
-          throw new Error(`${issue?.path.join('.') || 'record'}: ${issue?.message ?? 'invalid'}`);
-        }
-        if (`${parsed.data.task.id}.json` !== name) throw new Error(`task id ${parsed.data.task.id} does not match the file name`);
-        records.push(parsed.data);
+        records.push(await readRecord(file, name));
       } catch (err) {
-        const keptAs = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-        let moved: string | undefined;
-        try {
-          await fs.rename(file, keptAs);
-          moved = keptAs;
-        } catch {
-          moved = undefined;
+        const problem: StateProblem = { file, error: err instanceof Error ? err.message : String(err) };
+        const backup = await readRecord(backupOf(file), name).catch(() => undefined);
+        problem.keptAs = await moveAside(file);
+        if (backup && problem.keptAs) {
+          // The backup becomes the record again (written back, so the next write keeps it as its backup).
+          await writeFileAtomic(file, JSON.stringify(backup, null, 2) + '\n');
+          problem.restoredFrom = backupOf(file);
+          records.push(backup);
         }
-        this.problems.push({ file, error: err instanceof Error ? err.message : String(err), keptAs: moved });
+        this.problems.push(problem);
       }
     }
     return records;
@@ -114,12 +174,16 @@ export class StateStore {
     const id = record.task.id;
     if (!SAFE_ID.test(id)) return Promise.reject(new Error(`unsafe task id ${JSON.stringify(id)}`));
     const data = JSON.stringify(TaskRecord.parse(record), null, 2) + '\n';
-    return this.chain(id, () => writeFileAtomic(this.fileFor(id), data));
+    return this.chain(id, () => writeFileAtomic(this.fileFor(id), data, { backup: true }));
   }
 
   deleteTask(id: string): Promise<void> {
     if (!SAFE_ID.test(id)) return Promise.reject(new Error(`unsafe task id ${JSON.stringify(id)}`));
-    return this.chain(id, () => fs.rm(this.fileFor(id), { force: true }));
+    const file = this.fileFor(id);
+    return this.chain(id, async () => {
+      await fs.rm(file, { force: true });
+      await fs.rm(backupOf(file), { force: true });
+    });
   }
 
   /** Resolves once every pending write has landed. */
