@@ -1,9 +1,54 @@
 // The layering rules of the code base (docs/DESIGN.md, "Layering"), checked by
-// `npm test` (scripts/check-layers.mjs). A rule broken here fails the run with
-// the importing file, the imported one and the rule's reason.
+// `npm test` (the "layering" step of scripts/test.mjs). A rule broken here fails
+// the run with the importing file, the imported one and the rule's reason.
+
+// The folders of main/, lowest first: a folder imports only folders before it
+// (and common/), never one after it, so no two folders import each other. A
+// new folder of main/ must be given its place here (rule main-folder-has-a-place).
+const MAIN_ORDER = [
+  'log', // the app's log
+  'ssh', // keys and the SSH client of a sandbox
+  'state', // persistence: paths, settings, the task store
+  'terminal', // terminal sessions and their logs
+  'git', // every git the host runs
+  'guest', // what runs in the guest and how the host speaks to it
+  'environment', // what a repository's sandbox needs
+  'vm', // images, layers, QEMU: process, snapshot, identity, first shell
+  'credentials', // broker, proxy, leak check
+  'exec', // one command in a sandbox
+  'pipeline', // stages and agents
+  'pullback', // the result back to the host
+  'sessions', // agent sessions on the host
+  'sandbox', // what a running sandbox is to the rest of the app
+  'pool', // warm VMs waiting for a task
+  'remote', // sandbox hosts over SSH
+  'tasks', // the task's life
+  'instance', // one app per data folder, and how its clients reach it
+  'cli', // the factory command
+  'app.ts', // the composition root
+  'host', // Electron, web and socket hosts of the app
+];
+
+const mainPath = (name) => (name.endsWith('.ts') ? `main/${name.replace(/\./g, '\\.')}$` : `main/${name}/`);
+const folderOrder = MAIN_ORDER.slice(0, -1).map((name, i) => ({
+  name: `main-order-${name}`,
+  comment: `main/ folders depend downwards only (MAIN_ORDER): ${name} imports nothing of ${MAIN_ORDER.slice(i + 1).join(', ')}.`,
+  severity: 'error',
+  from: { path: `^${mainPath(name)}` },
+  to: { path: `^(${MAIN_ORDER.slice(i + 1).map(mainPath).join('|')})` },
+}));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...folderOrder,
+    {
+      name: 'main-folder-has-a-place',
+      comment: 'Every folder (and file) directly in main/ has its place in MAIN_ORDER.',
+      severity: 'error',
+      from: { path: '^main/', pathNot: `^(${MAIN_ORDER.map(mainPath).join('|')})` },
+      to: {},
+    },
     {
       name: 'renderer-no-node',
       comment: 'The renderer runs in a sandboxed page: no Node built-ins, no Electron, no host-only packages.',
@@ -66,10 +111,11 @@ module.exports = {
       name: 'hosts-use-the-app-only',
       comment:
         'The Electron and web hosts serve the app built by app.ts; they construct no service themselves. ' +
-        "The packaged binary is also the factory CLI, so it may start the CLI's entry (a client of the app).",
+        "The packaged binary is also the factory CLI, so it may start the CLI's entry (a client of the app) and read its " +
+        'arguments (cli-route); it holds the data folder with the instance lock and listens where clients look (main/instance/).',
       severity: 'error',
       from: { path: '^main/host/' },
-      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$|cli/main\\.ts$)' },
+      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$|cli/main\\.ts$|cli/cli-route\\.ts$|instance/)' },
     },
     {
       name: 'pullback-not-pipeline',

@@ -31,8 +31,8 @@ import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
 import { createFileLogger, parseLogLevel } from './log/logger.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
-import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './tasks/sandbox-ports.js';
-import { LiveSandboxes } from './tasks/live-sandboxes.js';
+import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './sandbox/sandbox-ports.js';
+import { LiveSandboxes } from './sandbox/live-sandboxes.js';
 import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
 import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
@@ -40,7 +40,7 @@ import { AgentSessionWatcher } from './tasks/agent-session.js';
 import { FirstShells } from './tasks/first-shells.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
 import { spawnHostShell } from './terminal/host-shell.js';
-import { nextStepApi } from './git/next-step-api.js';
+import { nextStepApi } from './tasks/next-step-api.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
 import { ImageStore, type BaseImage } from './vm/image-store.js';
@@ -59,7 +59,7 @@ import { hostsApi } from './remote/hosts-api.js';
 import { SandboxHosts } from './remote/sandbox-hosts.js';
 import { remoteLeakSourceOf } from './remote/libvirt-sandbox-driver.js';
 import { SessionStore } from './sessions/session-store.js';
-import { cliInstallHere } from './host/cli-install.js';
+import { cliInstallHere } from './cli/cli-install.js';
 import { sessionGraceMs } from './sessions/session-settings.js';
 
 export interface FactoryApp {

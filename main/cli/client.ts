@@ -4,7 +4,7 @@
 import net from 'node:net';
 import { FactoryError, fromWireError, type ApiInput, type ApiMethod, type ApiOutputs, type FactoryEvent, type WireError } from '../../common/contract.js';
 import { Listeners } from '../../common/listeners.js';
-import { LineReader, encodeLine } from '../host/socket/line-framing.js';
+import { LineReader, encodeLine } from '../instance/line-framing.js';
 
 export interface TerminalChunk {
   sessionId: string;

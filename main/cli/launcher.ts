@@ -5,9 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DISPLAYLESS_SWITCHES, HEADLESS_FLAG } from '../host/electron/cli-route.js';
-import { LOCK_FILE, pidAlive, readPid } from '../host/socket/instance-lock.js';
-import { socketPath } from '../host/socket/socket-host.js';
+import { DISPLAYLESS_SWITCHES, HEADLESS_FLAG } from './cli-route.js';
+import { LOCK_FILE, pidAlive, readPid } from '../instance/instance-lock.js';
+import { socketPath } from '../instance/socket-path.js';
 import { FactoryClient } from './client.js';
 import { FactoryError } from '../../common/contract.js';
 

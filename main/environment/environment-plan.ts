@@ -9,11 +9,11 @@ import { FactoryError } from '../../common/contract.js';
 import { runGit } from '../git/host-git.js';
 import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
 import type { EnvironmentConfig } from './env-schema.js';
-import type { PipelineConfig } from '../pipeline/config.js';
 import { DEFAULT_KEY_FILES, DETECTION_FILES, detect, isNodeProject, packageManagerPackage, readPackageJson, type PackageJsonFacts } from './detect.js';
 import { DEVCONTAINER_PATHS, MAX_DEVCONTAINER_BYTES, parseDevcontainer, type DevcontainerPlan } from './devcontainer.js';
 import { requestsToRules, type EgressRule } from './egress-request.js';
-import { DEFAULT_MEMORY_BOUNDS, guestMemory, type MemoryBounds } from './guest-memory.js';
+import { guestMemory, type MemoryBounds } from './guest-memory.js';
+import { DEFAULT_MEMORY_BOUNDS } from '../state/settings.js';
 import { NODE_SPEC_FILES, NodeRegistry, specFromFile, type NodeChoice, type NodeSpec } from './node-version.js';
 import { bashCommand, setupSteps, type NodeInstall, type SetupCommand, type SetupStep } from './setup-script.js';
 
@@ -54,7 +54,8 @@ export interface EnvironmentPlan {
 export interface PlanInput {
   repoPath: string;
   commit: string;
-  config: PipelineConfig;
+  /** The repository's .factory/pipeline.json; only its `environment` section is read here. */
+  config: { environment?: EnvironmentConfig | undefined };
   imageVersion: string;
   /** Injected; the default asks the npm registry. */
   resolveNode?: (spec: string) => Promise<string>;

@@ -24,9 +24,6 @@ export interface MemoryBounds {
   maxMb: number;
 }
 
-/** The settings' defaults (vmMemoryMb, vmMemoryMaxMb). */
-export const DEFAULT_MEMORY_BOUNDS: Readonly<MemoryBounds> = { defaultMb: 1024, maxMb: 4096 };
-
 export interface GuestMemory {
   /** What the sandbox boots with. */
   memoryMb: number;

@@ -12,9 +12,15 @@
 // once sshd listens; the host's first SSH connection then pins the new key.
 import net from 'node:net';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
-import { IDENTITY_PORT_NAME } from '../vm/qemu-args.js';
 import { GUEST_SSH_PATHS, identityApplyPerl, rekeyInput } from './guest-agent.js';
 import { consolePrestartPerl, consoleRelayPerl, consoleRequestLine, consoleSubsPerl, GuestConsole } from './guest-console.js';
+
+/**
+ * The guest's name of the virtio-serial port a restored clone gets its identity
+ * through: the host writes into the socket chardev `identity0` (vm/qemu-args.ts),
+ * the waiter the template left in the guest reads it.
+ */
+export const IDENTITY_PORT_NAME = 'org.factory.identity';
 
 /** The waiter's answers are short; anything longer is not a waiter speaking. */
 const MAX_REPLY_BYTES = 1024;

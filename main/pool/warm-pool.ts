@@ -15,8 +15,8 @@ import path from 'node:path';
 import type { PoolStatus } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { Settings } from '../state/settings.js';
-import type { PooledGuest } from '../tasks/live-sandboxes.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort } from '../tasks/sandbox-ports.js';
+import type { PooledGuest } from '../sandbox/live-sandboxes.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort } from '../sandbox/sandbox-ports.js';
 import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from './pool-budget.js';
 
 /**

@@ -1,5 +1,5 @@
 // Sandboxes on a remote host through libvirt, behind the same port as the
-// local QEMU driver (main/tasks/sandbox-ports.ts). Everything crosses one SSH
+// local QEMU driver (main/sandbox/sandbox-ports.ts). Everything crosses one SSH
 // connection to the host (ssh-host.ts): `virsh` run there, the base image
 // uploaded once (volume-store.ts), a qcow2 overlay per sandbox, a transient
 // domain (domain-xml.ts). The guest's SSH is reached through the host (a local
@@ -14,7 +14,7 @@ import { FactoryError } from '../../common/contract.js';
 import { waitForSsh, connectGuest } from '../guest/guest-agent.js';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';
-import type { GuestForwardSpec, QemuDriverPort, RunningVmPort } from '../tasks/sandbox-ports.js';
+import type { GuestForwardSpec, QemuDriverPort, RunningVmPort } from '../sandbox/sandbox-ports.js';
 import type { BaseImage } from '../vm/image-store.js';
 import { checkHostPath, domainXml, DOMAIN_NAME, libvirtTooOldToEmulate } from './domain-xml.js';
 import type { SshHost } from './ssh-host.js';

@@ -12,10 +12,12 @@ import { defaultEgressRules, EgressRule } from '../../common/egress.js';
 import { EditorCommand, MAX_KEEP_MINUTES } from '../../common/domain.js';
 
 import { SandboxHostSetting } from '../../common/sandbox-hosts.js';
-import { DEFAULT_MEMORY_BOUNDS } from '../environment/guest-memory.js';
 
 /** A machine sandboxes may run on, reached over SSH (issue 14); one schema with the hosts.* API. */
 export { SandboxHostSetting };
+
+/** The defaults of vmMemoryMb and vmMemoryMaxMb: guest memory without a word from the repository, and the most it may ask for. */
+export const DEFAULT_MEMORY_BOUNDS: Readonly<{ defaultMb: number; maxMb: number }> = { defaultMb: 1024, maxMb: 4096 };
 
 export const SettingsSchema = z.object({
   /** How many tasks may provision and run their pipeline at the same time. */

@@ -17,9 +17,9 @@ import { writeFileAtomic } from '../state/state-store.js';
 import { createSeedBundle } from './host-repo.js';
 import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle } from '../guest/guest-certificates.js';
 import { writeGuestFile } from '../pipeline/stage-runner.js';
-import type { LiveSandbox, LiveSandboxes } from './live-sandboxes.js';
+import type { LiveSandbox, LiveSandboxes } from '../sandbox/live-sandboxes.js';
 import type { PooledSandbox } from '../pool/warm-pool.js';
-import type { FirstShellRequest, GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from './sandbox-ports.js';
+import type { FirstShellRequest, GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from '../sandbox/sandbox-ports.js';
 
 export interface SandboxProvisionerDeps<Image> {
   paths: AppPaths;

@@ -6,7 +6,7 @@ import { FactoryError } from '../../common/contract.js';
 import type { SetupInfo } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { TaskRecord } from '../state/state-store.js';
-import type { LiveSandbox } from './live-sandboxes.js';
+import type { LiveSandbox } from '../sandbox/live-sandboxes.js';
 import type { SetupRunner } from './setup-step.js';
 import type { TaskBook } from './task-book.js';
 import type { TaskEnvironment } from './task-environment.js';

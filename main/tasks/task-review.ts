@@ -16,7 +16,7 @@ import type { Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
 import { writeFileAtomic, type TaskRecord } from '../state/state-store.js';
 import { pullBack } from './pull-back.js';
-import type { SandboxSshPort } from './sandbox-ports.js';
+import type { SandboxSshPort } from '../sandbox/sandbox-ports.js';
 import type { TaskBook } from './task-book.js';
 
 export interface TaskReviewsDeps {

@@ -4,6 +4,7 @@
 // on 127.0.0.1 only, guest->host paths only as per-connection commands, no
 // host folder shared, no display, serial console to a file, QMP for control.
 import type { AccelChoice } from './accel-probe.js';
+import { IDENTITY_PORT_NAME } from '../guest/identity-channel.js';
 
 export interface GuestForward {
   /** Address inside the guest network the guest connects to, e.g. 10.0.2.100. */
@@ -29,13 +30,6 @@ export type GuestMemory = { kind: 'ram' } | { kind: 'file'; path: string; shared
 
 /** QEMU's id of the guest RAM backend, and so the RAM block's name in a saved state. */
 export const GUEST_RAM_ID = 'ram0';
-
-/**
- * The guest's name of the virtio-serial port a restored clone gets its identity
- * through (main/guest/identity-channel.ts): the host writes into the socket
- * chardev `identity0`, a waiter the template left in the guest reads it.
- */
-export const IDENTITY_PORT_NAME = 'org.factory.identity';
 
 /**
  * Every -device of the command line, in order. They are all in the machine key

@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { RunningVmPort } from '../../main/tasks/sandbox-ports.js';
+import type { RunningVmPort } from '../../main/sandbox/sandbox-ports.js';
 import { appPaths } from '../../main/state/paths.js';
 import { QemuDriver } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';

@@ -4,7 +4,7 @@
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FactoryError } from '../../common/contract.js';
-import { cliInstall } from '../../main/host/cli-install.js';
+import { cliInstall } from '../../main/cli/cli-install.js';
 import { mountWith, RecordingBridge } from './support/app-harness.js';
 
 afterEach(cleanup);

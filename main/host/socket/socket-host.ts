@@ -2,7 +2,7 @@
 // through dispatchCall), for the factory CLI. A unix socket in the data dir,
 // mode 0600 in a 0700 folder, so only this user reaches it; no token needed.
 //
-// Protocol, one JSON message per line (line-framing.ts):
+// Protocol, one JSON message per line (main/instance/line-framing.ts):
 //   host → client, first:  {"hello":{"app":"factory-in-a-box","protocol":1,"pid":N}}
 //   client → host:         {"id":1,"method":"tasks.list","input":{}}
 //   host → client:         {"id":1,"result":...}  or  {"id":1,"error":{"name","message","detail?"}}
@@ -12,11 +12,10 @@
 // a line over the cap gets an error and the connection is closed.
 import fs from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
 import { dispatchCall, type HostedApp } from '../hosted-app.js';
-import { LineReader, MAX_LINE_BYTES, encodeLine } from './line-framing.js';
+import { LineReader, MAX_LINE_BYTES, encodeLine } from '../../instance/line-framing.js';
+import { socketPath } from '../../instance/socket-path.js';
 
-export const SOCKET_FILE = 'factory.sock';
 export const SOCKET_PROTOCOL = 1;
 /** A client that stops reading is dropped rather than buffering without bound. */
 const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
@@ -28,11 +27,7 @@ export interface SocketHost {
   close(): Promise<void>;
 }
 
-export function socketPath(dataDir: string): string {
-  return path.join(dataDir, SOCKET_FILE);
-}
-
-/** The caller holds the data dir's instance lock (instance-lock.ts), so a socket file left there is stale. */
+/** The caller holds the data dir's instance lock (main/instance/instance-lock.ts), so a socket file left there is stale. */
 export async function startSocketHost(app: HostedApp, opts: { dataDir: string; maxLineBytes?: number }): Promise<SocketHost> {
   const file = socketPath(opts.dataDir);
   if (Buffer.byteLength(file) > MAX_SOCKET_PATH_BYTES) {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp } from '../../app.js';
 import { appPaths } from '../../state/paths.js';
-import { acquireInstanceLock } from '../socket/instance-lock.js';
+import { acquireInstanceLock } from '../../instance/instance-lock.js';
 import { startSocketHost } from '../socket/socket-host.js';
 import { startWebHost } from './web-host.js';
 

@@ -14,7 +14,7 @@ import { createFileLogger } from '../../../main/log/logger.js';
 import { WarmPool } from '../../../main/pool/warm-pool.js';
 import { appPaths } from '../../../main/state/paths.js';
 import { SettingsSchema } from '../../../main/state/settings.js';
-import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
+import { LiveSandboxes } from '../../../main/sandbox/live-sandboxes.js';
 import { SandboxProvisioner, warmPooledGuest } from '../../../main/tasks/sandbox-provisioner.js';
 import { ImageStore } from '../../../main/vm/image-store.js';
 import { killLeftoverQemu } from '../../../main/vm/leftover-qemu.js';

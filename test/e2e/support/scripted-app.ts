@@ -12,7 +12,7 @@ import type { ReviewConfirmationKind } from '../../../common/review.js';
 import { defaultEgressRules } from '../../../common/egress.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
-import { nextStepApi } from '../../../main/git/next-step-api.js';
+import { nextStepApi } from '../../../main/tasks/next-step-api.js';
 import { agentHistory, HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';

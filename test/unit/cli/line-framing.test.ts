@@ -1,7 +1,7 @@
 // The socket's framing: lines split across chunks, several lines per chunk, and a
 // line over the cap reported once without holding its bytes.
 import { describe, expect, it } from 'vitest';
-import { LineReader, encodeLine } from '../../../main/host/socket/line-framing.js';
+import { LineReader, encodeLine } from '../../../main/instance/line-framing.js';
 
 function reader(cap = 64) {
   const lines: string[] = [];

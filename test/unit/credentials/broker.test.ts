@@ -9,7 +9,7 @@ import type { CredentialEvent } from '../../../common/credentials.js';
 import { CredentialBroker } from '../../../main/credentials/broker.js';
 import { MemorySecretStore } from '../../../main/credentials/keychain.js';
 import { appPaths } from '../../../main/state/paths.js';
-import type { SandboxExtension } from '../../../main/tasks/sandbox-ports.js';
+import type { SandboxExtension } from '../../../main/sandbox/sandbox-ports.js';
 import { createTestCa, type TestCa } from '../../support/https.js';
 import { startModelStub, type ModelStub } from '../../support/model-stub.js';
 

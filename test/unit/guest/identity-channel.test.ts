@@ -7,11 +7,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { IdentityChannel, identityMessage, identityWaiterCommand } from '../../../main/guest/identity-channel.js';
+import { IDENTITY_PORT_NAME, IdentityChannel, identityMessage, identityWaiterCommand } from '../../../main/guest/identity-channel.js';
 import { GUEST_SSH_PATHS } from '../../../main/guest/guest-agent.js';
 import { CONSOLE_FRAME, encodeConsoleFrame } from '../../../main/guest/guest-console.js';
 import { generateSandboxKeys } from '../../../main/ssh/sandbox-keys.js';
-import { IDENTITY_PORT_NAME } from '../../../main/vm/qemu-args.js';
 
 let dir: string;
 const servers: net.Server[] = [];

@@ -9,9 +9,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cliInstall, FROM_SOURCE } from '../../../main/host/cli-install.js';
+import { cliInstall, FROM_SOURCE } from '../../../main/cli/cli-install.js';
 import { headlessCommand } from '../../../main/cli/launcher.js';
-import { CLI_FLAG, cliArgv, DISPLAYLESS_SWITCHES, electronMode, HEADLESS_FLAG } from '../../../main/host/electron/cli-route.js';
+import { CLI_FLAG, cliArgv, DISPLAYLESS_SWITCHES, electronMode, HEADLESS_FLAG } from '../../../main/cli/cli-route.js';
 import { tempDir } from '../../support/repo.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');

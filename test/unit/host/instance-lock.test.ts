@@ -5,9 +5,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid } from '../../../main/host/socket/instance-lock.js';
+import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid } from '../../../main/instance/instance-lock.js';
 
-const lockModule = path.resolve(__dirname, '../../../main/host/socket/instance-lock.ts');
+const lockModule = path.resolve(__dirname, '../../../main/instance/instance-lock.ts');
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { createFileLogger } from '../../../main/log/logger.js';
 import { WarmPool, type WarmPoolDeps } from '../../../main/pool/warm-pool.js';
 import { SettingsSchema, type Settings } from '../../../main/state/settings.js';
-import type { GuestForwardSpec, RunningVmPort } from '../../../main/tasks/sandbox-ports.js';
+import type { GuestForwardSpec, RunningVmPort } from '../../../main/sandbox/sandbox-ports.js';
 
 /** A connection record: no guest answers it; it only says whether it was closed. */
 export interface FakeSsh {

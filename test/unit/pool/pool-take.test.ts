@@ -12,9 +12,9 @@ import { MemorySecretStore } from '../../../main/credentials/keychain.js';
 import { proxyGuestForward } from '../../../main/credentials/routes.js';
 import { createFileLogger } from '../../../main/log/logger.js';
 import { appPaths } from '../../../main/state/paths.js';
-import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
+import { LiveSandboxes } from '../../../main/sandbox/live-sandboxes.js';
 import { SandboxProvisioner } from '../../../main/tasks/sandbox-provisioner.js';
-import type { SandboxExtension } from '../../../main/tasks/sandbox-ports.js';
+import type { SandboxExtension } from '../../../main/sandbox/sandbox-ports.js';
 import type { WarmPoolDeps } from '../../../main/pool/warm-pool.js';
 import { poolHarness, until, type PoolHarness } from './pool-double.js';
 

@@ -12,7 +12,7 @@ import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
 import { appPaths } from '../../../main/state/paths.js';
 import type { ImageStatus } from '../../../common/domain.js';
 import type { EgressRule } from '../../../common/egress.js';
-import type { SandboxExtension } from '../../../main/tasks/sandbox-ports.js';
+import type { SandboxExtension } from '../../../main/sandbox/sandbox-ports.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createFileLogger } from '../../../main/log/logger.js';
-import { LiveSandboxes } from '../../../main/tasks/live-sandboxes.js';
+import { LiveSandboxes } from '../../../main/sandbox/live-sandboxes.js';
 import { SandboxProvisioner } from '../../../main/tasks/sandbox-provisioner.js';
 import { appPaths } from '../../../main/state/paths.js';
 import { killLeftoverQemu } from '../../../main/vm/leftover-qemu.js';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { shellQuote } from '../../common/shell-quote.js';
 import type { CliInstall } from '../../common/contract.js';
-import { CLI_FLAG, DISPLAYLESS_SWITCHES } from './electron/cli-route.js';
+import { CLI_FLAG, DISPLAYLESS_SWITCHES } from './cli-route.js';
 
 export const FROM_SOURCE = 'npm run build && npm link';
 

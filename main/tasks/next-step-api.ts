@@ -1,9 +1,9 @@
-// The API of the next steps after Approve (branch-actions.ts): each one only on
+// The API of the next steps after Approve (git/branch-actions.ts): each one only on
 // an approved task, in the folder it came from while that is still its repository.
 import { FactoryError, type FactoryApi } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
-import { checkHostRepo } from '../tasks/host-repo.js';
-import { branchInfo, checkoutBranch, openEditor, pushBranch } from './branch-actions.js';
+import { checkHostRepo } from './host-repo.js';
+import { branchInfo, checkoutBranch, openEditor, pushBranch } from '../git/branch-actions.js';
 
 type NextStepMethods = 'tasks.branchInfo' | 'tasks.checkout' | 'tasks.push' | 'tasks.openEditor';
 
