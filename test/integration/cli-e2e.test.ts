@@ -134,11 +134,19 @@ describe('factory CLI on a real sandbox', () => {
       term.write('stty size\r');
       await waitFor(/24 80\r*\n/);
       term.resize(100, 30);
-      await new Promise((r) => setTimeout(r, 500));
-      term.write('stty size\r');
-      await waitFor(/30 100\r*\n/);
-      term.write('sleep 300 && echo SLEPT\r');
-      await new Promise((r) => setTimeout(r, 1500));
+      // The new size travels CLI → app → guest on its own: ask again until the guest
+      // reports it (a fixed pause raced it on a busy machine), within a minute.
+      const resizedBy = Date.now() + 60_000;
+      while (!/30 100\r*\n/.test(out) && Date.now() < resizedBy) {
+        const before = out.length;
+        term.write('stty size\r');
+        const askedAt = Date.now();
+        while (!/(^|\n)\d+ \d+\r*\n/.test(out.slice(before)) && Date.now() - askedAt < 5000) await new Promise((r) => setTimeout(r, 50));
+      }
+      await waitFor(/30 100\r*\n/, 1);
+      // The guest's sleep runs once it printed the line before it (not after a fixed pause).
+      term.write('echo SLEEPING; sleep 300 && echo SLEPT\r');
+      await waitFor(/[\r\n]SLEEPING\r*\n/);
       const t0 = Date.now();
       term.write('\x03');
       term.write('echo AFTER-$((40+2))\r');
