@@ -15,7 +15,7 @@ import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { uncommittedChanges } from '../git/work-tree-changes.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
-import { asAgent, GUEST_REPO_DIR } from '../guest/guest-shell.js';
+import { asAgent, GUEST_REPO_DIR, shellQuote } from '../guest/guest-shell.js';
 
 export const SYNC_MAX_BYTES = 64 * 1024 * 1024;
 export const SYNC_MAX_FILES = 5000;
@@ -38,10 +38,17 @@ export class WorkingTreeSync {
   private readonly sent = new Map<string, string>();
   private running: Promise<SyncResult> | undefined;
 
+  private readonly limits: { maxBytes: number; maxFiles: number };
+  private readonly guest: { dir: string; run: (script: string) => string };
+
+  /** `guest`: where the repository is in the sandbox and how a script runs there (the agent user); tests point it elsewhere. */
   constructor(
     private readonly repoPath: string,
-    private readonly limits = { maxBytes: SYNC_MAX_BYTES, maxFiles: SYNC_MAX_FILES },
-  ) {}
+    opts: { maxBytes?: number; maxFiles?: number; guest?: { dir: string; run: (script: string) => string } } = {},
+  ) {
+    this.limits = { maxBytes: opts.maxBytes ?? SYNC_MAX_BYTES, maxFiles: opts.maxFiles ?? SYNC_MAX_FILES };
+    this.guest = opts.guest ?? { dir: GUEST_REPO_DIR, run: asAgent };
+  }
 
   /** One sync at a time per session: a second command waits for the first one's sync, then makes its own. */
   sync(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
@@ -52,7 +59,7 @@ export class WorkingTreeSync {
 
   private async syncOnce(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
     const plan = await this.plan();
-    if (plan.remove.length) await guestCommand(ssh, `cd ${GUEST_REPO_DIR} && xargs -0 -r rm -f --`, Buffer.from(plan.remove.map((p) => `${p}\0`).join('')));
+    if (plan.remove.length) await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && xargs -0 -r rm -f --`), Buffer.from(plan.remove.map((p) => `${p}\0`).join('')));
     if (plan.send.length) await this.sendFiles(ssh, plan);
     for (const f of plan.send) this.sent.set(f.path, f.sig);
     for (const p of plan.remove) this.sent.set(p, 'gone');
@@ -90,14 +97,19 @@ export class WorkingTreeSync {
 
   /** The files as a tar stream from this computer's tar (no links followed) into the guest's, as the agent user. */
   private async sendFiles(ssh: Pick<GuestSsh, 'exec'>, plan: SyncPlan): Promise<void> {
-    const tar = spawn('tar', ['-c', '-f', '-', '--null', '--no-recursion', '-T', '-'], { cwd: this.repoPath, stdio: ['pipe', 'pipe', 'pipe'] });
-    tar.stdin.end(plan.send.map((f) => `${f.path}\0`).join(''));
     let tarErr = '';
-    tar.stderr.on('data', (d: Buffer) => (tarErr = (tarErr + d.toString('utf8')).slice(-2000)));
-    const tarDone = new Promise<number | null>((resolve) => tar.on('close', (code) => resolve(code)));
+    let tarDone: Promise<number | null> = Promise.resolve(0);
+    // tar starts once the guest's channel is open: output nobody reads yet is dropped when tar exits.
+    const startTar = () => {
+      const tar = spawn('tar', ['-c', '-f', '-', '--null', '--no-recursion', '-T', '-'], { cwd: this.repoPath, stdio: ['pipe', 'pipe', 'pipe'] });
+      tar.stdin.end(plan.send.map((f) => `${f.path}\0`).join(''));
+      tar.stderr.on('data', (d: Buffer) => (tarErr = (tarErr + d.toString('utf8')).slice(-2000)));
+      tarDone = new Promise<number | null>((resolve) => tar.on('close', (code) => resolve(code)));
+      return tar.stdout;
+    };
     // A file that grew after it was measured: the stream stops at the limit plus the tar framing.
     const cap = plan.bytes + plan.send.length * 1536 + 10240 + 1024 * 1024;
-    await guestCommand(ssh, `cd ${GUEST_REPO_DIR} && tar -x -f - --no-same-owner --no-overwrite-dir`, tar.stdout, cap);
+    await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && tar -x -f - --no-same-owner --no-overwrite-dir`), startTar, cap);
     const code = await tarDone;
     if (code !== 0) throw new FactoryError('SyncFailed', `reading the working tree's changed files failed (tar exit ${code}): ${tarErr.trim().slice(0, 300)}`);
   }
@@ -117,9 +129,9 @@ function signature(full: string): string | undefined {
   return `file:${st.size}:${st.mtimeMs}:${st.ino}:${st.mode}`;
 }
 
-/** Runs `script` in the guest as the agent user with `input` on its stdin; throws with its stderr when it fails. */
-async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, script: string, input: Buffer | NodeJS.ReadableStream, cap = Infinity): Promise<void> {
-  const channel = await ssh.exec(asAgent(script));
+/** Runs `command` in the guest with `input` on its stdin; throws with its stderr when it fails. */
+async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, input: Buffer | (() => NodeJS.ReadableStream), cap = Infinity): Promise<void> {
+  const channel = await ssh.exec(command);
   let err = '';
   channel.stderr.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-2000)));
   channel.on('data', () => undefined);
@@ -133,7 +145,7 @@ async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, script: string, input: 
     if (Buffer.isBuffer(input)) channel.end(input);
     else {
       let n = 0;
-      for await (const chunk of input as AsyncIterable<Buffer>) {
+      for await (const chunk of input() as AsyncIterable<Buffer>) {
         n += chunk.length;
         if (n > cap) {
           channel.close();

@@ -54,6 +54,9 @@ beforeEach(async () => {
       getTask: (id) => task(id),
       cancelTask: async (id) => (calls.push(`cancel ${id}`), task(id)),
       destroyTask: async (id) => (calls.push(`destroy ${id}`), task(id)),
+      sandboxSsh: () => {
+        throw new Error('this test runs no command in a sandbox');
+      },
       leakCheck: async (id) => {
         calls.push(`leakcheck ${id}`);
         if (nextCheck instanceof Error) throw nextCheck;

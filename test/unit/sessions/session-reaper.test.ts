@@ -23,6 +23,9 @@ const ports: SessionPorts = {
   getTask: (id) => task(id),
   cancelTask: async (id) => (calls.push(`cancel ${id}`), task(id)),
   destroyTask: async (id) => (calls.push(`destroy ${id}`), task(id, 'destroyed')),
+  sandboxSsh: () => {
+    throw new Error('this test runs no command in a sandbox');
+  },
   leakCheck: async (id) => (calls.push(`leakcheck ${id}`), { verdict, hits: [], scanned: [], credentialIds: [], sandboxId: id, at: '', durationMs: 0 }) as LeakReport,
 };
 const log = { info: () => {}, warn: () => {} };
