@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import { GUEST_AGENT_HOME } from './guest-shell.js';
+import { perlOneLine } from './guest-perl.js';
 import { HostKeyMismatchError, SandboxSsh } from '../ssh/sandbox-ssh.js';
 
 /** Guest files of the SSH trust. Plain absolute paths: the re-key script uses them unquoted. */
@@ -92,69 +93,20 @@ export async function waitForSsh(opts: WaitForSshOptions): Promise<SandboxSsh> {
 export const GUEST_MACHINE_ID = '/etc/machine-id';
 
 /**
- * The part of taking a new identity that both ways of handing it in share (the
- * SSH re-key below, the identity port's waiter in identity-channel.ts), as perl
- * statements that expect $epoch, $seed, $mid and $pub (rekeyInput()'s first four
- * lines) and die naming what is wrong. In order: each value checked; the host's
- * entropy into the kernel's input pool, credited (RNDADDENTROPY), and the
- * kernel's generator reseeded from it at once (RNDRESEEDCRNG): without that,
- * clones of one memory snapshot go on drawing /dev/urandom from one generator
- * state for up to a minute; the machine id; the authorized keys; the clock
- * (settimeofday). Defines put(file, text, mode) for the caller's own files.
- * Paths are plain (see GUEST_SSH_PATHS); no single quote anywhere.
+ * The {{NAME}}s of vm-images/perl/identity-apply.pl, the part of taking a new
+ * identity that both ways of handing it in share (the SSH re-key below, the
+ * identity port's waiter in identity-channel.ts). Paths are plain.
  */
-export function identityApplyPerl(): string[] {
-  const p = GUEST_SSH_PATHS;
-  return [
-    '$epoch =~ /^([0-9]+)\\.([0-9]{3})$/ or die "bad time\\n"; my ($sec, $ms) = ($1, $2);',
-    '$seed =~ /^[0-9a-f]{128}$/ or die "bad seed\\n";',
-    '$mid =~ /^[0-9a-f]{32}$/ or die "bad machine id\\n";',
-    '$pub =~ /^ssh-ed25519 [A-Za-z0-9+\\/=]+( [^\\r\\n]*)?$/ or die "bad client key\\n";',
-    'open(my $r, ">", "/dev/urandom") or die "open /dev/urandom: $!\\n";',
-    'my $e = pack("H*", $seed);',
-    'ioctl($r, 0x40085203, pack("ii", 8 * length($e), length($e)) . $e) or die "RNDADDENTROPY: $!\\n";',
-    'ioctl($r, 0x5207, 0) or die "RNDRESEEDCRNG: $!\\n";',
-    'close($r);',
-    'sub put { my ($f, $t, $mode) = @_; open(my $h, ">", $f) or die "$f: $!\\n"; !defined $mode or chmod($mode, $f) or die "$f: $!\\n"; print $h $t or die "$f: $!\\n"; close($h) or die "$f: $!\\n"; }',
-    `put("${GUEST_MACHINE_ID}", "$mid\\n"); chmod(0444, "${GUEST_MACHINE_ID}");`,
-    ...p.authorizedKeys.map((file) => `put("${file}", "$pub\\n");`),
-    // struct timeval; 164 is settimeofday on x86_64.
-    'syscall(164, pack("qq", $sec, $ms * 1000), 0) == 0 or die "settimeofday: $!\\n";',
-  ];
-}
-
-/**
- * The re-key as one perl program (perl-base is in every Debian system): under
- * emulation each process start costs, so no shell, date, cat or pgrep. It reads
- * rekeyInput() from stdin, takes the identity (identityApplyPerl), writes the
- * host key (0600) and sends SIGHUP to sshd, which reloads it; it ends once sshd
- * listens again, so that any connection after the re-key meets the new key.
- */
-function rekeyPerl(): string {
-  const p = GUEST_SSH_PATHS;
-  return [
-    'use strict;',
-    'my @l = map { my $x = <STDIN>; defined $x or die "re-key input ends early\\n"; chomp $x; $x } 1 .. 4;',
-    'my ($epoch, $seed, $mid, $pub) = @l;',
-    'my $hostkey = do { local $/; <STDIN> };',
-    ...identityApplyPerl(),
-    `put("${p.hostKey}", $hostkey, 0600);`,
-    `my $pid; if (open(my $f, "<", "${p.sshdPidFile}")) { $pid = <$f>; chomp $pid if defined $pid; }`,
-    'if (!defined $pid || $pid !~ /^[0-9]+$/) { ($pid) = sort { $a <=> $b } grep { my $c; open($c, "<", "/proc/$_/comm") && (<$c> // "") eq "sshd\\n" } map { (split m{/})[-1] } glob("/proc/[0-9]*"); }',
-    'defined $pid or die "no sshd to reload\\n";',
-    // sshd loads its host key before it listens: a listening socket on port 22 it did not have before means the new key is served.
-    'sub listeners { my %i; for my $t ("/proc/net/tcp", "/proc/net/tcp6") { open(my $h, "<", $t) or next; <$h>; while (my $l = <$h>) { my @f = split(" ", $l); $i{$f[9]} = 1 if $f[1] =~ /:0016$/ && $f[3] eq "0A"; } } return %i; }',
-    'my %old = listeners();',
-    'kill("HUP", $pid) or die "SIGHUP to sshd $pid: $!\\n";',
-    'my $until = time() + 20;',
-    'for (;;) { my %now = listeners(); last if grep { !$old{$_} } keys %now; time() < $until or die "sshd did not reload its host key within 20 s\\n"; select(undef, undef, undef, 0.01); }',
-  ].join(' ');
+export function identityApplyValues(): Record<string, string> {
+  const [rootKeys, agentKeys] = GUEST_SSH_PATHS.authorizedKeys;
+  return { MACHINE_ID: GUEST_MACHINE_ID, ROOT_AUTHORIZED_KEYS: rootKeys!, AGENT_AUTHORIZED_KEYS: agentKeys! };
 }
 
 /** The command run as root in a restored guest; its stdin is rekeyInput(). */
 export function rekeyScript(): string {
+  const program = perlOneLine('rekey.pl', { ...identityApplyValues(), HOST_KEY: GUEST_SSH_PATHS.hostKey, SSHD_PID_FILE: GUEST_SSH_PATHS.sshdPidFile });
   // bash -c with one simple command execs it: perl is the only process started.
-  return `perl -e '${rekeyPerl()}'`;
+  return `perl -e '${program}'`;
 }
 
 /** Lines read by rekeyScript(): time, entropy, a machine id, the client public key, then the host private key. */

@@ -5,9 +5,9 @@
 // that took the identity is already running and translated. When the host asks
 // for it (a `console` line before the identity), the waiter, once it has said
 // "ok", relays between root's login shell on a pty and the port in frames
-// (consoleRelayPerl); that shell was started in the template and sits at its
-// prompt in every clone (consolePrestartPerl). The host's end (GuestConsole) is a
-// TerminalSource like an SSH channel. Everything the guest sends is untrusted:
+// (vm-images/perl/console-relay.pl); that shell was started in the template
+// and sits at its prompt in every clone (console-prestart.pl). The host's end
+// (GuestConsole) is a TerminalSource like an SSH channel. Everything the guest sends is untrusted:
 // frames are checked and capped, and a malformed one ends the session.
 import type net from 'node:net';
 import { TERMINAL_SIZE_RANGE, terminalSizeFits } from '../../common/contract.js';
@@ -25,7 +25,7 @@ export const CONSOLE_FRAME = {
 
 /** Largest data payload either side sends in one frame (the relay reads the pty 4 KiB at a time). */
 export const MAX_CONSOLE_DATA = 4096;
-/** The seed of a template-started shell's $RANDOM in a clone (see start_shell's environment). */
+/** The seed of a template-started shell's $RANDOM in a clone (see start_shell's environment in console-subs.pl). */
 const SHELL_SEED_FILE = '/run/factory-shell-seed';
 /** Largest error text the guest may send. */
 const MAX_CONSOLE_ERROR = 300;
@@ -50,99 +50,19 @@ export function encodeConsoleFrame(type: number, payload: Buffer = Buffer.alloc(
 }
 
 /**
- * Perl subs the waiter defines once its port is open ($port): frame() writes
- * one frame to the port; set_size(master, cols, rows) sizes a pty;
- * start_shell(cols, rows) opens a pty and starts root's
- * login shell on it, in its own session with the pty as its controlling
- * terminal and a clean login environment, and returns (master, pid). Kept to
- * what perl-base has: the pty through /dev/ptmx and its ioctls (x86_64
- * numbers: TIOCGPTN, TIOCSPTLCK, TIOCSWINSZ). No single quote anywhere (the
- * waiter runs as perl -e '...').
+ * The {{NAME}}s of the guest's half of the console (vm-images/perl/console-subs.pl,
+ * console-prestart.pl and console-relay.pl, parts of the identity waiter): the
+ * frame types and caps both ends keep to.
  */
-export function consoleSubsPerl(): string[] {
-  return [
-    'sub frame { my ($t, $p) = @_; my $f = pack("Cn", $t, length $p) . $p; while (length $f) { my $w = syswrite($port, $f); if (!defined $w) { next if $! == POSIX::EINTR(); exit 1; } substr($f, 0, $w) = ""; } }',
-    'sub set_size { my ($m, $cols, $rows) = @_; my $ws = pack("S4", $rows, $cols, 0, 0); return ioctl($m, 0x5414, $ws); }',
-    'sub start_shell {',
-    '  my ($cols, $rows) = @_;',
-    '  sysopen(my $m, "/dev/ptmx", POSIX::O_RDWR() | POSIX::O_NOCTTY()) or die "/dev/ptmx: $!\\n";',
-    '  my $n = pack("L", 0); ioctl($m, 0x80045430, $n) or die "TIOCGPTN: $!\\n"; my $pts = "/dev/pts/" . unpack("L", $n);',
-    '  my $u = pack("l", 0); ioctl($m, 0x40045431, $u) or die "unlockpt: $!\\n";',
-    '  set_size($m, $cols, $rows) or die "TIOCSWINSZ: $!\\n";',
-    '  my $sh = fork() // die "fork: $!\\n";',
-    '  if (!$sh) {',
-    '    POSIX::setsid(); close($m); close($port);',
-    // Opening the pts in a new session without O_NOCTTY makes it the controlling terminal.
-    '    sysopen(my $s, $pts, POSIX::O_RDWR()) or POSIX::_exit(127); POSIX::dup2(fileno($s), $_) for 0 .. 2; close($s) if fileno($s) > 2;',
-    // A shell started in the template would give every clone the same $RANDOM (and bash's first $SRANDOM
-    // comes from bytes it read there): at its first prompt it sets a trap that, before the first command
-    // (in the clone), seeds RANDOM from SHELL_SEED_FILE, written by the relay from the clone's kernel.
-    '    %ENV = (HOME => "/root", USER => "root", LOGNAME => "root", SHELL => "/bin/bash", TERM => "xterm-256color", LANG => "C.UTF-8", PATH => "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",',
-    `      PROMPT_COMMAND => "unset PROMPT_COMMAND; trap \\"{ read -r RANDOM < ${SHELL_SEED_FILE}; } 2>/dev/null; trap - DEBUG\\" DEBUG");`,
-    '    chdir("/root"); exec { "/bin/bash" } "-bash"; POSIX::_exit(127);',
-    '  }',
-    '  return ($m, $sh);',
-    '}',
-  ];
-}
-
-/**
- * Run in the template, before it is saved: the first shell is started there
- * and its prompt read and kept ($prompt), so a clone's first shell is already
- * waiting for a key when the clone resumes (under emulation a shell's start is
- * most of a second of translation). Any failure leaves no shell ($sh undef):
- * a clone asked for one then starts it itself.
- */
-export function consolePrestartPerl(): string[] {
-  return [
-    'my ($m, $sh, $prompt) = (undef, undef, "");',
-    'eval {',
-    '  ($m, $sh) = start_shell(80, 24);',
-    // The prompt is the shell waiting in its line editor: nothing more comes for a moment.
-    '  my $until = time() + 30;',
-    '  for (;;) { my $rin = ""; vec($rin, fileno($m), 1) = 1; my $n = select(my $rout = $rin, undef, undef, 0.2);',
-    `    if ($n > 0) { my $d; my $k = sysread($m, $d, ${MAX_CONSOLE_DATA}); $k or die "the shell ended\\n"; $prompt .= $d; length($prompt) < 65536 or die "the shell printed too much\\n"; next; }`,
-    '    last if $prompt =~ /[#\\$] \\z/; time() < $until or die "no prompt within 30 s\\n"; }',
-    '  1;',
-    '} or do { kill("KILL", -$sh, $sh) if $sh; waitpid($sh, 0) if $sh; ($m, $sh, $prompt) = (undef, undef, ""); };',
-  ];
-}
-
-/**
- * The relay, run in a clone after "ok" when the host asked for the first shell
- * ($cols, $rows): the template's shell at the asked size (its kept prompt
- * first), or a new one; then pty ↔ port in frames until the shell ends (or the
- * host sends kill), and its status last.
- */
-export function consoleRelayPerl(): string[] {
-  const F = CONSOLE_FRAME;
-  return [
-    `if ($sh) { if (open(my $ur, "<", "/dev/urandom")) { my $b = ""; read($ur, $b, 4); eval { put("${SHELL_SEED_FILE}", unpack("N", $b . "\\0\\0\\0\\0") . "\\n", 0600) }; }`,
-    '  set_size($m, $cols, $rows); frame(' + F.data + ', substr($prompt, 0, ' + MAX_CONSOLE_DATA + ')) if length $prompt; }',
-    'else { my $started = eval { ($m, $sh) = start_shell($cols, $rows); 1 }; if (!$started) { my $why = $@ || "no reason"; $why =~ s/[^\\x20-\\x7e]/ /g; frame(' + F.errorOrKill + ', substr($why, 0, ' + MAX_CONSOLE_ERROR + ')); exit 1; } }',
-    'my $dead = 0; $SIG{CHLD} = sub { $dead = 1 };',
-    'my $in = "";',
-    'for (;;) {',
-    '  my $rin = ""; vec($rin, fileno($m), 1) = 1; vec($rin, fileno($port), 1) = 1;',
-    // Once the shell is gone, drain what it left in the pty, then report.
-    '  my $got = select(my $rout = $rin, undef, undef, $dead ? 0 : undef);',
-    // -1 is a signal (SIGCHLD: the next round drains without waiting); 0 only comes while draining.
-    '  next if $got < 0; last if $got == 0;',
-    `  if (vec($rout, fileno($m), 1)) { my $d; my $k = sysread($m, $d, ${MAX_CONSOLE_DATA}); if ($k) { frame(${F.data}, $d); } elsif (!defined $k && $! == POSIX::EINTR()) { } else { last; } }`,
-    '  if (vec($rout, fileno($port), 1)) {',
-    '    my $k = sysread($port, $in, 65536, length $in); if (!$k) { select(undef, undef, undef, 0.05); next; }',
-    '    while (length($in) >= 3) {',
-    '      my ($t, $l) = unpack("Cn", $in); last if length($in) < 3 + $l;',
-    '      my $p = substr($in, 3, $l); substr($in, 0, 3 + $l) = "";',
-    `      if ($t == ${F.data}) { while (length $p) { my $w = syswrite($m, $p); if (!defined $w) { next if $! == POSIX::EINTR(); last; } substr($p, 0, $w) = ""; } }`,
-    `      elsif ($t == ${F.exitOrResize} && $l == 4) { set_size($m, unpack("nn", $p)); }`,
-    `      elsif ($t == ${F.errorOrKill}) { kill("KILL", -$sh, $sh); }`,
-    '    }',
-    '  }',
-    '}',
-    'waitpid($sh, 0); my $st = $?;',
-    `frame(${F.exitOrResize}, pack("CC", ($st >> 8) & 255, $st & 127)); exit 0;`,
-  ];
+export function consolePerlValues(): Record<string, number | string> {
+  return {
+    FRAME_DATA: CONSOLE_FRAME.data,
+    FRAME_EXIT_OR_RESIZE: CONSOLE_FRAME.exitOrResize,
+    FRAME_ERROR_OR_KILL: CONSOLE_FRAME.errorOrKill,
+    MAX_CONSOLE_DATA,
+    MAX_CONSOLE_ERROR,
+    SHELL_SEED_FILE,
+  };
 }
 
 /**

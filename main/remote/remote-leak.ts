@@ -16,7 +16,7 @@ import type { RemoteLeakSource } from '../credentials/leak-check.js';
 import type { LeakNeedle } from '../credentials/leak-needles.js';
 import type { SourceScan } from '../credentials/leak-scan.js';
 import { checkHostPath, DOMAIN_NAME } from './domain-xml.js';
-import { LEAK_SCAN_PL } from './remote-leak-script.js';
+import { perlFile } from '../guest/guest-perl.js';
 import type { SshHost } from './ssh-host.js';
 
 /** The scanner's character classes, narrowest first (must match %CLASS in the script). */
@@ -210,7 +210,7 @@ export async function remoteLeakScan(target: RemoteLeakTarget, needles: readonly
   const results: Awaited<ReturnType<RemoteLeakSource['scan']>> = [];
   const timeoutMs = opts.timeoutMs ?? 30 * 60_000;
   try {
-    await host.writeFile(script, LEAK_SCAN_PL, 0o500);
+    await host.writeFile(script, perlFile('remote-leak-scan.pl'), 0o500);
     await host.writeFile(specFile, spec.text, 0o600);
     let memoryError: string | undefined;
     const dumped = await host.run(['virsh', '-q', '-c', 'qemu:///system', 'dump', '--memory-only', '--format', 'elf', domain, dump], { timeoutMs });

@@ -14,13 +14,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { needlesFor, scanFile } from '../../../main/credentials/leak-check.js';
 import type { LeakNeedle } from '../../../main/credentials/leak-needles.js';
 import { parseScanAnswer, scanSpec, type RemoteLabel } from '../../../main/remote/remote-leak.js';
-import { LEAK_SCAN_PL } from '../../../main/remote/remote-leak-script.js';
+import { perlFile } from '../../../main/guest/guest-perl.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-rleak-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const script = path.join(dir, 'scan.pl');
-writeFileSync(script, LEAK_SCAN_PL, { mode: 0o500 });
+writeFileSync(script, perlFile('remote-leak-scan.pl'), { mode: 0o500 });
 
 const SECRET = `sk-ant-api03-${randomBytes(30).toString('base64url')}`;
 /** Encodings the host scanner covers (the local one also covers escaped, compressed and page-split forms). */

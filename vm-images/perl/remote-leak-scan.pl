@@ -1,19 +1,15 @@
-// The leak scanner that runs on a sandbox host (perl with Digest::SHA, both in
-// Debian's `perl` package). It never sees a credential: it gets, per needle,
-// its character class, unit (plain bytes or UTF-16 LE/BE), length and two
-// digests, SHA-256(salt ‖ first m bytes) and SHA-256(salt ‖ all bytes), with
-// a fresh salt per check. It finds runs of graphic ASCII (plain, then UTF-16)
-// with one regex pass each (C speed), looks for each class only inside them,
-// hashes the m-byte window at every start in a run long enough for the
-// shortest needle (salt + window fit one SHA-256 block), and
-// checks the full digest where the prefix matches. Runs shorter than the
-// shortest needle cost no hash. It is uploaded as a file over SFTP, never
-// passed on a shell line; its answer is parsed strictly at home (remote-leak.ts).
-//
-// Kept as a string constant so the build ships it with the code (tsc copies no
-// other files). No backquote and no dollar-brace may appear in it.
-export const LEAK_SCAN_PL = String.raw`#!/usr/bin/perl
+#!/usr/bin/perl
 # Factory in a Box: leak scan on a sandbox host. Usage: perl scan.pl SPEC LABEL=FILE...
+# It never sees a credential: it gets, per needle, its character class, unit
+# (plain bytes or UTF-16 LE/BE), length and two digests, SHA-256(salt || first
+# m bytes) and SHA-256(salt || all bytes), with a fresh salt per check. It finds
+# runs of graphic ASCII (plain, then UTF-16) with one regex pass each (C speed),
+# looks for each class only inside them, hashes the m-byte window at every start
+# in a run long enough for the shortest needle (salt + window fit one SHA-256
+# block), and checks the full digest where the prefix matches. Runs shorter than
+# the shortest needle cost no hash. It is uploaded as a file over SFTP, never
+# passed on a shell line; its answer is parsed strictly at home
+# (main/remote/remote-leak.ts). Needs perl with Digest::SHA (Debian's perl).
 use strict;
 use warnings;
 my $HAVE_SHA = eval { require Digest::SHA; Digest::SHA->import('sha256'); 1 };
@@ -154,4 +150,3 @@ for my $arg (@ARGV) {
   push @out, "source $label bytes $bytes runs $runs " . ($capped ? 'capped' : 'ok'), @hitlines, map { "count $label $_ $count{$_}" } sort { $a <=> $b } keys %count;
 }
 print "fiab-leakscan 1 $opt{nonce}\n", map({ "$_\n" } @out), "windows $windows\n", "end $opt{nonce}\n";
-`;
