@@ -21,8 +21,10 @@ export function App() {
         </main>
       ) : (
         <main className="layout">
-          <NewTaskForm />
-          <StageBoard />
+          <div className="side">
+            <NewTaskForm />
+            <StageBoard />
+          </div>
           <TaskDetail />
         </main>
       )}

@@ -46,6 +46,10 @@ export function NewTaskForm() {
   // 'local', a sandbox host's name, or 'any'; offered only when hosts exist.
   const [runOn, setRunOn] = useState('local');
   const settings = useFactory((s) => s.settings);
+  const hasTasks = useFactory((s) => Object.keys(s.tasks).length > 0);
+  const open = useFactory((s) => s.formOpen) ?? !hasTasks;
+  // After Start the form folds, so the new task's live terminal is what the window shows.
+  const fold = () => controller.store.setState({ formOpen: false });
   const settingsError = useFactory((s) => s.settingsError);
   const credentials = useFactory((s) => s.credentials);
   const [error, setError] = useState<ErrorInfo>();
@@ -100,6 +104,7 @@ export function NewTaskForm() {
       const repo = repoPath.trim();
       await controller.quickSandbox(repo || undefined, quickKeep);
       if (repo) setRecent(rememberRepo(repo));
+      fold();
     } catch (err) {
       setError(toErrorInfo(err));
     } finally {
@@ -116,6 +121,7 @@ export function NewTaskForm() {
     try {
       await controller.agentSession(repo, agent === 'codex' ? 'codex' : 'claude-code');
       setRecent(rememberRepo(repo));
+      fold();
     } catch (err) {
       setError(toErrorInfo(err));
     } finally {
@@ -179,6 +185,7 @@ export function NewTaskForm() {
       });
       setRecent(rememberRepo(repoPath));
       setTitle('');
+      fold();
       setPreflight({ ...pf, asked: false, used: true });
     } catch (err) {
       setError(toErrorInfo(err));
@@ -199,12 +206,29 @@ export function NewTaskForm() {
   const startDisabled = starting || !repoPath.trim() || !title.trim();
 
   return (
+    <section className="new-task-panel" data-region="new-task" aria-labelledby="new-task-heading">
+      {/* A disclosure: open while there is no task and on Alt+N, folded after Start so the task's terminal has the room. */}
+      <h2 id="new-task-heading">
+        <button
+          type="button"
+          className="secondary"
+          data-testid="new-task-toggle"
+          aria-expanded={open}
+          aria-controls="new-task-form"
+          aria-keyshortcuts={keysOf('new-task')}
+          title={`New task (${keysOf('new-task')})`}
+          onClick={() => controller.store.setState({ formOpen: !open })}
+        >
+          <span aria-hidden="true">{open ? '▾' : '▸'}</span> New task
+        </button>
+      </h2>
     <form
       ref={form}
+      id="new-task-form"
       className="new-task"
       data-testid="new-task-form"
-      data-region="new-task"
-      aria-label="New task"
+      aria-labelledby="new-task-heading"
+      hidden={!open}
       onSubmit={onSubmit}
       onKeyDown={(e) => {
         // Ctrl+Enter anywhere in the form starts, as Start would (not while Start is unavailable).
@@ -213,7 +237,6 @@ export function NewTaskForm() {
         if (!startDisabled) form.current?.requestSubmit();
       }}
     >
-      <h2>New task</h2>
       <div
         className={`drop-zone${dragging ? ' dragging' : ''}`}
         data-testid="drop-zone"
@@ -376,5 +399,6 @@ export function NewTaskForm() {
         </button>
       ) : null}
     </form>
+    </section>
   );
 }

@@ -89,7 +89,9 @@ function TaskView({ task }: { task: Task }) {
   const fallback =
     running?.sessionId ??
     tabs.filter((t) => t.kind === 'stage' && (t.sessionId === task.setup?.sessionId || task.stages.some((s) => s.sessionId === t.sessionId))).at(-1)?.sessionId;
-  const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback);
+  // A quick sandbox or an agent session has no stage: its live shell is what to show.
+  const shell = tabs.filter((t) => t.kind !== 'stage' && t.state === 'running').at(-1) ?? tabs.filter((t) => t.kind !== 'stage').at(-1);
+  const current = tabs.find((t) => t.sessionId === activeTab) ?? tabs.find((t) => t.sessionId === fallback) ?? shell;
   const sandboxUp = task.sandbox.status === 'running';
   const destroyed = task.sandbox.status === 'destroyed' || task.sandbox.status === 'none';
   const resultFirst = task.phase === 'review' || !!task.decision;
@@ -186,13 +188,17 @@ function TaskView({ task }: { task: Task }) {
         {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
         {/* In review and after the decision, the result comes first: it is what the user is here for. */}
         {resultFirst ? <ReviewPanel task={task} /> : null}
+      </div>
+      {/* Before that, the live terminal: right under the task's head, in view after Start. */}
+      {!resultFirst ? <TerminalPane task={task} tabs={tabs} current={current} /> : null}
+      <div className="task-more">
         <SetupDetails task={task} />
         <EgressRefusals task={task} />
         <TaskArtifacts task={task} />
         <StageTimeline task={task} />
         {!resultFirst ? <ReviewPanel task={task} /> : null}
       </div>
-      <TerminalPane task={task} tabs={tabs} current={current} />
+      {resultFirst ? <TerminalPane task={task} tabs={tabs} current={current} /> : null}
       <SecurityPanel task={task} />
     </section>
   );

@@ -32,7 +32,7 @@ export function runShortcut(controller: FactoryController, id: ShortcutId): bool
       return cycleRegion(document, id === 'cycle-regions-back') !== null;
     case 'new-task':
       if (s.view !== 'tasks') controller.showView('tasks');
-      store.setState({ formFocus: (store.getState().formFocus ?? 0) + 1 });
+      store.setState({ formOpen: true, formFocus: (store.getState().formFocus ?? 0) + 1 });
       return true;
     case 'next-task':
     case 'previous-task': {

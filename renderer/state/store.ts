@@ -53,6 +53,8 @@ export interface FactoryState {
   decisionAsk?: { taskId: string; kind: 'approve' | 'reject'; n: number };
   /** Bumped by the new-task shortcut: the form takes the focus. */
   formFocus?: number;
+  /** The new-task form is open (Alt+N, its heading) or folded (after Start); unset: open while there is no task. */
+  formOpen?: boolean;
   /** The "Keyboard shortcuts" list is open. */
   shortcutsOpen?: boolean;
 }

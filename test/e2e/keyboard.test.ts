@@ -192,6 +192,28 @@ describe.skipIf(!!missing)('keyboard only', () => {
     expect((await focused(page)).testId).toBe(`task-select-${secondId}`);
     await page.keyboard.press('Alt+ArrowUp');
     expect(await page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(secondId);
+
+    // The board is one Tab stop (a grid): Tab leaves it from any cell, arrows move inside, Enter opens a stage.
+    const inGrid = () => page.evaluate(() => !!document.activeElement?.closest('[data-testid="stage-board"] table[role="grid"]'));
+    await page.keyboard.press('Tab');
+    expect(await inGrid()).toBe(false);
+    await page.keyboard.press('Shift+Tab');
+    expect(await focused(page)).toMatchObject({ testId: `task-select-${secondId}`, invisible: null });
+    await page.keyboard.press('ArrowRight'); // no setup step here: straight to request
+    expect(await focused(page)).toMatchObject({ testId: `stage-${secondId}-request`, invisible: null });
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowDown');
+    expect(await focused(page)).toMatchObject({ testId: `stage-${taskId}-plan`, invisible: null });
+    await page.keyboard.press('Tab');
+    expect(await inGrid()).toBe(false);
+    await page.keyboard.press('Shift+Tab');
+    expect((await focused(page)).testId).toBe(`stage-${taskId}-plan`);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(taskId);
+    await expect.poll(() => page.getByTestId('terminal-tab-plan').getAttribute('aria-selected')).toBe('true');
+    // Back where the next test expects to start: the newest task selected.
+    await page.keyboard.press('Alt+ArrowUp');
+    await expect.poll(() => page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(secondId);
   });
 
   it('Alt+A asks first: Esc cancels and nothing is approved; Enter on the focused Approve creates the branch', async () => {

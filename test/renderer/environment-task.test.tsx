@@ -52,7 +52,8 @@ describe('the setup card on the board', () => {
   it('sits before request and shows status, duration and why setup was skipped (a cached environment)', async () => {
     mount(task({ setup: setup({ status: 'skipped', summary: undefined, layer: { id: 'l1', reused: true }, durationMs: undefined }) }));
     const card = await screen.findByTestId('setup-t1');
-    const headers = [...document.querySelectorAll('thead th')].map((th) => th.textContent);
+    // A stage column's head shows a short name; its full name is the tooltip and what a screen reader reads.
+    const headers = [...document.querySelectorAll('thead th')].map((th) => th.getAttribute('title') ?? th.textContent);
     expect(headers.slice(0, 3)).toEqual(['Task', 'setup', 'request']);
     expect(card.dataset.status).toBe('skipped');
     expect(screen.getByTestId('setup-summary-t1').textContent).toBe('cached environment');
@@ -62,7 +63,8 @@ describe('the setup card on the board', () => {
     mount(task({ phase: 'failed', setup: setup({ status: 'failed', step: 'npm ci', summary: 'ERR! 404 left-pad', exitCode: 1 }) }));
     const card = await screen.findByTestId('setup-t1');
     expect(card.textContent).toContain('exit status 1');
-    expect(card.textContent).toContain('1 m 1 s');
+    expect(card.textContent).toContain('1m');
+    expect(card.getAttribute('title')).toBe('setup: failed · 1 m 1 s · exit status 1 · failed at npm ci: ERR! 404 left-pad');
     expect(screen.getByTestId('setup-summary-t1').textContent).toBe('failed at npm ci: ERR! 404 left-pad');
   });
 

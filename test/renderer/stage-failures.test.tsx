@@ -54,7 +54,7 @@ describe('a failed stage card', () => {
     const card = await screen.findByTestId('stage-t1-test');
     expect(card.textContent?.match(/exit/g)).toHaveLength(1);
     expect(screen.getByTestId('stage-summary-t1-test').textContent).toBe('assertion failed: boom');
-    expect(card.getAttribute('title')).toBe('assertion failed: boom');
+    expect(card.getAttribute('title')).toBe('test: failed · exit status 3 · assertion failed: boom');
   });
 
   it('shows no empty reason when the old summary was only "exit 3"', async () => {

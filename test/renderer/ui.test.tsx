@@ -58,7 +58,9 @@ describe('renderer', () => {
     const { bridge } = mount({ 'tasks.list': () => [task()] });
     const cell = await screen.findByTestId('stage-t1-plan');
     expect(cell.dataset.status).toBe('passed');
-    expect(cell.textContent).toContain('1.5 s');
+    // The cell shows the short duration; its tooltip the full one.
+    expect(cell.textContent).toContain('1.5s');
+    expect(cell.getAttribute('title')).toContain('plan: passed · 1.5 s');
     expect(screen.getByTestId('stage-t1-build').dataset.status).toBe('running');
     expect(screen.getByTestId('stage-t1-document').dataset.status).toBe('pending');
     act(() => bridge.emit({ type: 'task.updated', task: task({ phase: 'failed', stages: task().stages.map((s) => (s.name === 'build' ? { ...s, status: 'failed', exitCode: 3 } : s)) }) }));

@@ -7,6 +7,7 @@ export async function startTask(page: Page, repoPath: string, text: string): Pro
   const detail = page.getByTestId('task-detail');
   // The view may still show the task started before this one: wait for the new one.
   const shownBefore = (await detail.count()) > 0 ? await detail.getAttribute('data-task-id') : null;
+  await openNewTask(page);
   await page.getByTestId('repo-path-input').fill(repoPath);
   await page.getByTestId('task-text-input').fill(text);
   await page.getByTestId('start-button').click();
@@ -16,6 +17,12 @@ export async function startTask(page: Page, repoPath: string, text: string): Pro
   const taskId = await detail.getAttribute('data-task-id');
   expect(taskId).toBeTruthy();
   return taskId!;
+}
+
+/** Unfolds the new-task form (it folds after each Start) unless it is open. */
+export async function openNewTask(page: Page): Promise<void> {
+  const toggle = page.getByTestId('new-task-toggle');
+  if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
 }
 
 /** Waits until every stage passed; fails early, with what the page shows, when one fails. */
