@@ -148,7 +148,11 @@ export class StateStore {
   /** Loads every task record; unreadable ones are moved aside, replaced by their backup when it reads, and listed in `problems`. */
   async loadTasks(): Promise<TaskRecord[]> {
     await fs.mkdir(this.tasksDir, { recursive: true });
-    const names = (await fs.readdir(this.tasksDir)).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
+    const all = await fs.readdir(this.tasksDir);
+    // A write cut by a crash leaves its temp file; it never became state (the rename did not
+    // happen), and at load nothing of this process writes yet (one app per data folder).
+    for (const n of all.filter((n) => n.startsWith('.') && n.endsWith('.tmp'))) await fs.rm(path.join(this.tasksDir, n), { force: true });
+    const names = all.filter((n) => n.endsWith('.json') && !n.startsWith('.'));
     const records: TaskRecord[] = [];
     for (const name of names.sort()) {
       const file = path.join(this.tasksDir, name);

@@ -107,6 +107,19 @@ describe('StateStore', () => {
     expect(fs.readFileSync(reader.problems[0]!.keptAs!, 'utf8')).toBe('{"version":1,');
   });
 
+  it('removes the temp files of writes a crash cut, and reads the records as they were', async () => {
+    // Found by the soak (seed 1): the app SIGKILLed mid-stage left .<id>.json.<pid>.<time>.<rand>.tmp files for good.
+    const dir = tempDir();
+    const store = new StateStore({ dir });
+    await store.saveTask(record('kept', 'whole'));
+    const cut = path.join(dir, 'tasks', '.kept.json.4242.1796229743705.77br0oz2u4.tmp');
+    fs.writeFileSync(cut, '{"version":1,"task":{"id":"ke');
+    const reader = new StateStore({ dir });
+    expect((await reader.loadTasks()).map((r) => r.task.title)).toEqual(['whole']);
+    expect(reader.problems).toEqual([]);
+    expect(fs.existsSync(cut)).toBe(false);
+  });
+
   it('removing a task removes its backup too', async () => {
     const dir = tempDir();
     const store = new StateStore({ dir });
