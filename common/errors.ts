@@ -23,6 +23,7 @@ export const ERRORS = {
   Disconnected: { title: 'Disconnected from the app', help: 'The connection to the app was lost. Check that the app still runs, then reload the window.' },
   ShuttingDown: { title: 'The app is shutting down', help: 'The app is stopping and takes no new requests. Start it again to go on.' },
   Error: { title: 'Something went wrong', help: 'An unexpected error. The message says what failed; the app log in the data folder may say more.' },
+  DiskFull: { title: 'The disk is full', help: 'A disk the app writes to has no space left; the message names the folder. Free space there (old task logs, tasks you no longer need, other files), then try again.' },
 
   // The host repository
   NotAGitRepository: { title: 'Not a git repository', help: 'The folder is not the top of a git repository (or no longer exists). Choose the repository\'s top folder.' },

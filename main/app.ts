@@ -29,6 +29,7 @@ import { PullbackQuarantine } from './pullback/quarantine.js';
 import { appPaths, type AppPaths } from './state/paths.js';
 import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
+import { diskFullError } from './state/disk-full.js';
 import { createFileLogger, parseLogLevel } from './log/logger.js';
 import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './sandbox/sandbox-ports.js';
@@ -438,7 +439,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     api[method] = async (input: unknown) => {
       if (disposed) throw new FactoryError('ShuttingDown', 'the app is shutting down');
       const parsed = apiInputs[method].parse(input ?? {}) as ApiInput<typeof method>;
-      return (impl[method] as (i: ApiInput<typeof method>) => Promise<ApiOutputs[typeof method]>)(parsed);
+      try {
+        return await (impl[method] as (i: ApiInput<typeof method>) => Promise<ApiOutputs[typeof method]>)(parsed);
+      } catch (err) {
+        // A full disk is named with its folder, whatever call ran into it.
+        throw diskFullError(err, paths.data) ?? err;
+      }
     };
   }
 

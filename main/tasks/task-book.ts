@@ -9,6 +9,7 @@ import type { ErrorInfo, SandboxInfo, Task } from '../../common/domain.js';
 import { pendingStages } from '../pipeline/stage-runner.js';
 import type { StateStore, TaskRecord } from '../state/state-store.js';
 import { interruption, isActive, isLive, nextSandbox, nextState, phaseMoveExists, sandboxMoveExists, type SandboxEvent, type TaskEvent } from './task-life.js';
+import { diskFullError } from '../state/disk-full.js';
 
 /** A patch that goes with a move: the phase and sandbox status come from the table. */
 export type MovePatch = Partial<Omit<Task, 'phase' | 'sandbox'>> & { sandbox?: Omit<SandboxInfo, 'status'> };
@@ -150,6 +151,9 @@ export function newTaskId(): string {
 }
 
 export function toErrorInfo(err: unknown): ErrorInfo {
+  // A task cut by a full disk says so by name, whichever step wrote.
+  const full = diskFullError(err);
+  if (full) return { name: full.name, message: full.message, ...(full.detail ? { detail: full.detail } : {}) };
   if (err instanceof z.ZodError) return { name: 'InvalidData', message: err.issues[0]?.message ?? 'invalid data' };
   if (err instanceof Error) {
     const detail = (err as { detail?: unknown }).detail;
