@@ -219,6 +219,9 @@ export const apiInputs = {
     agentId: id.optional(),
     timeoutSec: z.number().int().min(1).max(7200).optional(),
   }),
+  // SubagentStart / SubagentStop: a sandbox per subagent; its work comes back into the session's as a branch.
+  'sessions.subagentStart': z.object({ sessionId: id, agentId: id, agentType: z.string().max(128).optional() }),
+  'sessions.subagentStop': z.object({ sessionId: id, agentId: id }),
 
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
@@ -288,6 +291,8 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'sessions.check': { task: Task; report: LeakReport };
   'sessions.end': { task: Task; report?: LeakReport; destroyed: boolean };
   'sessions.info': { taskId: string; repoPath: string };
+  'sessions.subagentStart': { task: Task; parentTaskId: string };
+  'sessions.subagentStop': { report?: LeakReport; branch?: string; commits: number; destroyed: boolean };
   'sessions.run': ExecResult & { taskId: string; sync: { sent: number; removed: number; bytes: number } };
 }
 

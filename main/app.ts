@@ -431,6 +431,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'sessions.end': async ({ sessionId }) => sessions.end(sessionId),
     'sessions.info': async ({ sessionId }) => sessions.info(sessionId),
     'sessions.run': async (input) => sessions.run(input),
+    'sessions.subagentStart': async (input) => sessions.subagentStart(input),
+    'sessions.subagentStop': async (input) => sessions.subagentStop(input),
   };
 
   // Inputs are validated again here: the API is also called in-process (tests, CLI).

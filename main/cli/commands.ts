@@ -126,10 +126,10 @@ export const COMMANDS: Record<string, Command> = {
     runLocal: (io, v, p) => cmdHooks(io, v, p[0]!),
   },
   hook: {
-    usage: 'factory hook session-start|stop|session-end|pre-tool-use --via CMD|run <routed>   (Claude Code runs these; hook input JSON on stdin)',
+    usage: 'factory hook session-start|pre-tool-use --via CMD|run <routed>|subagent-start|subagent-stop|stop|session-end   (Claude Code runs these; hook input JSON on stdin)',
     summary:
       "The Claude Code session hooks: start provisions the session's sandbox, pre-tool-use routes each command into it (and denies what would run here), " +
-      'run is a routed command, stop runs the leak check, session-end checks and destroys',
+      'run is a routed command, subagent-start/-stop give a subagent its own sandbox and bring its work back, stop runs the leak check, session-end checks and destroys',
     options: { via: { type: 'string' } },
     positionals: [1, 2],
     run: (c, io, v, p) => runHook(c, io, p[0]!, v, p[1]),

@@ -14,6 +14,8 @@ import type { LeakReport } from '../../common/credentials.js';
 import type { ExecResult } from '../../common/contract.js';
 import type { Task } from '../../common/domain.js';
 import { execInSandbox } from '../exec/sandbox-exec.js';
+import { asAgent, shellQuote } from '../guest/guest-shell.js';
+import { commitGuestWork } from '../pipeline/stage-runner.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
 import { processAlive } from './session-process.js';
@@ -27,6 +29,15 @@ import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
  * folder inside the repository, then the model's shell line.
  */
 const ROUTED_SCRIPT = 'if [ -r /work/.factory/env.sh ]; then set -a; . /work/.factory/env.sh; set +a; fi; cd -- "$1" 2>/dev/null || cd /work/repo; exec bash -c "$2"';
+
+export interface SubagentInput {
+  sessionId: string;
+  agentId: string;
+  agentType?: string | undefined;
+}
+
+/** The most a subagent's work may weigh on its way into the session's sandbox (a git bundle, guest to guest). */
+const SUBAGENT_BUNDLE_MAX_BYTES = 512 * 1024 * 1024;
 
 export interface RunInput {
   sessionId: string;
@@ -45,7 +56,7 @@ export interface SessionPorts {
   destroyTask(taskId: string): Promise<Task>;
   leakCheck(taskId: string): Promise<LeakReport>;
   /** The live SSH connection of a task's sandbox; throws NoSandbox when it has none. */
-  sandboxSsh(taskId: string): Pick<GuestSsh, 'exec'>;
+  sandboxSsh(taskId: string): GuestSsh;
 }
 
 export interface SessionServiceDeps {
@@ -126,7 +137,9 @@ export class SessionService {
   async run(input: RunInput): Promise<ExecResult & { sync: SyncResult; taskId: string }> {
     const record = this.record(input.sessionId);
     if (record.state === 'quarantined') throw new FactoryError('InvalidTransition', `session ${input.sessionId}'s sandbox (task ${record.taskId}) is kept for inspection after a leak check that was not clean; it runs no more commands`);
-    const taskId = record.taskId;
+    // A subagent with a sandbox of its own runs there; any other command in the session's.
+    const child = input.agentId ? record.agents?.[input.agentId] : undefined;
+    const taskId = child && this.liveTask(child) ? child : record.taskId;
     const ssh = this.deps.ports.sandboxSsh(taskId);
     let sync = this.syncs.get(taskId);
     if (!sync) this.syncs.set(taskId, (sync = new WorkingTreeSync(record.repoPath)));
@@ -134,6 +147,72 @@ export class SessionService {
     const dir = input.dir === '' ? '/work/repo' : `/work/repo/${input.dir}`;
     const result = await execInSandbox(ssh, { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) });
     return { ...result, sync: synced, taskId };
+  }
+
+  /**
+   * SubagentStart: a sandbox of the subagent's own, fresh from the repository
+   * (as the session's was), ready when this returns. It takes a slot of the
+   * parallel-task limit like any task and waits for one past it.
+   */
+  async subagentStart(input: SubagentInput): Promise<{ task: Task; parentTaskId: string }> {
+    const record = this.record(input.sessionId);
+    if (record.state === 'quarantined') throw new FactoryError('InvalidTransition', `session ${input.sessionId}'s sandbox is kept for inspection after a leak check that was not clean; it starts no subagent sandbox`);
+    const known = record.agents?.[input.agentId];
+    if (known && this.liveTask(known)) return { task: await this.waitReady(known), parentTaskId: record.taskId };
+    const kind = input.agentType ? `${input.agentType} ` : '';
+    const task = await this.deps.ports.createTask({ repoPath: record.repoPath, title: `Claude Code subagent ${kind}${input.agentId} of session ${input.sessionId}`, agent: SESSION_AGENT });
+    const now = this.record(input.sessionId);
+    await this.deps.store.put({ ...now, agents: { ...now.agents, [input.agentId]: task.id } });
+    this.deps.log.info('a Claude Code subagent got a sandbox', { sessionId: input.sessionId, agentId: input.agentId, taskId: task.id });
+    return { task: await this.waitReady(task.id), parentTaskId: record.taskId };
+  }
+
+  /**
+   * SubagentStop: the leak check of the subagent's sandbox; when clean, its work
+   * (committed, and what it left uncommitted) goes into the session's sandbox as
+   * branch factory/<session>/<agent>, guest to guest as a git bundle that this
+   * computer only passes on, and the subagent's sandbox is destroyed. A check
+   * that is not clean keeps it for inspection and brings nothing over.
+   */
+  async subagentStop(input: SubagentInput): Promise<{ report?: LeakReport; branch?: string; commits: number; destroyed: boolean }> {
+    const record = this.record(input.sessionId);
+    const childId = record.agents?.[input.agentId];
+    if (!childId) return { commits: 0, destroyed: false };
+    const child = this.tryGet(childId);
+    if (!child || !this.liveTask(childId)) {
+      await this.forgetAgent(input.sessionId, input.agentId);
+      return { commits: 0, destroyed: false };
+    }
+    const report = await this.deps.ports.leakCheck(childId);
+    if (report.verdict !== 'clean') {
+      this.deps.log.warn('the leak check of a subagent sandbox was not clean; it is kept for inspection', { sessionId: input.sessionId, agentId: input.agentId, taskId: childId });
+      return { report, commits: 0, destroyed: false };
+    }
+    const childSsh = this.deps.ports.sandboxSsh(childId);
+    const head = await commitGuestWork(childSsh, child);
+    let branch: string | undefined;
+    let commits = 0;
+    if (head !== child.baseCommit) {
+      branch = `factory/${input.sessionId}/${input.agentId}`;
+      commits = await carryBranch(childSsh, this.deps.ports.sandboxSsh(record.taskId), child.baseCommit, branch);
+    }
+    await this.deps.ports.destroyTask(childId);
+    this.syncs.delete(childId);
+    await this.forgetAgent(input.sessionId, input.agentId);
+    return { report, ...(branch ? { branch } : {}), commits, destroyed: true };
+  }
+
+  private async forgetAgent(sessionId: string, agentId: string): Promise<void> {
+    const now = this.deps.store.get(sessionId);
+    if (!now?.agents?.[agentId]) return;
+    const agents = { ...now.agents };
+    delete agents[agentId];
+    await this.deps.store.put({ ...now, agents });
+  }
+
+  private liveTask(taskId: string): boolean {
+    const t = this.tryGet(taskId);
+    return !!t && LIVE.has(t.sandbox.status) && !FINISHED.has(t.phase);
   }
 
   /** Stop: the leak check only. */
@@ -180,6 +259,10 @@ export class SessionService {
     }
     // Kept after an earlier check that was not clean: a clean check now does not undo that; the user destroys it.
     if (LIVE.has(task.sandbox.status) && this.deps.store.get(record.sessionId)?.state === 'quarantined') return { ...(report ? { report } : {}), destroyed: false };
+    // Subagents whose stop never came: their sandboxes go with the session's (kept ones, after a finding, stay).
+    for (const childId of Object.values(record.agents ?? {})) {
+      if (this.liveTask(childId)) await ports.destroyTask(childId).catch((err: unknown) => this.deps.log.warn('destroying a subagent sandbox failed', { taskId: childId, err: String(err) }));
+    }
     if (hold.release(record.taskId)) await this.waitFinished(record.taskId);
     await ports.destroyTask(record.taskId);
     this.syncs.delete(record.taskId);
@@ -280,4 +363,56 @@ async function repoTop(cwd: string): Promise<string> {
   const top = await workTreeTop(cwd);
   if (!top) throw new FactoryError('NotAGitRepository', `the session's folder ${JSON.stringify(cwd)} is not inside a git repository`);
   return top;
+}
+
+/**
+ * The subagent's commits since `base` as branch `branch` of the session's
+ * sandbox: a bundle made in one guest, fetched in the other. The bytes pass
+ * through this computer unread, within SUBAGENT_BUNDLE_MAX_BYTES. Returns how
+ * many commits came over.
+ */
+async function carryBranch(from: Pick<GuestSsh, 'exec'>, to: Pick<GuestSsh, 'exec'>, base: string, branch: string): Promise<number> {
+  if (!/^[0-9a-f]{40,64}$/.test(base)) throw new FactoryError('SandboxError', 'the subagent\'s base is not a commit id');
+  const make = await from.exec(asAgent(`cd /work/repo && git bundle create -q - ${base}..HEAD`));
+  const take = await to.exec(
+    asAgent(
+      [
+        'set -e',
+        'cd /work/repo',
+        'f=$(mktemp)',
+        'trap \'rm -f "$f"\' EXIT',
+        'cat > "$f"',
+        `git fetch -q "$f" HEAD:refs/heads/${shellQuote(branch.replace(/^refs\/heads\//, ''))}`,
+        `git rev-list --count ${base}..${shellQuote(branch)}`,
+      ].join('\n'),
+    ),
+  );
+  let sent = 0;
+  let makeErr = '';
+  let takeOut = '';
+  let takeErr = '';
+  make.stderr.on('data', (d: Buffer) => (makeErr = (makeErr + d.toString('utf8')).slice(-1000)));
+  take.on('data', (d: Buffer) => (takeOut = (takeOut + d.toString('utf8')).slice(-1000)));
+  take.stderr.on('data', (d: Buffer) => (takeErr = (takeErr + d.toString('utf8')).slice(-1000)));
+  const exit = (ch: typeof make) => new Promise<number | null>((resolve) => {
+    let code: number | null = null;
+    ch.on('exit', (c: number | null) => (code = c));
+    ch.on('close', () => resolve(code));
+  });
+  const made = exit(make);
+  const taken = exit(take);
+  for await (const chunk of make as AsyncIterable<Buffer>) {
+    sent += chunk.length;
+    if (sent > SUBAGENT_BUNDLE_MAX_BYTES) {
+      make.close();
+      take.close();
+      throw new FactoryError('SandboxError', `the subagent's work is larger than ${SUBAGENT_BUNDLE_MAX_BYTES / (1024 * 1024)} MiB as a bundle; it was not brought over and its sandbox is kept`);
+    }
+    if (!take.write(chunk)) await new Promise((r) => take.once('drain', r));
+  }
+  take.end();
+  const [mc, tc] = await Promise.all([made, taken]);
+  if (mc !== 0) throw new FactoryError('SandboxError', `bundling the subagent's work failed (exit ${mc}): ${makeErr.trim().slice(0, 300)}`);
+  if (tc !== 0) throw new FactoryError('SandboxError', `bringing the subagent's work into the session's sandbox failed (exit ${tc}): ${takeErr.trim().slice(0, 300)}`);
+  return Number(takeOut.trim().split('\n').pop()) || 0;
 }

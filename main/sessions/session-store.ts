@@ -16,6 +16,8 @@ export const SessionRecord = z.object({
   createdAt: z.string(),
   /** 'quarantined': a leak check found a credential; the sandbox is kept for inspection and never reaped. */
   state: z.enum(['active', 'quarantined']),
+  /** Subagents with a sandbox of their own: Claude Code's agent_id → their task. */
+  agents: z.record(z.string(), z.string()).optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecord>;
 

@@ -144,16 +144,28 @@ async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, input:
   try {
     if (Buffer.isBuffer(input)) channel.end(input);
     else {
+      // The guest may end first (it failed): stop reading and writing then, instead of waiting for a drain that never comes.
+      const src = input() as NodeJS.ReadableStream & { destroy(): void };
+      let closed = false;
+      channel.once('close', () => {
+        closed = true;
+        src.destroy();
+      });
       let n = 0;
-      for await (const chunk of input() as AsyncIterable<Buffer>) {
-        n += chunk.length;
-        if (n > cap) {
-          channel.close();
-          throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
+      try {
+        for await (const chunk of src as AsyncIterable<Buffer>) {
+          n += chunk.length;
+          if (n > cap) {
+            channel.close();
+            throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
+          }
+          if (closed) break;
+          if (!channel.write(chunk)) await new Promise((r) => (channel.once('drain', r), channel.once('close', r)));
         }
-        if (!channel.write(chunk)) await new Promise((r) => channel.once('drain', r));
+      } catch (err) {
+        if (!closed || err instanceof FactoryError) throw err;
       }
-      channel.end();
+      if (!closed) channel.end();
     }
     const code = await done;
     if (code !== 0) throw new FactoryError('SyncFailed', `carrying the working tree's changes into the sandbox failed (exit ${code}): ${err.trim().slice(0, 300)}`);

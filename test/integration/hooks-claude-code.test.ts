@@ -3,9 +3,13 @@
 // API exists here), and the real app with real sandboxes under QEMU. A user
 // runs `factory hooks install --project` in a repository, then Claude Code:
 // the session start gives the session a sandbox (QEMU running, task listed)
-// and tells the model how to use it; the model's Bash call runs
-// `factory exec <task> -- sh -c 'echo hi > file'`; the session end runs the
-// leak check and leaves no QEMU process and no overlay. A session that copies
+// and tells the model about it; every Bash call of the model is routed into
+// the sandbox by the PreToolUse hook (nothing runs on this computer: a marker
+// it touches does not appear here, and it prints the sandbox's machine id), a
+// file the Write tool made here reaches the sandbox before the next command,
+// and a tool that would run here (WebFetch) is denied with the reason shown
+// to the model; the session end runs the leak check and leaves no QEMU
+// process and no overlay. A session that copies
 // the credential into the sandbox gets exit 2 naming it; a Claude Code killed
 // mid-session loses its sandbox within the grace period.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -33,8 +37,6 @@ let stub: AnthropicStub;
 let client: FactoryClient;
 let credentialId: string;
 let wrapperLog: string;
-/** What the model does in the current session: the shell line it runs in the sandbox. */
-let sandboxLine = '';
 let firstTurnHeld: Promise<void> | undefined;
 /** Claude Code processes started here: a failed test must not leave one running. */
 const started: ChildProcess[] = [];
@@ -60,16 +62,36 @@ function calls(): Call[] {
 
 const hookCalls = (which: string) => calls().filter((c) => c.args.replace(/^--data-dir \S+ /, '') === `hook ${which}`);
 
-/** The model: it reads the task id from the context SessionStart gave it, runs one Bash call in the sandbox, then stops. */
-function model(req: RecordedRequest): StubReply {
-  const body = req.rawBody;
-  if (body.includes('"tool_result"')) return { text: 'Done in the sandbox.' };
-  const m = /factory exec ([A-Za-z0-9._-]+) --/.exec(body);
-  if (!m) return { text: 'NO-SANDBOX-CONTEXT' };
-  const reply: StubReply = {
-    toolUses: [{ name: 'Bash', input: { command: `factory exec ${m[1]} -- sh -c ${JSON.stringify(sandboxLine).replace(/"/g, "'")}`, description: 'Run in the sandbox' } }],
-  };
-  return firstTurnHeld ? { ...reply, hold: firstTurnHeld } : reply;
+/** What the model does in the current session, turn by turn, once the session start told it about its sandbox. */
+let plan: StubReply[] = [];
+/** What a subagent does, turn by turn: a request whose first message is the Agent tool's prompt is the subagent's. */
+let subPlan: StubReply[] = [];
+const SUBAGENT_PROMPT = 'SUBAGENT-WORK: commit a file in your sandbox.';
+
+function model(req: RecordedRequest, ctx: { assistantTurns: number }): StubReply {
+  const first = (req.body as { messages?: Array<{ content?: unknown }> }).messages?.[0];
+  if (JSON.stringify(first?.content ?? '').includes('SUBAGENT-WORK')) return subPlan[ctx.assistantTurns] ?? { text: 'Subagent done.' };
+  if (!req.rawBody.includes('This session has its own sandbox')) return { text: 'NO-SANDBOX-CONTEXT' };
+  const reply = plan[ctx.assistantTurns] ?? { text: 'Done in the sandbox.' };
+  return firstTurnHeld && ctx.assistantTurns === 0 ? { ...reply, hold: firstTurnHeld } : reply;
+}
+
+const bash = (command: string): StubReply => ({ toolUses: [{ name: 'Bash', input: { command, description: 'Run in the sandbox' } }] });
+
+/** The tool results the model received, in order (text only). */
+function toolResults(): string[] {
+  const last = [...stub.requests].reverse().find((r) => r.rawBody.includes('"tool_result"'));
+  if (!last) return [];
+  const body = last.body as { messages?: Array<{ content?: unknown }> };
+  const out: string[] = [];
+  for (const m of body.messages ?? []) {
+    if (!Array.isArray(m.content)) continue;
+    for (const c of m.content as Array<{ type?: string; content?: unknown }>) {
+      if (c.type !== 'tool_result') continue;
+      out.push(typeof c.content === 'string' ? c.content : JSON.stringify(c.content));
+    }
+  }
+  return out;
 }
 
 function startClaude(): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
@@ -87,7 +109,8 @@ function startClaude(): { child: ChildProcess; done: Promise<{ code: number | nu
     CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS: '600000',
   };
   // Not as root with --dangerously-skip-permissions (refused): the one tool it needs is allowed instead.
-  const child = spawn(binary!, ['-p', 'Create the file in the sandbox.', '--output-format', 'stream-json', '--verbose', '--allowedTools', 'Bash'], {
+  // WebFetch is allowed too, so that its refusal can only come from the hook.
+  const child = spawn(binary!, ['-p', 'Work in the sandbox.', '--output-format', 'stream-json', '--verbose', '--allowedTools', 'Bash,Write,WebFetch'], {
     cwd: repo.dir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -141,7 +164,7 @@ beforeAll(async () => {
     ].join('\n'),
     { mode: 0o755 },
   );
-  stub = await AnthropicStub.start({ script: (req) => model(req), sideReply: { text: 'ok' } });
+  stub = await AnthropicStub.start({ script: (req, ctx) => model(req, ctx), sideReply: { text: 'ok' } });
   // The app, started by the CLI with a short grace period; the credential every sandbox could use.
   const ls = await runCli(dataDir, ['ls'], { env: { FACTORY_SESSION_GRACE_SEC: String(GRACE_SEC) } });
   expect(ls.code, ls.stderr).toBe(0);
@@ -172,19 +195,26 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     const r = await new Promise<number | null>((resolve) => spawn(path.join(root, 'bin', 'factory'), ['hooks', 'install', '--project'], { cwd: repo.dir, stdio: 'ignore' }).on('exit', resolve));
     expect(r).toBe(0);
     const settings = JSON.parse(fs.readFileSync(path.join(repo.dir, '.claude', 'settings.json'), 'utf8'));
-    expect(Object.keys(settings.hooks).sort()).toEqual(['SessionEnd', 'SessionStart', 'Stop']);
+    expect(Object.keys(settings.hooks).sort()).toEqual(['PreToolUse', 'SessionEnd', 'SessionStart', 'Stop', 'SubagentStart', 'SubagentStop']);
     expect(settings.hooks.SessionStart[0].hooks[0].command).toMatch(/^factory (--data-dir \S+ )?hook session-start # added by factory hooks install$/);
   });
 
-  it('a session gets a sandbox, the model works in it through factory exec, and the session end checks and destroys it', async (ctx) => {
+  it('a session gets a sandbox; every command runs there, edits made here reach it, a tool that would run here is denied; the end checks and destroys it', async (ctx) => {
     if (!binary) ctx.skip();
-    sandboxLine = 'echo hi > file && cat file';
+    const marker = path.join(root, 'MARKER-must-not-appear-here');
+    const hostMachineId = fs.existsSync('/etc/machine-id') ? fs.readFileSync('/etc/machine-id', 'utf8').trim() : 'no-machine-id-here';
+    plan = [
+      bash(`touch ${marker}; hostname; cat /etc/machine-id; pwd`),
+      { toolUses: [{ name: 'Write', input: { file_path: path.join(repo.dir, 'notes', 'from-host.txt'), content: 'written with the Write tool on the host\n' } }] },
+      bash('cat notes/from-host.txt && git status --short'),
+      { toolUses: [{ name: 'WebFetch', input: { url: 'https://example.com/', prompt: 'summarise' } }] },
+    ];
     let release!: () => void;
     firstTurnHeld = new Promise<void>((r) => (release = r));
     const t0 = Date.now();
     const claude = startClaude();
     // The model's first turn comes after SessionStart: the sandbox is up and listed by then.
-    await waitFor('the first model request', () => stub.requests.find((r) => r.rawBody.includes('factory exec')), 5 * 60_000);
+    await waitFor('the first model request', () => stub.requests.find((r) => r.rawBody.includes('This session has its own sandbox')), 5 * 60_000);
     const startMs = Date.now() - t0;
     const [task] = await sessionTasks();
     expect(task?.sandbox.status).toBe('running');
@@ -201,12 +231,26 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     const { code, out } = await claude.done;
     const totalMs = Date.now() - t0;
     expect(code, out.slice(-2000)).toBe(0);
-    const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^--data-dir \S+ /, '').startsWith(s));
+    const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^(--data-dir \S+ )+/, '').startsWith(s));
     expect(byArgs('hook session-start').map((c) => c.status)).toEqual([0]);
-    const exec = byArgs(`exec ${task!.id}`);
-    expect(exec.map((c) => c.status)).toEqual([0]);
-    // The Bash call's output came back to the model from the sandbox.
-    expect(stub.requests.some((r) => r.rawBody.includes('"tool_result"') && /\bhi\b/.test(r.rawBody))).toBe(true);
+    // Every tool call went through the hook; the two Bash calls ran as routed commands.
+    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0, 0]);
+    expect(byArgs('hook run').map((c) => c.status)).toEqual([0, 0]);
+    const results = toolResults();
+    // 1. Nothing ran here: no marker; the hostname and machine id are the sandbox's, the folder is the sandbox's copy.
+    expect(fs.existsSync(marker)).toBe(false);
+    const [first] = results;
+    expect(first).toMatch(/\b[0-9a-f]{32}\b/);
+    expect(first).not.toContain(hostMachineId);
+    expect(first).not.toContain(os.hostname());
+    expect(first).toContain('/work/repo');
+    // 2. The Write tool wrote here, on the user's working tree…
+    expect(fs.readFileSync(path.join(repo.dir, 'notes', 'from-host.txt'), 'utf8')).toBe('written with the Write tool on the host\n');
+    // …and the next routed command saw the file in the sandbox.
+    expect(results[2]).toContain('written with the Write tool on the host');
+    expect(results[2]).toContain('?? notes/');
+    // 3. WebFetch was denied by the hook, and the model was told why and what to do instead.
+    expect(results[3]).toMatch(/not run on this computer.*curl through the Bash tool/s);
     expect(byArgs('hook stop').map((c) => c.status)).toEqual([0]);
     const end = byArgs('hook session-end');
     expect(end.map((c) => c.status), end[0]?.stderr).toEqual([0]);
@@ -216,13 +260,63 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     expect(overlays()).toEqual([]);
     expect((await client.call('tasks.get', { taskId: task!.id })).sandbox.status).toBe('destroyed');
+    // The file the agent wrote here came back through the review too (the sandbox had it).
+    const diff = await runCli(dataDir, ['diff', task!.id]);
+    expect(diff.stdout).toContain('notes/from-host.txt');
     console.log(`session start → first model turn: ${startMs} ms; whole session incl. leak check and teardown: ${totalMs} ms`);
   }, 8 * 60_000);
+
+  it('a subagent gets a sandbox of its own: its command runs on another machine, its commit arrives in the session sandbox as a branch, and its sandbox is gone after it stops', async (ctx) => {
+    if (!binary) ctx.skip();
+    fs.writeFileSync(wrapperLog, '');
+    const machineId = /\b[0-9a-f]{32}\b/;
+    plan = [
+      bash('echo SESSION-ID $(cat /etc/machine-id)'),
+      { toolUses: [{ name: 'Agent', input: { description: 'Commit in a sandbox', prompt: SUBAGENT_PROMPT, subagent_type: 'general-purpose', run_in_background: false } }] },
+      bash("git branch --list 'factory/*' && git log --all --format=%s | sort -u && ls"),
+    ];
+    subPlan = [bash('echo SUB-ID $(cat /etc/machine-id) && echo from-the-subagent > sub.txt && git add sub.txt && git commit -qm "work of the subagent" && echo committed')];
+    const peak: { qemu: number } = { qemu: 0 };
+    const watch = setInterval(() => (peak.qemu = Math.max(peak.qemu, qemuProcessesUnder(dataDir).length)), 500);
+    let out = '';
+    try {
+      const r = await startClaude().done;
+      out = r.out;
+      expect(r.code, out.slice(-2000)).toBe(0);
+    } finally {
+      clearInterval(watch);
+    }
+    const all = stub.requests.map((q) => q.rawBody).join('\n');
+    const sessionId = /SESSION-ID ([0-9a-f]{32})/.exec(all)?.[1];
+    const subId = /SUB-ID ([0-9a-f]{32})/.exec(all)?.[1];
+    expect(sessionId, 'the session printed its machine id').toMatch(machineId);
+    expect(subId, 'the subagent printed its machine id').toMatch(machineId);
+    // Two machines: the subagent's command did not run in the session's sandbox (nor here).
+    expect(subId).not.toBe(sessionId);
+    expect(peak.qemu).toBe(2);
+    const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^(--data-dir \S+ )+/, '').startsWith(s));
+    expect(byArgs('hook subagent-start').map((c) => c.status)).toEqual([0]);
+    const stop = byArgs('hook subagent-stop');
+    expect(stop.map((c) => c.status), stop[0]?.stderr).toEqual([0]);
+    // The subagent's commit is in the session's sandbox as its branch (the session's next command saw it).
+    const results = toolResults();
+    const last = results[results.length - 1]!;
+    expect(last).toMatch(/factory\/[A-Za-z0-9._-]+\/[A-Za-z0-9._-]+/);
+    expect(last).toContain('work of the subagent');
+    // …but not in the session's working tree: it is a branch, not a change to the session's own files.
+    expect(last).not.toContain('sub.txt');
+    expect(fs.existsSync(path.join(repo.dir, 'sub.txt'))).toBe(false);
+    // After the session: every sandbox is gone, the subagent's with the rest.
+    expect(qemuProcessesUnder(dataDir)).toEqual([]);
+    const subTasks = (await sessionTasks()).filter((t) => t.title.includes('subagent'));
+    expect(subTasks).toHaveLength(1);
+    expect(subTasks[0]!.sandbox.status).toBe('destroyed');
+  }, 10 * 60_000);
 
   it('a session that copies the credential into its sandbox: the hooks exit 2 naming it, and the sandbox is kept', async (ctx) => {
     if (!binary) ctx.skip();
     fs.writeFileSync(wrapperLog, '');
-    sandboxLine = `echo ${LEAK_VALUE} > leaked.txt && sync`;
+    plan = [bash(`echo ${LEAK_VALUE} > leaked.txt && sync`)];
     const { code, out } = await startClaude().done;
     expect(code, out.slice(-2000)).toBe(0);
     const stop = hookCalls('stop');
@@ -248,12 +342,12 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
   it('a Claude Code killed mid-session loses its sandbox within the grace period', async (ctx) => {
     if (!binary) ctx.skip();
     fs.writeFileSync(wrapperLog, '');
-    sandboxLine = 'sleep 1';
+    plan = [bash('sleep 1')];
     let release!: () => void;
     firstTurnHeld = new Promise<void>((r) => (release = r));
     const before = stub.requests.length;
     const claude = startClaude();
-    await waitFor('the first model request', () => stub.requests.slice(before).find((r) => r.rawBody.includes('factory exec')), 5 * 60_000);
+    await waitFor('the first model request', () => stub.requests.slice(before).find((r) => r.rawBody.includes('This session has its own sandbox')), 5 * 60_000);
     const task = (await sessionTasks()).find((t) => t.sandbox.status === 'running');
     expect(task).toBeDefined();
     process.kill(-claude.child.pid!, 'SIGKILL');

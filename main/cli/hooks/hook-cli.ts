@@ -5,7 +5,7 @@ import { workTreeTop } from '../../git/host-git.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
-import { cmdHookEnd, cmdHookPreToolUse, cmdHookRun, cmdHookStart, cmdHookStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { cmdHookEnd, cmdHookPreToolUse, cmdHookRun, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
 import { HOOK_EVENTS, installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {
@@ -37,7 +37,7 @@ async function repoTop(cwd: string): Promise<string> {
   return top;
 }
 
-const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd };
+const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd, 'subagent-start': cmdHookSubagentStart, 'subagent-stop': cmdHookSubagentStop };
 
 /**
  * How long the hook may wait, in ms: under Claude Code's own limit for it (the
@@ -74,7 +74,7 @@ export async function runHook(client: FactoryClient, io: Io, which: string, v: V
     }
   }
   const handler = HANDLERS[which as keyof typeof HANDLERS];
-  if (!handler) throw new UsageError(`hook: expected session-start, stop or session-end, got ${JSON.stringify(which)}`);
+  if (!handler) throw new UsageError(`hook: expected session-start, pre-tool-use, run, subagent-start, subagent-stop, stop or session-end, got ${JSON.stringify(which)}`);
   try {
     // Anything thrown (bad input, the app's error, no answer in time) fails closed: status 2 and what happened.
     return await withDeadline(

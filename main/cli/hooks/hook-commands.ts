@@ -26,6 +26,9 @@ export const HookInput = z.object({
   source: z.string().max(32).optional(),
   hook_event_name: z.string().max(64).optional(),
   stop_hook_active: z.boolean().optional(),
+  /** SubagentStart/SubagentStop, and every tool call inside a subagent (Claude Code 2.1.332). */
+  agent_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore').optional(),
+  agent_type: z.string().max(128).optional(),
 });
 export type HookInput = z.infer<typeof HookInput>;
 
@@ -92,7 +95,7 @@ function describeIncomplete(taskId: string, report: LeakReport): string {
  */
 export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown, opts: { reached?: boolean } = {}): number {
   const e = err instanceof Error ? err : new Error(String(err));
-  const start = which === 'session-start';
+  const start = which === 'session-start' || which === 'subagent-start';
   const what = start ? 'could not give this session its sandbox' : "could not complete the leak check of this session's sandbox";
   let after = '';
   if (!start) {
@@ -174,7 +177,6 @@ export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput
 const PreToolUseInput = HookInput.extend({
   tool_name: z.string().min(1).max(256),
   tool_input: z.record(z.string(), z.unknown()),
-  agent_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/).optional(),
 });
 
 /**
@@ -234,4 +236,48 @@ export async function cmdHookRun(client: FactoryClient, io: Io, word: string): P
   if (r.timedOut) io.stderr.write(`\nfactory: the command was stopped after ${routed.t ?? 600} s in the sandbox\n`);
   if (r.exitCode !== null) return r.exitCode;
   return 128 + 9;
+}
+
+/** What a subagent receives at its start (SubagentStart's additionalContext). */
+export function subagentContext(task: Task, parentTaskId: string, sessionId: string, agentId: string): string {
+  return [
+    `This subagent has a sandbox of its own: a throwaway VM from Factory in a Box (task ${task.id}), with a fresh copy of the repository`,
+    `at ${task.baseCommit.slice(0, 12)} in /work/repo. Every command you run with the Bash tool runs there, not on this computer and not in`,
+    `the session's sandbox (task ${parentTaskId}). Commit your work there; when you finish, your commits go into the session's sandbox`,
+    `as branch factory/${sessionId}/${agentId}, and this sandbox is destroyed.`,
+    '',
+  ].join('\n');
+}
+
+/** SubagentStart: the subagent's own sandbox; a session without one gives none (its commands are refused or go to the session's). */
+export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+  if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStart input has no agent_id');
+  let r;
+  try {
+    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(input.agent_type ? { agentType: input.agent_type } : {}) });
+  } catch (err) {
+    if (err instanceof Error && err.name === 'SessionNotFound') return 0;
+    throw err;
+  }
+  printJson(io, { hookSpecificOutput: { hookEventName: 'SubagentStart', additionalContext: subagentContext(r.task, r.parentTaskId, input.session_id, input.agent_id) } });
+  return 0;
+}
+
+/** SubagentStop: the leak check of the subagent's sandbox, its work into the session's, the sandbox destroyed; fails closed like Stop. */
+export async function cmdHookSubagentStop(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+  if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStop input has no agent_id');
+  let r;
+  try {
+    r = await client.call('sessions.subagentStop', { sessionId: input.session_id, agentId: input.agent_id });
+  } catch (err) {
+    if (err instanceof Error && err.name === 'SessionNotFound') return 0;
+    throw err;
+  }
+  if (r.report && r.report.verdict !== 'clean') {
+    const taskId = r.report.sandboxId;
+    io.stderr.write(r.report.verdict === 'leak' ? describeLeak(taskId, r.report) : describeIncomplete(taskId, r.report));
+    return input.stop_hook_active ? 1 : 2;
+  }
+  if (r.branch) io.stderr.write(`factory: the subagent's ${r.commits} commit(s) are in the session's sandbox as branch ${r.branch}; its sandbox was destroyed\n`);
+  return 0;
 }

@@ -19,6 +19,9 @@ export const HOOK_EVENTS = {
   SessionStart: { sub: 'session-start', timeout: 900 },
   // Every tool call: the hook decides within 30 s itself; `|| exit 2` makes any failure of it block the call.
   PreToolUse: { sub: 'pre-tool-use', timeout: 120, matcher: '*' },
+  // A subagent's own sandbox may wait for a slot of the parallel-task limit, then boot.
+  SubagentStart: { sub: 'subagent-start', timeout: 900 },
+  SubagentStop: { sub: 'subagent-stop', timeout: 600 },
   Stop: { sub: 'stop', timeout: 300 },
   SessionEnd: { sub: 'session-end', timeout: 600 },
 } as const;

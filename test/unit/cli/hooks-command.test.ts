@@ -32,7 +32,7 @@ describe('factory hooks', () => {
     fs.writeFileSync(file, JSON.stringify(mine));
     const install = factory(['hooks', 'install', '--user'], { cwd: os.tmpdir(), home });
     expect(install.code, install.stderr).toBe(0);
-    expect(install.stdout).toContain(`installed SessionStart, PreToolUse, Stop, SessionEnd hooks in ${file}`);
+    expect(install.stdout).toContain(`installed SessionStart, PreToolUse, SubagentStart, SubagentStop, Stop, SessionEnd hooks in ${file}`);
     const s = JSON.parse(fs.readFileSync(file, 'utf8'));
     expect(s.model).toBe('opus');
     expect(s.hooks.Stop).toHaveLength(2);
@@ -41,7 +41,7 @@ describe('factory hooks', () => {
     expect(factory(['hooks', 'install', '--user'], { cwd: os.tmpdir(), home }).stdout).toContain('already installed');
     const un = factory(['hooks', 'uninstall', '--user', '--json'], { cwd: os.tmpdir(), home });
     expect(un.code, un.stderr).toBe(0);
-    expect(JSON.parse(un.stdout)).toEqual({ file, removed: 4 });
+    expect(JSON.parse(un.stdout)).toEqual({ file, removed: 6 });
     expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual(mine);
     // No app was started for any of it.
     expect(fs.existsSync(install.dataDir)).toBe(false);

@@ -29,7 +29,7 @@ beforeEach(() => {
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('factory hooks install', () => {
-  it('creates .claude/settings.json with the four command hooks in Claude Code\'s shape', async () => {
+  it('creates .claude/settings.json with the six command hooks in Claude Code\'s shape', async () => {
     expect(await installHooks(file, 'factory')).toEqual({ changed: true });
     const s = read();
     // Every tool call goes through the PreToolUse hook; any failure of it becomes Claude Code's blocking status 2.
@@ -37,6 +37,8 @@ describe('factory hooks install', () => {
     expect(s.hooks.SessionStart).toEqual([{ hooks: [{ type: 'command', command: `factory hook session-start ${MARK}`, timeout: 900 }] }]);
     expect(s.hooks.Stop[0].hooks[0].command).toBe(`factory hook stop ${MARK}`);
     expect(s.hooks.SessionEnd[0].hooks[0].command).toBe(`factory hook session-end ${MARK}`);
+    expect(s.hooks.SubagentStart[0].hooks[0].command).toBe(`factory hook subagent-start ${MARK}`);
+    expect(s.hooks.SubagentStop[0].hooks[0].command).toBe(`factory hook subagent-stop ${MARK}`);
   });
 
   it("keeps the user's other hooks and settings, and a second install changes nothing", async () => {
@@ -62,7 +64,7 @@ describe('factory hooks install', () => {
     await installHooks(file, 'factory');
     await installHooks(file, '/opt/factory/bin/factory');
     const s = read();
-    for (const e of ['SessionStart', 'PreToolUse', 'Stop', 'SessionEnd']) {
+    for (const e of ['SessionStart', 'PreToolUse', 'SubagentStart', 'SubagentStop', 'Stop', 'SessionEnd']) {
       expect(s.hooks[e]).toHaveLength(1);
       expect(s.hooks[e][0].hooks[0].command).toMatch(/^\/opt\/factory\/bin\/factory hook /);
     }
@@ -77,7 +79,7 @@ describe('factory hooks install', () => {
     s.hooks.Stop[0].hooks.push(s.hooks.Stop[1].hooks[0]);
     s.hooks.Stop.pop();
     fs.writeFileSync(file, JSON.stringify(s));
-    expect(await uninstallHooks(file)).toEqual({ removed: 4 });
+    expect(await uninstallHooks(file)).toEqual({ removed: 6 });
     expect(read()).toEqual(USERS);
     expect(await uninstallHooks(file)).toEqual({ removed: 0 });
   });
