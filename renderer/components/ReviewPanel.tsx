@@ -6,6 +6,7 @@ import { AgentHistory } from './review/AgentHistory.js';
 import { ApproveBar } from './review/ApproveBar.js';
 import { requiredConfirmations } from './review/confirmations.js';
 import { FileDetail } from './review/FileDetail.js';
+import { FileDiff } from './review/FileDiff.js';
 import { FileList } from './review/FileList.js';
 import { plural } from './review/format.js';
 import { buildPatchModel } from './review/patch-model.js';
@@ -31,6 +32,7 @@ export function ReviewPanel({ task }: { task: Task }) {
   const review = useFactory((s) => s.reviews[task.id]);
   const fileStates = useFactory((s) => s.reviewFiles[task.id]);
   const [openPath, setOpenPath] = useState<string | undefined>();
+  const [viewPath, setViewPath] = useState<string | undefined>();
   const patchView = useRef<VirtualRowsHandle>(null);
   const inReview = task.phase === 'review';
 
@@ -59,6 +61,7 @@ export function ReviewPanel({ task }: { task: Task }) {
     void controller.loadReviewFile(task.id, path);
   };
   const listed = review.files.length;
+  const failedChecks = review.checks.filter((c) => !c.ok).length;
   return (
     <section className="review" data-testid="review-panel">
       <h3 data-testid="review-summary">
@@ -71,14 +74,33 @@ export function ReviewPanel({ task }: { task: Task }) {
       <ReviewFlags flags={review.flags} secrets={review.secrets} />
       {/* Nothing came back (the head is the base): there is nothing to land. */}
       {review.headCommit !== review.baseCommit ? <AgentHistory history={review.history} /> : null}
-      <ul className="checks" data-testid="review-checks">
-        {review.checks.map((c) => (
-          <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>
-            {c.ok ? '✓' : '✗'} {c.name}: {c.message}
-          </li>
-        ))}
-      </ul>
-      <FileList files={review.files} fileRows={model.fileRows} onGoTo={(row) => patchView.current?.scrollToRow(row)} onOpen={open} openPath={openPath} patchTruncated={review.patchTruncated} cutPath={cutPath} />
+      {/* The verification checks in one line; open (and said first) when one failed. */}
+      <details className="checks-fold" data-testid="review-checks-fold" open={failedChecks > 0}>
+        <summary data-testid="review-checks-summary">
+          {failedChecks ? <span className="bad">✗ {plural(failedChecks, 'check')} failed</span> : <span className="ok">✓ {plural(review.checks.length, 'check')} passed</span>}
+        </summary>
+        <ul className="checks" data-testid="review-checks">
+          {review.checks.map((c) => (
+            <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>
+              {c.ok ? '✓' : '✗'} {c.name}: {c.message}
+            </li>
+          ))}
+        </ul>
+      </details>
+      <FileList
+        files={review.files}
+        fileRows={model.fileRows}
+        onGoTo={(row) => patchView.current?.scrollToRow(row)}
+        onView={(path) => setViewPath(viewPath === path ? undefined : path)}
+        viewPath={viewPath}
+        onOpen={open}
+        openPath={openPath}
+        patchTruncated={review.patchTruncated}
+        cutPath={cutPath}
+      />
+      {viewPath !== undefined && model.fileRows.has(viewPath) ? (
+        <FileDiff path={viewPath} model={model} headerRow={model.fileRows.get(viewPath)!} flags={review.flags} secrets={review.secrets} />
+      ) : null}
       {review.filesOmitted > 0 ? (
         <p className="note" role="alert" data-testid="review-files-omitted">
           {plural(review.filesOmitted, 'more changed file')} {review.filesOmitted === 1 ? 'is' : 'are'} not listed (over the review's limit); the totals

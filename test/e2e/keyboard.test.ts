@@ -5,7 +5,7 @@
 // reject (asking first); the terminal pane resizes and collapses by keyboard.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
-import { describeViolations, seriousViolations } from './support/axe.js';
+import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
 import { focused, tabTo } from './support/keyboard.js';
 import { ScriptedApp } from './support/scripted-app.js';
@@ -57,7 +57,21 @@ describe.skipIf(!!missing)('keyboard only', () => {
     await page.getByTestId('review-file').first().waitFor();
 
     // The review comes first in the task view: Approve is a few Tab presses from the title.
-    const presses = await tabTo(page, 'approve-button', { max: 12 });
+    // A file's changes in split view, by keyboard: line numbers on both sides, focus visible throughout.
+    await tabTo(page, 'review-file-view', { max: 12 });
+    await page.keyboard.press('Enter');
+    await page.getByTestId('file-diff').waitFor();
+    await tabTo(page, 'diff-split', { max: 6 });
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByTestId('file-diff').getAttribute('data-mode')).toBe('split');
+    expect(await page.getByTestId('diff-split').getAttribute('aria-pressed')).toBe('true');
+    const numbers = await page.locator('[data-testid="file-diff"] .diff-line-old-num, [data-testid="file-diff"] .diff-line-new-num').count();
+    expect(numbers).toBeGreaterThan(0);
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await screenshot(page, 'review-split-1400x900');
+    await page.getByTestId('task-title').focus();
+
+    const presses = await tabTo(page, 'approve-button', { max: 24 });
     console.log(`keyboard: Approve reached with ${presses} Tab presses from the task title`);
     await page.keyboard.press('Enter');
     await expect.poll(() => page.getByTestId('decision').getAttribute('data-kind')).toBe('approved');

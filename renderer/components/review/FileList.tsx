@@ -15,6 +15,9 @@ interface Props {
   /** Row of each file's header in the patch shown below (by stored path). */
   fileRows: Map<string, number>;
   onGoTo: (row: number) => void;
+  /** Shows the file's changes in the diff viewer (line numbers, split, colours). */
+  onView: (path: string) => void;
+  viewPath: string | undefined;
   /** Asks the host for one file: its own patch and its leading bytes. */
   onOpen: (path: string) => void;
   openPath: string | undefined;
@@ -30,7 +33,7 @@ interface Shown {
   target?: string;
 }
 
-export function FileList({ files, fileRows, onGoTo, onOpen, openPath, patchTruncated, cutPath }: Props) {
+export function FileList({ files, fileRows, onGoTo, onView, viewPath, onOpen, openPath, patchTruncated, cutPath }: Props) {
   const shown = useMemo<Shown[]>(
     () =>
       files.map((f) => ({
@@ -88,6 +91,13 @@ export function FileList({ files, fileRows, onGoTo, onOpen, openPath, patchTrunc
             ) : null}{' '}
             {row !== undefined ? (
               <>
+                {!notText ? (
+                  <>
+                    <button type="button" className="link" data-testid="review-file-view" aria-pressed={viewPath === f.path} onClick={() => onView(f.path)}>
+                      view changes
+                    </button>{' '}
+                  </>
+                ) : null}
                 <button type="button" className="link" data-testid="review-file-goto" onClick={() => onGoTo(row)}>
                   go to patch
                 </button>
