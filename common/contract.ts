@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { EditorCommand, MAX_KEEP_MINUTES, StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
-import type { ErrorName } from './errors.js';
+import { FactoryError } from './errors.js';
 import { EgressRule } from './egress.js';
 import { HostCheckInput, HostName, HostSaveInput, SshAlias, type HostCheckResult, type SandboxHostView, type SshConfigHost } from './sandbox-hosts.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
@@ -377,30 +377,11 @@ export interface FactoryBridge {
   onNewTaskRequest?(listener: (request: { repoPath?: string }) => void): () => void;
 }
 
+// FactoryError lives in errors.ts; exported here too for the importers of the contract.
+export { FactoryError };
+
 export interface WireError {
   error: { name: string; message: string; detail?: string };
-}
-
-/**
- * Errors the host raises on purpose carry a name from the registry in
- * common/errors.ts (the UI shows its title and help); an unknown name does not compile.
- */
-export class FactoryError extends Error {
-  constructor(
-    name: ErrorName,
-    message: string,
-    public readonly detail?: string,
-  ) {
-    super(message);
-    this.name = name;
-  }
-
-  /** An error that crossed from elsewhere (the wire) keeps its name even when the registry does not know it. */
-  static carried(name: string, message: string, detail?: string): FactoryError {
-    const err = new FactoryError('Error', message, detail);
-    err.name = name;
-    return err;
-  }
 }
 
 export function toWireError(err: unknown): WireError {

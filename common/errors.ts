@@ -139,3 +139,25 @@ export function isErrorName(name: string): name is ErrorName {
 export function errorHelp(name: string): ErrorHelp {
   return isErrorName(name) ? ERRORS[name] : ERRORS.Error;
 }
+
+/**
+ * An error the app raises on purpose: its name is one of the registry's (the UI
+ * shows its title and help), so an unknown name does not compile.
+ */
+export class FactoryError extends Error {
+  constructor(
+    name: ErrorName,
+    message: string,
+    public readonly detail?: string,
+  ) {
+    super(message);
+    this.name = name;
+  }
+
+  /** An error that crossed from elsewhere (the wire) keeps its name even when the registry does not know it. */
+  static carried(name: string, message: string, detail?: string): FactoryError {
+    const err = new FactoryError('Error', message, detail);
+    err.name = name;
+    return err;
+  }
+}

@@ -9,7 +9,7 @@ import { DISPLAYLESS_SWITCHES, HEADLESS_FLAG } from './cli-route.js';
 import { LOCK_FILE, pidAlive, readPid } from '../instance/instance-lock.js';
 import { socketPath } from '../instance/socket-path.js';
 import { FactoryClient } from './client.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 export interface LaunchOptions {
   dataDir: string;

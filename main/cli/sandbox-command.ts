@@ -4,7 +4,7 @@
 // when the shell ends the app destroys the sandbox, unless --keep.
 import path from 'node:path';
 import type { Task } from '../../common/domain.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { FactoryClient } from './client.js';
 import { plain, printJson, type Io } from './output.js';
 import { cmdShell } from './terminal-commands.js';

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import type { Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { ReviewConfirmationKind, type PullbackReview, type ReviewConfirmation } from '../../common/review.js';
 import { escapeName, escapeTerminalLine } from '../../common/review-text.js';
 import { shellWord } from '../../common/shell-quote.js';

@@ -2,7 +2,7 @@
 // --follow), exec (one command, streams and exit status passed through) and
 // shell (interactive, the user's terminal in raw mode, resize followed).
 import type { StageName } from '../../common/domain.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { FactoryClient } from './client.js';
 import { printJson, type Io } from './output.js';
 import { resolveTask } from './task-commands.js';

@@ -3,7 +3,7 @@
 import { appendFile, mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AuditEntry } from '../../common/credentials.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { Listeners } from '../../common/listeners.js';
 
 const SANDBOX_ID = /^[A-Za-z0-9._-]{1,128}$/;

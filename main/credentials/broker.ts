@@ -11,7 +11,7 @@ import path from 'node:path';
 import { sandboxDisks, sandboxFiles } from '../vm/sandbox-files.js';
 import { sandboxWarmStates } from '../vm/warm-state.js';
 import { credentialApiInputs, credentialId, LeakReport, type CredentialApi, type CredentialEvent, type CredentialRef } from '../../common/credentials.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js';
 import { Listeners } from '../../common/listeners.js';
 import { stderrLogger, type Logger } from '../log/logger.js';

@@ -4,7 +4,7 @@
 // upstream accepts it (the answer is a status, never the value).
 import { randomBytes } from 'node:crypto';
 import https from 'node:https';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import {
   ANTHROPIC_KINDS,
   CredentialRef,

@@ -3,7 +3,7 @@
 // pipeline step and decides one request at a time, naming why it refuses.
 // The address guard (net-guard.ts) runs after it on every destination.
 import { EgressRule, egressHostMatches, egressHostProblem, plainPathProblem, type EgressRefusal, type StepName } from '../../common/egress.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { Listeners } from '../../common/listeners.js';
 import type { AuditLog } from './audit.js';
 import { rangeAllowance } from './net-guard.js';

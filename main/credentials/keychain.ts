@@ -4,7 +4,7 @@
 // pinned to the Secret Service so the library cannot silently fall back to the
 // (non-persistent) kernel keyring either.
 import { AsyncEntry } from '@napi-rs/keyring';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 export const KEYCHAIN_SERVICE = 'factory-in-a-box';
 

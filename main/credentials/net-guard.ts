@@ -3,7 +3,7 @@
 // address (the lookup hook below), so DNS rebinding cannot slip past it.
 import dns from 'node:dns';
 import net from 'node:net';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 const blocked = new net.BlockList();
 for (const [addr, bits] of [

@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { CredentialRef } from '../../common/credentials.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { writeFileAtomic } from '../state/state-store.js';
 
 const FileShape = z.object({ version: z.literal(1), credentials: z.array(CredentialRef) });

@@ -4,7 +4,7 @@
 // proxy address to the sandbox's unix socket.
 import path from 'node:path';
 import { anthropicCredentialInUse, type CredentialRef } from '../../common/credentials.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT, GUEST_PROXY_URL, newPlaceholder, type ProxyRoute } from './proxy.js';
 

@@ -4,7 +4,7 @@
 // content keys the cached environment.
 import semver from 'semver';
 import { shellQuote } from '../../common/shell-quote.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 /** Every file detection and the node spec look at (one lookup at the base commit). */
 export const DETECTION_FILES = [

@@ -6,7 +6,7 @@
 // on the host in the devcontainer spec: here it never runs anywhere.
 import { parse, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { z } from 'zod';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { GUEST_REPO_DIR } from '../guest/guest-shell.js';
 import { EnvVarsSchema, MAX_COMMAND_CHARS, MAX_SETUP_COMMANDS } from './env-schema.js';

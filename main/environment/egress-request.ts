@@ -1,6 +1,6 @@
 // The extra destinations a repository asks for, in the proxy's rule shape. They
 // are requests: shown to the user at Start and added only when approved.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { EgressRule } from '../../common/egress.js';
 import type { EgressRequest } from './env-schema.js';
 

@@ -5,7 +5,7 @@
 // the base commit and is untrusted.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { runGit } from '../git/host-git.js';
 import { blobIds, readEntry, repoEntries, type RepoEntry } from '../git/repo-files.js';
 import type { EnvironmentConfig } from './env-schema.js';

@@ -7,7 +7,7 @@
 // A range picks the newest LTS release that satisfies it (as `nvm install --lts`
 // would), from Node's release index; a non-LTS only when no LTS does.
 import semver from 'semver';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { LTS_CODENAMES, nodeSpecProblem } from './env-schema.js';
 
 export const NODE_SPEC_FILES = ['.nvmrc', '.node-version', '.tool-versions'] as const;

@@ -6,7 +6,7 @@
 // ever in the guest and each as one quoted word (`bash -c '<command>'`), so no
 // command can change the script around it.
 import { shellQuote } from '../../common/shell-quote.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { GUEST_REPO_DIR } from '../guest/guest-shell.js';
 import { DEBIAN_PACKAGE_NAME } from './env-schema.js';
 import type { PackageDist } from './node-version.js';

@@ -6,7 +6,7 @@
 // and a name starting with a dash (an option in disguise) is refused outright.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { BranchInfo, PushResult } from '../../common/domain.js';
 import { firstLine, runGit } from './host-git.js';
 

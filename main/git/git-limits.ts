@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 export interface GitLimits {
   /** Address-space cap of git and of each process it starts, bytes. */

@@ -6,7 +6,7 @@
 // caller or by the guest-data folder git works in.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { ErrorName } from '../../common/errors.js';
 import { boundedGitCommand, describeLimit, effectiveLimits, limitExceeded, type GitLimits, type LimitExceeded } from './git-limits.js';
 

@@ -2,7 +2,7 @@
 // the sandbox runs what was committed). The repository is untrusted input, so
 // every path is checked, only regular files are read (a symlink, a folder or a
 // submodule is refused by name), and every read is capped before git runs.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { runGit } from './host-git.js';
 
 const TIMEOUT_MS = 15_000;

@@ -5,7 +5,7 @@
 // guest's own (and kept where Debian's update-ca-certificates will include it), and
 // Node and pip, which bring their own stores, are pointed at it.
 import fsp from 'node:fs/promises';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 /** Where the host keeps its system bundle, by platform; SSL_CERT_FILE first when the user set one. */
 const HOST_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', '/etc/ssl/cert.pem'];

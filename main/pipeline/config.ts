@@ -3,7 +3,7 @@
 // working tree), size-capped, parsed with a strict schema, and every problem is
 // reported with the field that caused it (e.g. `stages.build.command: expected string`).
 import { z } from 'zod';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type StageName } from '../../common/domain.js';
 import { readRepoFile } from '../git/repo-files.js';
 import { EnvironmentSchema, resolveEnvironment, type EnvironmentConfig } from '../environment/env-schema.js';

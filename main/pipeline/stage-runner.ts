@@ -6,7 +6,7 @@
 // tree are committed on the task branch so the pull-back sees them.
 import path from 'node:path';
 import type { ClientChannel } from 'ssh2';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type ErrorInfo, type StageName, type StageResult, type Task, type TerminalInfo } from '../../common/domain.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';

@@ -2,7 +2,7 @@
 // commit (as the agent user, so the guest repo's own config cannot act as
 // root), then download it with a size cap into the task's quarantine folder.
 // What the guest prints is untrusted and only matched against fixed markers.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { GUEST_OUT_DIR, GUEST_REPO_DIR, asAgent, shellQuote } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 

@@ -5,7 +5,7 @@
 // (a result can also make the diff read a huge file of the host's, e.g. by
 // deleting it or adding it again under a new name). git answers sizes from
 // object headers (for a delta, from the delta's header) without inflating.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { formatBytes, type GitLimits } from '../git/git-limits.js';
 import { firstLine, git, limitMessage, runGit } from '../git/host-git.js';
 import type { PackCaps } from './pack-scan.js';

@@ -10,7 +10,7 @@
 // they are named by their position and offset in the pack.
 import fsp, { type FileHandle } from 'node:fs/promises';
 import zlib from 'node:zlib';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { formatBytes } from '../git/git-limits.js';
 
 export interface PackCaps {

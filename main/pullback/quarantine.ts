@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { PullbackReview } from '../../common/domain.js';
 import { MAX_REVIEW_FILES, type ReviewFileDetail } from '../../common/review.js';
 import { DEFAULT_GUEST_DATA_CAPS, boundGitUnder, formatBytes, guestDataLimits, type GitLimits } from '../git/git-limits.js';

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { HostCheckResult, HostDraft, SandboxHostSetting } from '../../common/sandbox-hosts.js';
 import { LibvirtSandboxDriver } from './libvirt-sandbox-driver.js';
 import { readUserKnownHosts } from './known-hosts.js';

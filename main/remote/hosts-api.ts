@@ -2,7 +2,7 @@
 // list with status, check a draft, save with the confirmed host key, remove,
 // and a draft's fields from an alias of the user's SSH config.
 import type { FactoryApi } from '../../common/contract.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { Task } from '../../common/domain.js';
 import type { SandboxHostSetting, SandboxHostView } from '../../common/sandbox-hosts.js';
 import type { Settings } from '../state/settings.js';

@@ -10,7 +10,7 @@
 // `exited` resolves); the next connection removes what was left running.
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { waitForSsh, connectGuest } from '../guest/guest-agent.js';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';

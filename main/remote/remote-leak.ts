@@ -11,7 +11,7 @@
 // across two non-adjacent memory pages, and values with a space, a control
 // character or a non-ASCII character (those needles are named as not scanned).
 import { randomBytes, createHash } from 'node:crypto';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { RemoteLeakSource } from '../credentials/leak-check.js';
 import type { LeakNeedle } from '../credentials/leak-needles.js';
 import type { SourceScan } from '../credentials/leak-scan.js';

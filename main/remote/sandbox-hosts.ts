@@ -3,7 +3,7 @@
 // hosts' state for the board. A connection is made on demand; every new
 // connection (the first after start-up, or after a drop) first removes what
 // this app left on that host and no longer runs (a killed app, a lost link).
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { Logger } from '../log/logger.js';
 import type { SandboxHostSetting, Settings } from '../state/settings.js';
 import { sshTargetOf, type HostAccess } from './host-check.js';

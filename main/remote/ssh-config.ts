@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { HostDestination, type SshConfigHost } from '../../common/sandbox-hosts.js';
 
 /** What ssh -G printed: each keyword (lowercase) with its values in order. */

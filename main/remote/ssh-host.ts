@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import ssh2, { type ClientChannel, type SFTPWrapper } from 'ssh2';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { lookupKnownHosts, type KnownHostsVerdict } from './known-hosts.js';
 

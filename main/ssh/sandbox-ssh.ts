@@ -5,7 +5,7 @@
 import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import ssh2, { type ClientChannel, type SFTPWrapper } from 'ssh2';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { publicKeyBlob } from './sandbox-keys.js';
 
 export interface SandboxSshConnectOptions {

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { firstLine, git, runGit } from '../git/host-git.js';
 import { APP_IDENTITY, identityEnv } from '../git/commit-identity.js';
 import { uncommittedChanges } from '../git/work-tree-changes.js';

@@ -1,6 +1,7 @@
 // The API of the next steps after Approve (git/branch-actions.ts): each one only on
 // an approved task, in the folder it came from while that is still its repository.
-import { FactoryError, type FactoryApi } from '../../common/contract.js';
+import { type FactoryApi } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { Task } from '../../common/domain.js';
 import { checkHostRepo } from './host-repo.js';
 import { branchInfo, checkoutBranch, openEditor, pushBranch } from '../git/branch-actions.js';

@@ -4,7 +4,8 @@
 // kept, until the user destroys it. It is a task of kind 'quick' in the same book,
 // so the board, the tray, destroy and the restart reaper treat it like any other.
 import path from 'node:path';
-import { FactoryError, type FactoryEvent } from '../../common/contract.js';
+import { type FactoryEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { isQuickSandbox, type Task, type TerminalInfo } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { TaskRecord } from '../state/state-store.js';

@@ -1,6 +1,6 @@
 // What a retry runs: from which stage, with which stage results kept. Pure, so
 // every refusal is checked before the task is touched.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type SetupInfo, type StageName, type StageResult, type Task } from '../../common/domain.js';
 
 export interface RetryPlan {

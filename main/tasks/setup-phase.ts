@@ -2,7 +2,7 @@
 // reason) when there is nothing to set up or the sandbox booted on a cached
 // layer; otherwise run (setup-step.ts), and on success the sandbox's disk (and
 // memory) becomes the repository's layer for the next task.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { SetupInfo } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { TaskRecord } from '../state/state-store.js';

@@ -4,7 +4,7 @@
 // as the agent user in /work/repo) and a failing step ends the script with
 // 100 + its index, so the host names the step that failed from the exit status.
 import type { ClientChannel } from 'ssh2';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { GUEST_AGENT_USER, GUEST_FACTORY_DIR, GUEST_REPO_DIR, asAgentArgv, exportLines, shellQuote } from '../guest/guest-shell.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { writeGuestFile, type StageTerminals } from '../pipeline/stage-runner.js';

@@ -1,6 +1,6 @@
 // A counting semaphore: the parallel-task limit (read on every acquire, so a
 // settings change applies to the next task).
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 export class Slots {
   private active = 0;

@@ -1,7 +1,7 @@
 // Archiving: a task hidden from the board but kept (its logs, review and branch
 // stay), listed under "Archived" and restorable. A task whose work still runs
 // cannot be hidden: it would keep a sandbox busy out of sight.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { Task } from '../../common/domain.js';
 import type { TaskRecord } from '../state/state-store.js';
 import type { TaskBook } from './task-book.js';

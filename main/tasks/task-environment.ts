@@ -5,7 +5,8 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { FactoryError, type RepoEgressRules } from '../../common/contract.js';
+import { type RepoEgressRules } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { EnvironmentSource, SetupInfo, Task, TaskEgress } from '../../common/domain.js';
 import { EgressRule, type EgressRefusal } from '../../common/egress.js';
 import { checkEgressRules } from '../credentials/egress-policy.js';

@@ -2,7 +2,7 @@
 // status that goes with it. The task service makes every phase and sandbox
 // change through them, so a move that is not in a table (a retry of a task in
 // review, a boot of a sandbox that runs) is refused with one error naming it.
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { SandboxStatus, StageResult, Task, TaskPhase } from '../../common/domain.js';
 
 /** Phases in which the task's background work runs (and a restart cuts it). */

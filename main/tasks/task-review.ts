@@ -5,7 +5,7 @@
 // the task book like every other (task-life.ts).
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { PullbackReview, type Task } from '../../common/domain.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
 import { collectArtifacts } from '../pipeline/artifacts.js';

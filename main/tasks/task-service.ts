@@ -4,7 +4,8 @@
 // The sandbox itself (seed, boot, teardown, leftovers) is the provisioner's. After a
 // restart, active tasks are interrupted; Retry runs them in a fresh sandbox.
 import fsp from 'node:fs/promises';
-import { FactoryError, type FactoryEvent } from '../../common/contract.js';
+import { type FactoryEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
 import { isQuickSandbox, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';

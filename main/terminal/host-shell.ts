@@ -2,7 +2,7 @@
 // approved branch), as a TerminalSource for the TerminalService.
 import * as fs from 'node:fs';
 import * as pty from 'node-pty';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { ptySource } from './pty-source.js';
 import type { TerminalSource } from './types.js';
 

@@ -4,7 +4,8 @@
 // (session-log.ts, written off the main thread) that survives an app restart and
 // is deleted with its task or when older than the retention.
 import * as fs from 'node:fs';
-import { FactoryError, TERMINAL_SIZE_RANGE, terminalSizeFits, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { TERMINAL_SIZE_RANGE, terminalSizeFits, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { TerminalInfo } from '../../common/domain.js';
 import { ScrollbackBuffer, terminalBytesToText, type FlowDecision } from './flow-control.js';
 import { LogStore, type PersistedMeta } from './log-store.js';

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { ImageManifest, parsePackageList } from './image-manifest.js';
 import type { LoadedRecipe } from './image-recipe.js';
 import { findOnPath, runCommand, type CommandRunner, type RunResult } from './process-runner.js';

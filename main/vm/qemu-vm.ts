@@ -5,7 +5,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { appendFile, chmod, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { connectGuest, loginAfterRekey, rekeyGuest, waitForSsh } from '../guest/guest-agent.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { SandboxSsh } from '../ssh/sandbox-ssh.js';

@@ -2,7 +2,7 @@
 // Errors carrying only a message, so the preload puts the wire error in it and
 // this adapter rebuilds a named FactoryError (name, message, detail).
 import { WIRE_ERROR_PREFIX, type ElectronBridge } from '../../common/bridge.js';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 
 export { WIRE_ERROR_PREFIX };
 

@@ -1,16 +1,8 @@
 // FactoryBridge over the web host's WebSocket: JSON text frames for calls and
 // events, binary frames for terminal bytes. Reconnects after a drop; calls made
 // while disconnected wait for the connection (and fail if it never comes back).
-import {
-  fromWireError,
-  FactoryError,
-  type ApiInput,
-  type ApiMethod,
-  type ApiOutputs,
-  type FactoryBridge,
-  type FactoryEvent,
-  type TerminalDataEvent,
-} from '../../common/contract.js';
+import { fromWireError, type ApiInput, type ApiMethod, type ApiOutputs, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { Listeners } from '../../common/listeners.js';
 import { decodeTerminalFrame } from '../../common/terminal-frame.js';
 

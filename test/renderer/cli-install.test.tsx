@@ -3,7 +3,7 @@
 // cliInstall computes for each kind of install (packaged, AppImage, a clone).
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { cliInstall } from '../../main/cli/cli-install.js';
 import { mountWith, RecordingBridge } from './support/app-harness.js';
 

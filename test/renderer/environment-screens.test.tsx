@@ -3,7 +3,8 @@
 // recording bridge in place of a host.
 import { cleanup, fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError, type SettingsView } from '../../common/contract.js';
+import { type SettingsView } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { EgressRule } from '../../common/egress.js';
 import type { LayerInfo } from '../../common/environment.js';
 import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';

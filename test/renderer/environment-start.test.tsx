@@ -3,7 +3,7 @@
 // unless the user allows it). jsdom with a recording bridge.
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';

@@ -3,7 +3,7 @@
 // real localStorage; a recording bridge in place of a host).
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type Task } from '../../common/domain.js';
 import { RECENT_REPOS_KEY } from '../../renderer/state/recent-repos.js';
 import { mountWith, RecordingBridge } from './support/app-harness.js';

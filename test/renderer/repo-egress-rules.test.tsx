@@ -4,7 +4,8 @@
 // jsdom with a recording bridge in place of a host.
 import { cleanup, fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError, type RepoEgressRules, type SettingsView } from '../../common/contract.js';
+import { type RepoEgressRules, type SettingsView } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { EgressRule } from '../../common/egress.js';
 import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';
 

@@ -2,7 +2,7 @@
 // makes Approve a deliberate second step when something is unseen.
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import type { DiffFile } from '../../common/review.js';
 import { installScrollTo, openReview, review, reviewTask, rowsOf, scrollBox } from './support/review-harness.js';
 

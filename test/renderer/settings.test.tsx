@@ -3,7 +3,8 @@
 // recording bridge that answers as the host does (its own schema's messages).
 import { cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { apiInputs, FactoryError, toWireError, fromWireError } from '../../common/contract.js';
+import { apiInputs, toWireError, fromWireError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { fieldOfError, fieldValue, type SettingField } from '../../renderer/components/SettingsScreen.js';
 import { mountWith, RecordingBridge } from './support/app-harness.js';
 

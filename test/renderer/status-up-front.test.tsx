@@ -4,7 +4,7 @@
 // real Secret Service in test/integration (system.status).
 import { act, cleanup, fireEvent, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type Task } from '../../common/domain.js';
 import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';
 

@@ -3,7 +3,7 @@
 // escaped; a failed read says why on the row. jsdom with a recording bridge.
 import { cleanup, fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type Task } from '../../common/domain.js';
 import { mountWith, RecordingBridge, type Handlers } from './support/app-harness.js';
 

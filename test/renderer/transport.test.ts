@@ -1,7 +1,7 @@
 // The renderer's transports: the WebSocket bridge against a scripted socket,
 // the token handling, and the Electron error adapter.
 import { describe, expect, it } from 'vitest';
-import { FactoryError } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { encodeTerminalFrame } from '../../common/terminal-frame.js';
 import { takeToken } from '../../renderer/transport/choose-bridge.js';
 import { electronBridge, WIRE_ERROR_PREFIX } from '../../renderer/transport/electron-bridge.js';

@@ -14,7 +14,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
-import { FactoryError, type ApiMethod, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { type ApiMethod, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { Listeners } from '../../common/listeners.js';
 import type { ElectronParts, InvokeEventLike, MenuItemLike } from '../../main/host/electron/electron-parts.js';
 

@@ -2,7 +2,8 @@
 // task exists only to give the real UI a terminal pane: the terminal flood test
 // and benchmark drive real sources (a host pty or a sandbox's SSH channel)
 // through the real web host into the real renderer in Chromium.
-import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../common/contract.js';
+import { FactoryError } from '../../common/errors.js';
 import { STAGE_NAMES, type Task, type TerminalInfo } from '../../common/domain.js';
 import type { HostedApp } from '../../main/host/hosted-app.js';
 import { TerminalService, type TerminalServiceOptions } from '../../main/terminal/terminal-service.js';

@@ -1,7 +1,7 @@
 // What Approve needs a deliberate second step for: anything the review could
 // not show or check ('unshown'), and possible secrets ('secrets'). Each is named
 // in words; tasks.approve refuses until `confirm` names every kind present.
-import { FactoryError } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import type { DiffFile, PullbackReview, ReviewConfirmation, ReviewConfirmationKind, SecretFinding } from '../../../common/review.js';
 import { escapeName } from '../../../common/review-text.js';
 

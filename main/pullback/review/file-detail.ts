@@ -2,7 +2,7 @@
 // of its new content, escaped, read from the quarantine's objects after a size
 // check. For the files the whole patch could not show, and for content the
 // review cannot show as text.
-import { FactoryError } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import type { ReviewFileDetail } from '../../../common/review.js';
 import { escapeBytes, escapeName } from '../../../common/review-text.js';
 import { firstLine, git, limitMessage, runGit } from '../../git/host-git.js';

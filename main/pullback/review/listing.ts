@@ -2,7 +2,7 @@
 // one `git diff --raw --numstat -z` (modes, object ids, status, both names of a
 // rename, line counts), parsed from bytes so no name is lost or merged.
 import type { DiffFile, FileMode } from '../../../common/review.js';
-import { FactoryError } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import { git } from '../../git/host-git.js';
 import { decodeGitName, splitNul } from './git-names.js';
 

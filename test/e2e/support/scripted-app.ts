@@ -4,7 +4,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { FactoryError, type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';

@@ -2,7 +2,8 @@
 // renderer test mounts. The bridge answers from handlers and records every call.
 import { render } from '@testing-library/react';
 import type { ReactElement } from 'react';
-import { FactoryError, type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { type FactoryBridge, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import { Listeners } from '../../../common/listeners.js';
 import { App } from '../../../renderer/App.js';
 import { ControllerContext } from '../../../renderer/state/context.js';

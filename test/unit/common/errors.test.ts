@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ERRORS, errorHelp, isErrorName } from '../../../common/errors.js';
-import { FactoryError, fromWireError, toWireError } from '../../../common/contract.js';
+import { fromWireError, toWireError } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const SOURCE_DIRS = ['main', 'common', 'renderer', 'preload'];

@@ -5,7 +5,8 @@
 // machines these tests run on; test/support/electron-doubles.ts says what they copy.
 import { beforeEach, describe, expect, it } from 'vitest';
 import { BRIDGE_CHANNELS, BRIDGE_WIRING, FACTORY_BRIDGE_MEMBERS, INVOKE_CHANNELS, PUSH_CHANNELS } from '../../../common/bridge.js';
-import { FactoryError, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
 import type { Task } from '../../../common/domain.js';
 import { connectBridge } from '../../../main/host/electron/bridge.js';
 import { electronBridge } from '../../../renderer/transport/electron-bridge.js';
