@@ -32,7 +32,8 @@ export default defineConfig({
     maxWorkers: 2,
     sequence: { sequencer: WaitingFirst },
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000, sequence: { groupOrder: 0 } } },
+      // A poll waits for an event (a phase, a file, a process); under the shared machine's load one second is not enough for one.
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000, expect: { poll: { timeout: 10_000 } }, sequence: { groupOrder: 0 } } },
       {
         test: {
           name: 'renderer',
