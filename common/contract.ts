@@ -38,6 +38,9 @@ const dims = {
 
 export const apiInputs = {
   'system.status': z.object({}),
+  // What runs, and whether the app ends by itself (factory status); quit ends the app (factory quit).
+  'system.activity': z.object({}),
+  'system.quit': z.object({}),
   /** How this install puts the `factory` command line on PATH (Settings shows it). */
   'system.cliInstall': z.object({}),
   'image.ensure': z.object({}),
@@ -240,6 +243,8 @@ export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
 
 export interface ApiOutputs extends CredentialApiOutputs {
   'system.status': SystemStatus;
+  'system.activity': SystemActivity;
+  'system.quit': void;
   'system.cliInstall': CliInstall;
   'image.ensure': ImageStatus;
   'tasks.list': Task[];
@@ -294,6 +299,16 @@ export interface ApiOutputs extends CredentialApiOutputs {
   'sessions.subagentStart': { task: Task; parentTaskId: string };
   'sessions.subagentStop': { report?: LeakReport; branch?: string; commits: number; destroyed: boolean };
   'sessions.run': ExecResult & { taskId: string; sync: { sent: number; removed: number; bytes: number } };
+}
+
+/** What runs in the app now (factory status). */
+export interface SystemActivity {
+  pid: number;
+  host: 'electron' | 'web';
+  /** Set for an app the CLI started in the background: it ends after this long with nothing running. */
+  idleExit?: { afterSec: number; idleForSec: number };
+  running: Array<{ id: string; title: string; phase: string; sandbox: string; agent: string }>;
+  pool?: { ready: number; target: number };
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

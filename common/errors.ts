@@ -107,6 +107,7 @@ export const ERRORS = {
   DataDirInUse: { title: 'The app is already running', help: 'Another Factory in a Box app uses this data folder (its pid is in the message). Use that one, or stop it first.' },
   AppNotRunning: { title: 'The app is not running', help: 'Start it (the desktop app or npm start), or leave out --no-start so the CLI starts it in the background.' },
   EgressNotApproved: { title: 'The repository asks for more network', help: 'The repository\'s environment asks its sandbox to reach destinations you have not allowed always for it; the message names them. Nothing was started. Run again naming each with --allow-egress (the message shows the flags) to let this task reach them, or start the task in the app and allow each one.' },
+  QuitUnsupported: { title: 'This app is ended from its window', help: 'factory quit ends an app the CLI or npm start started; the desktop app is closed from its window or tray.' },
   AppStartFailed: { title: 'The app did not start', help: 'Its log (the last lines are above, the file is in the data folder\'s logs) says why. Fix the cause and run the command again.' },
 
   // Claude Code session hooks (issue 11)

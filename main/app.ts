@@ -54,6 +54,7 @@ import { SetupRunner } from './tasks/setup-step.js';
 import { TaskEnvironment } from './tasks/task-environment.js';
 import { Listeners } from '../common/listeners.js';
 import { execInSandbox } from './exec/sandbox-exec.js';
+import { IdleExit, runningTasks } from './instance/idle-exit.js';
 import { SessionHoldExecutor } from './sessions/session-hold.js';
 import { SessionService } from './sessions/session-service.js';
 import { hostsApi } from './remote/hosts-api.js';
@@ -92,6 +93,10 @@ export interface FactoryAppOptions {
    * layer (tests' doubles) or more sandbox extensions (their guest forwards are not the pooled VMs').
    */
   warmPool?: boolean;
+  /** A headless app the CLI started: it ends (through `quit`) after this long with nothing running (main/instance/idle-exit.ts). */
+  idleExitMs?: number;
+  /** How the host ends the app (factory quit, idle exit); without it, system.quit is refused. */
+  quit?: (why: string) => void;
 }
 
 export async function createFactoryApp(opts: FactoryAppOptions): Promise<FactoryApp> {
@@ -308,6 +313,12 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
   });
   sessions.startReaper();
 
+  const imageBusy = () => images.status().state === 'building';
+  const idle = opts.idleExitMs !== undefined && opts.quit
+    ? new IdleExit({ afterMs: opts.idleExitMs, busy: () => runningTasks(tasks.list()).length > 0 || imageBusy(), onIdle: () => opts.quit?.('nothing ran for a while') })
+    : undefined;
+  idle?.start();
+
   let disposed = false;
   const impl: FactoryApi = {
     ...broker.api(),
@@ -327,6 +338,18 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
         ...(stateProblems.length ? { stateProblems } : {}),
       };
       return status;
+    },
+    'system.activity': async () => ({
+      pid: process.pid,
+      host: opts.host,
+      ...(idle ? { idleExit: { afterSec: Math.round(opts.idleExitMs! / 1000), idleForSec: Math.floor(idle.idleForMs() / 1000) } } : {}),
+      running: runningTasks(tasks.list()).map((t) => ({ id: t.id, title: t.title, phase: t.phase, sandbox: t.sandbox.status, agent: t.agent ?? 'command' })),
+      ...(pool ? { pool: { ready: pool.status().ready, target: pool.status().target } } : {}),
+    }),
+    'system.quit': async () => {
+      if (!opts.quit) throw new FactoryError('QuitUnsupported', 'this app cannot be ended from the CLI; close its window');
+      // After the answer is on its way: quitting closes the socket this call came through.
+      setTimeout(() => opts.quit?.('factory quit'), 50);
     },
     'image.ensure': async () => {
       await images.ensure((status) => emit({ type: 'image.progress', status }));
@@ -460,6 +483,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       quick.dispose();
       agentWatch.dispose();
       sandboxStats.dispose();
+      idle?.stop();
       await sessions.dispose();
       // No pooled QEMU outlives the app; the pool stops filling before the tasks go.
       await poolStarted;

@@ -11,6 +11,7 @@ import { cmdSandbox } from './sandbox-command.js';
 import { cmdAgentSession, type SessionAgent } from './agent-session-command.js';
 import type { Values } from './output.js';
 import { cmdHooks, runHook } from './hooks/hook-cli.js';
+import { cmdQuit, cmdStatus } from './app-commands.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 export type { Values };
@@ -24,6 +25,8 @@ export interface Command {
   /** Takes the words after `--` as a command line. */
   rest?: boolean;
   run(client: FactoryClient, io: Io, values: Values, positionals: string[], rest: string[]): Promise<number>;
+  /** Never starts the app: with none running, `whenNotRunning` answers instead. */
+  noStart?: { whenNotRunning(io: Io, dataDir: string): number };
   /** Runs without the app (no socket, never starts it): e.g. `hooks install` only edits a file. */
   runLocal?(io: Io, values: Values, positionals: string[]): Promise<number>;
 }
@@ -116,6 +119,22 @@ export const COMMANDS: Record<string, Command> = {
     options: {},
     positionals: [1, 1],
     run: (c, io, _v, p) => cmdLeakcheck(c, io, p[0]!),
+  },
+  status: {
+    usage: 'factory status',
+    summary: 'What the app runs now (tasks and sandboxes, the warm pool) and, for an app the CLI started, when it ends by itself. Exit 3 when no app runs; never starts one',
+    options: {},
+    positionals: [0, 0],
+    noStart: { whenNotRunning: (io, dataDir) => (io.stdout.write(`no app is running for ${dataDir}\n`), 3) },
+    run: (c, io) => cmdStatus(c, io),
+  },
+  quit: {
+    usage: 'factory quit',
+    summary: 'End the app: every sandbox is torn down (tasks still running are interrupted; a retry gives them a fresh sandbox). Never starts one',
+    options: {},
+    positionals: [0, 0],
+    noStart: { whenNotRunning: (io, dataDir) => (io.stdout.write(`no app is running for ${dataDir}\n`), 0) },
+    run: (c, io) => cmdQuit(c, io),
   },
   hooks: {
     usage: 'factory hooks install|uninstall [--project|--user] [--command CMD]',

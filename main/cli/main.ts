@@ -42,8 +42,9 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
   const failStatus = parsed.name === 'exec' ? 125 : parsed.name === 'hook' ? 2 : 1;
   let client;
   try {
-    client = await (deps.connect ?? connectOrStart)({ dataDir, noStart: parsed.values['no-start'] === true, progress: (l) => io.stderr.write(l + '\n') });
+    client = await (deps.connect ?? connectOrStart)({ dataDir, noStart: parsed.values['no-start'] === true || !!parsed.command.noStart, progress: (l) => io.stderr.write(l + '\n') });
   } catch (err) {
+    if (parsed.command.noStart && err instanceof Error && err.name === 'AppNotRunning') return parsed.command.noStart.whenNotRunning(io, dataDir);
     if (parsed.name === 'hook') return hookFailed(io, parsed.positionals[0] ?? 'hook', err, { reached: false });
     printError(io, err);
     return failStatus;

@@ -64,7 +64,8 @@ async function startServices(): Promise<FactoryApp> {
   const paths = appPaths();
   const lock = acquireInstanceLock(paths.data);
   process.on('exit', () => lock.release());
-  factory = await createFactoryApp({ host: 'electron', paths });
+  // factory quit ends the desktop app as its tray's Quit does.
+  factory = await createFactoryApp({ host: 'electron', paths, quit: () => app.quit() });
   const socket = await startSocketHost(factory, { dataDir: paths.data });
   cleanups.push(() => void socket.close());
   console.log(`Factory in a Box is running; the factory CLI talks to it on ${socket.path}`);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp } from '../../app.js';
 import { appPaths } from '../../state/paths.js';
+import { idleExitMs } from '../../instance/idle-exit.js';
 import { acquireInstanceLock } from '../../instance/instance-lock.js';
 import { startSocketHost } from '../socket/socket-host.js';
 import { startWebHost } from './web-host.js';
@@ -22,6 +23,8 @@ function portFromArgs(argv: string[]): number | undefined {
   return port;
 }
 
+let stop: (why: string) => Promise<void> = async () => undefined;
+
 async function main(): Promise<void> {
   const here = path.dirname(fileURLToPath(import.meta.url)); // dist/main/host/web
   const staticDir = path.resolve(here, '../../../renderer');
@@ -31,7 +34,8 @@ async function main(): Promise<void> {
   // Before any service starts: a second app would take the first one's sandboxes for leftovers.
   const lock = acquireInstanceLock(paths.data);
   process.on('exit', () => lock.release());
-  const app = await createFactoryApp({ host: 'web', paths });
+  // A headless app ends by itself once nothing runs for a while (FACTORY_IDLE_EXIT_SEC, 10 minutes by default).
+  const app = await createFactoryApp({ host: 'web', paths, quit: (why) => void stop(why), ...(headless ? { idleExitMs: idleExitMs() } : {}) });
   const token = process.env.FACTORY_WEB_TOKEN || undefined;
   // The token opens the whole API: keep it out of the environment that host shells inherit.
   delete process.env.FACTORY_WEB_TOKEN;
@@ -39,7 +43,7 @@ async function main(): Promise<void> {
   const socket = await startSocketHost(app, { dataDir: paths.data });
 
   let stopping = false;
-  const stop = async (why: string) => {
+  stop = async (why: string) => {
     if (stopping) return;
     stopping = true;
     console.log(`\n${why}: stopping; tearing down every sandbox…`);
@@ -57,7 +61,7 @@ async function main(): Promise<void> {
   console.log('');
   console.log(`    ${host.url}`);
   console.log('');
-  console.log(`  (127.0.0.1 only; the token in the address is required. ${headless ? 'Stop it with SIGTERM.' : 'Ctrl-C stops the app.'})`);
+  console.log(`  (127.0.0.1 only; the token in the address is required. ${headless ? `It ends by itself after ${Math.round(idleExitMs() / 60_000)} min with nothing running; factory quit ends it now.` : 'Ctrl-C stops the app.'})`);
   console.log(`  The factory CLI talks to it on ${socket.path}`);
   console.log('');
 
