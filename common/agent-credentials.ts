@@ -11,9 +11,10 @@ interface AgentNeed {
   what: string;
 }
 
+// A hooks session ('claude-session') needs none: Claude Code runs on this computer with its
+// own sign-in, and only its commands run in the sandbox.
 const NEEDS: Record<string, AgentNeed> = {
   'claude-code': { kinds: ANTHROPIC_KINDS, provider: 'Anthropic', what: 'an Anthropic API key or a Claude Code token (claude setup-token)' },
-  'claude-session': { kinds: ANTHROPIC_KINDS, provider: 'Anthropic', what: 'an Anthropic API key or a Claude Code token (claude setup-token)' },
   codex: { kinds: ['openai'], provider: 'OpenAI', what: 'an OpenAI API key' },
 };
 
