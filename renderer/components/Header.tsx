@@ -6,6 +6,19 @@ import { PoolStatus } from './PoolStatus.js';
 import { ShortcutsHelp } from './ShortcutsHelp.js';
 import { HostsStatus } from './hosts/HostsStatus.js';
 
+const IMAGE_WORDS: Record<string, string> = {
+  ready: 'Sandbox image ready',
+  building: 'Building the sandbox image',
+  missing: 'No sandbox image yet',
+  failed: 'Sandbox image build failed',
+};
+
+function accelTitle(accel: string): string {
+  return accel === 'tcg'
+    ? 'No hardware virtualisation (KVM or HVF) is usable here: sandboxes run under software emulation (TCG), several times slower'
+    : `Sandboxes run with hardware virtualisation (${accel.toUpperCase()})`;
+}
+
 export function Header() {
   const status = useFactory((s) => s.status);
   const statusError = useFactory((s) => s.statusError);
@@ -54,8 +67,8 @@ export function Header() {
         {status ? (
           <>
             {status.qemu.ok ? (
-              <span className="pill ok" data-testid="qemu-status">
-                QEMU {status.qemu.version ?? ''}
+              <span className="pill ok" data-testid="qemu-status" title="QEMU runs every sandbox on this computer">
+                <span aria-hidden="true">✓</span> QEMU {status.qemu.version ?? ''}
               </span>
             ) : (
               <span className="pill bad" data-testid="qemu-status">
@@ -69,13 +82,18 @@ export function Header() {
               </span>
             )}
             {accel ? (
-              <span className="pill" data-testid="accel">
-                accel: {accel}
+              <span className={`pill ${accel === 'tcg' ? 'warn' : 'ok'}`} data-testid="accel" data-accel={accel} title={accelTitle(accel)}>
+                <span aria-hidden="true">{accel === 'tcg' ? '⚠' : '⚡'}</span> {accel === 'tcg' ? 'Software emulation' : `Hardware acceleration (${accel.toUpperCase()})`}
               </span>
             ) : null}
             {image ? (
-              <span className={`pill ${image.state === 'ready' ? 'ok' : image.state === 'failed' ? 'bad' : 'warn'}`} data-testid="image-status" data-state={image.state}>
-                image {image.version}: {image.state}
+              <span
+                className={`pill ${image.state === 'ready' ? 'ok' : image.state === 'failed' ? 'bad' : 'warn'}`}
+                data-testid="image-status"
+                data-state={image.state}
+                title={`The base image every sandbox starts from, version ${image.version}`}
+              >
+                <span aria-hidden="true">{image.state === 'ready' ? '✓' : image.state === 'failed' ? '✗' : '…'}</span> {IMAGE_WORDS[image.state] ?? `Sandbox image ${image.state}`}
                 {image.state === 'building' ? (
                   <>
                     {' '}
@@ -92,8 +110,8 @@ export function Header() {
             ) : null}
             {keychain ? (
               keychain.ok ? (
-                <span className="pill ok" data-testid="keychain-status" data-state="available">
-                  keychain available
+                <span className="pill ok" data-testid="keychain-status" data-state="available" title="Credentials are kept in this computer's keychain">
+                  <span aria-hidden="true">✓</span> Keychain available
                 </span>
               ) : (
                 <span className="pill bad" data-testid="keychain-status" data-state="unavailable" title={keychain.error?.message}>
@@ -105,7 +123,7 @@ export function Header() {
                 </span>
               )
             ) : null}
-            <span className="pill" data-testid="sandbox-usage" data-count={running}>
+            <span className="pill" data-testid="sandbox-usage" data-count={running} title="Sandboxes running or starting now, and the guest memory they were given">
               {running === 1 ? '1 sandbox' : `${running} sandboxes`}
               {running > 0 && vmMemoryMb ? `, ${formatMemory(running * vmMemoryMb)}` : ''}
               {running > 0 && inUse !== undefined ? (

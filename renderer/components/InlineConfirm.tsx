@@ -13,7 +13,7 @@ export interface InlineConfirmProps {
   confirmTestId: string;
   cancelTestId: string;
   focus: 'confirm' | 'cancel';
-  /** The confirm button's look: danger for what cannot be undone. */
+  /** The confirm button's and the box's look: danger (red) for what cannot be undone, primary for a decision like Approve. */
   tone?: 'danger' | 'primary';
   busy?: boolean;
   onConfirm: () => void;
@@ -23,7 +23,7 @@ export interface InlineConfirmProps {
 export function InlineConfirm(p: InlineConfirmProps) {
   return (
     <div
-      className="inline-confirm"
+      className={`inline-confirm tone-${p.tone ?? 'danger'}`}
       role="group"
       aria-labelledby={p.id}
       data-testid={p.testId}
@@ -37,7 +37,8 @@ export function InlineConfirm(p: InlineConfirmProps) {
     >
       <p id={p.id}>{p.question}</p>
       <div className="actions">
-        <button type="button" className="secondary" data-testid={p.cancelTestId} autoFocus={p.focus === 'cancel'} onClick={p.onCancel}>
+        {/* data-ring: the focused button shows its ring even when the step was asked for after a mouse click (Alt+A). */}
+        <button type="button" className="secondary" data-testid={p.cancelTestId} autoFocus={p.focus === 'cancel'} data-ring={p.focus === 'cancel' ? '' : undefined} onClick={p.onCancel}>
           {p.cancelLabel}
         </button>
         <button
@@ -45,6 +46,7 @@ export function InlineConfirm(p: InlineConfirmProps) {
           className={p.tone === 'primary' ? undefined : 'danger'}
           data-testid={p.confirmTestId}
           autoFocus={p.focus === 'confirm'}
+          data-ring={p.focus === 'confirm' ? '' : undefined}
           disabled={p.busy}
           onClick={p.onConfirm}
         >

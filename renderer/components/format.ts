@@ -26,12 +26,12 @@ export function formatCost(usd: number | undefined): string {
   return usd >= 1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
 }
 
-/** Guest memory for people: "512 MB", "4 GB", "1.5 GB". */
+/** Guest memory (settings count it in MiB) for people, in binary units like every size the app shows: "512 MiB", "4 GiB", "1.5 GiB". */
 export function formatMemory(mb: number): string {
   if (!Number.isFinite(mb) || mb < 0) return '?';
-  if (mb < 1024) return `${Math.round(mb)} MB`;
+  if (mb < 1024) return `${Math.round(mb)} MiB`;
   const gb = mb / 1024;
-  return `${Number.isInteger(gb) ? gb : gb.toFixed(1)} GB`;
+  return `${Number.isInteger(gb) ? gb : gb.toFixed(1)} GiB`;
 }
 
 /** Bytes for people, in binary units: "612 MiB", "1.5 GiB" (never a raw byte count). */

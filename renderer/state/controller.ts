@@ -325,6 +325,7 @@ export class FactoryController {
 
   showView(view: View): void {
     this.store.setState({ view });
+    // The screen asks again and shows its own error; this early load only saves a wait.
     if (view === 'credentials') void this.loadCredentials().catch(() => {});
   }
 

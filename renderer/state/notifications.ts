@@ -14,6 +14,7 @@ function api(): typeof Notification | undefined {
 export function askNotificationPermission(): void {
   const N = api();
   if (!N || N.permission !== 'default') return;
+  // Refused or unsupported: the app works without notifications.
   void Promise.resolve(N.requestPermission()).catch(() => undefined);
 }
 

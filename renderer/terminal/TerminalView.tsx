@@ -75,6 +75,7 @@ export function TerminalView({ sessionId, transport, interactive = true, registr
   const status = snap.info?.status;
   const copy = () => {
     const text = reg.selection(sessionId);
+    // No clipboard permission: the selection stays selected for Ctrl+Shift+C.
     if (text) void navigator.clipboard?.writeText(text).catch(() => {});
     reg.focus(sessionId);
   };

@@ -43,6 +43,8 @@ export const DEFAULT_OPTIONS: TerminalRegistryOptions = {
     fontSize: 13,
     cursorBlink: true,
     theme: { background: '#0f1115', foreground: '#d7dae0', selectionBackground: '#3a4356' },
+    // The terminal is dark in both colour schemes; xterm.js lifts any ANSI colour (red, grey…) to 4.5:1 on it (WCAG AA).
+    minimumContrastRatio: 4.5,
   },
 };
 

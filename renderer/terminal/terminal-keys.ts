@@ -42,6 +42,7 @@ export function handleTerminalKey(ev: KeyboardEvent, ctx: TerminalKeyContext): b
   switch (ev.code) {
     case 'KeyC':
       if (ctx.term.hasSelection()) {
+        // No clipboard permission: the selection stays selected.
         void navigator.clipboard?.writeText(ctx.term.getSelection()).catch(() => {});
         ev.preventDefault();
       }

@@ -342,6 +342,7 @@ export class TerminalRegistry {
         this.update(e, { phase: 'attached', info });
         // The pane may have been fitted before the session was known to be live.
         if (info.status === 'live' && (e.term.cols !== info.cols || e.term.rows !== info.rows) && e.host?.isConnected) {
+          // A session that ended meanwhile has no size to set; the next fit sends it again.
           this.bridge.call('terminal.resize', { sessionId: e.sessionId, cols: e.term.cols, rows: e.term.rows }).catch(() => {});
         }
       })

@@ -235,8 +235,12 @@ describe.skipIf(!!missing)('keyboard only', () => {
     await expect.poll(() => page.getByTestId(`task-phase-${secondId}`).textContent(), { timeout: 30_000 }).toBe('review');
     await page.getByTestId('review-file').first().waitFor();
     expect(await page.getByTestId('approve-button').getAttribute('aria-keyshortcuts')).toBe('Alt+A');
+    // After a mouse click too, the button the shortcut focuses shows its ring; Approve is shown once, not in a danger box.
+    await page.getByTestId('review-summary').click();
     await page.keyboard.press('Alt+KeyA');
     expect(await focused(page)).toMatchObject({ testId: 'approve-confirmed-button', invisible: null });
+    expect(await page.getByTestId('approve-button').isHidden()).toBe(true);
+    expect(await page.getByTestId('approve-confirm').getAttribute('class')).toContain('tone-primary');
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.keyboard.press('Escape');
     expect(await page.getByTestId('approve-confirm').count()).toBe(0);

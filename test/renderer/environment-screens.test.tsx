@@ -47,7 +47,7 @@ describe('the Environments screen', () => {
     // A layer from before layers recorded it.
     expect(screen.getByTestId('layer-made-l2').textContent).toBe('not recorded');
     expect(screen.getByTestId('layer-row-l2').textContent).toContain('in use');
-    await waitFor(() => expect(screen.getByTestId('layers-used').textContent).toBe('2.0 GiB used of 20 GB'));
+    await waitFor(() => expect(screen.getByTestId('layers-used').textContent).toBe('2.0 GiB used of 20 GiB'));
     expect(screen.getByTestId('nav-environments').getAttribute('aria-current')).toBe('page');
   });
 
@@ -109,7 +109,7 @@ describe('the Environments screen', () => {
     fireEvent.submit(screen.getByTestId('layer-budget-form'));
     await screen.findByTestId('layer-budget-saved');
     expect(bridge.inputs('settings.set')).toEqual([{ layerBudgetGb: 40 }]);
-    expect(screen.getByTestId('layers-used').textContent).toBe('0 KiB used of 40 GB');
+    expect(screen.getByTestId('layers-used').textContent).toBe('0 KiB used of 40 GiB');
   });
 
   it('shows the error when the layers cannot be listed', async () => {

@@ -181,6 +181,16 @@ describe('refused destinations', () => {
     expect((screen.getByTestId('refusal-allow-task-0') as HTMLButtonElement).disabled).toBe(false);
   });
 
+  it('offers the range in Settings, not an Allow, for a host that resolved to a private address', async () => {
+    const reason = 'destination mirror.lan refused: 10.1.2.3 is a loopback, private, link-local, metadata or reserved address';
+    mount(task({ egress: { allowed: [], refusals: [refusal({ host: 'mirror.lan', reason })] } }));
+    fireEvent.click(await screen.findByTestId('task-select-t1'));
+    expect((await screen.findByTestId('refusal-reserved-0')).textContent).toContain('mirror.lan resolved to 10.1.2.3: a rule for it must list that address range');
+    expect(screen.queryByTestId('refusal-allow-task-0')).toBeNull();
+    fireEvent.click(screen.getByTestId('refusal-open-rules-0'));
+    expect(screen.getByTestId('nav-settings').getAttribute('aria-current')).toBe('page');
+  });
+
   it('offers no Allow for a refusal in a step that does not exist, and escapes what the sandbox sent', async () => {
     mount(task({ egress: { allowed: [], refusals: [refusal({ step: 'nowhere' as never, host: 'evil\u0007.example', path: '/a\u202eb' })] } }));
     fireEvent.click(await screen.findByTestId('task-select-t1'));

@@ -42,7 +42,7 @@ describe('the header', () => {
     mount({ 'system.status': status({ ok: true }) });
     expect((await screen.findByTestId('keychain-status')).dataset.state).toBe('available');
     expect(screen.getByTestId('qemu-status').textContent).toContain('8.2.2');
-    expect(screen.getByTestId('accel').textContent).toContain('kvm');
+    expect(screen.getByTestId('accel').textContent).toContain('Hardware acceleration (KVM)');
     expect(screen.getByTestId('image-status').dataset.state).toBe('ready');
   });
 
@@ -61,9 +61,9 @@ describe('the header', () => {
       'tasks.list': () => [task('a', 'running'), task('b', 'booting'), task('c', 'destroyed'), task('d', 'none')],
     });
     await waitFor(() => expect(screen.getByTestId('sandbox-usage').dataset.count).toBe('2'));
-    await waitFor(() => expect(screen.getByTestId('sandbox-usage').textContent).toBe('2 sandboxes, 3 GB'));
+    await waitFor(() => expect(screen.getByTestId('sandbox-usage').textContent).toBe('2 sandboxes, 3 GiB'));
     act(() => bridge.emit({ type: 'task.updated', task: task('a', 'destroyed') }));
-    expect(screen.getByTestId('sandbox-usage').textContent).toBe('1 sandbox, 1.5 GB');
+    expect(screen.getByTestId('sandbox-usage').textContent).toBe('1 sandbox, 1.5 GiB');
     act(() => bridge.emit({ type: 'task.updated', task: task('b', 'lost') }));
     expect(screen.getByTestId('sandbox-usage').textContent).toBe('0 sandboxes');
   });

@@ -81,7 +81,7 @@ function LayerBudget({ used }: { used: number }) {
     setSaved(false);
     const gb = Number(value);
     if (!value.trim() || !Number.isFinite(gb) || gb < 1 || gb > 4096) {
-      setError({ name: 'InvalidInput', message: `layerBudgetGb: "${value}" is not a number of GB from 1 to 4096` });
+      setError({ name: 'InvalidInput', message: `layerBudgetGb: "${value}" is not a number of GiB from 1 to 4096` });
       return;
     }
     try {
@@ -102,10 +102,10 @@ function LayerBudget({ used }: { used: number }) {
       }}
     >
       <span data-testid="layers-used">
-        {formatSize(used)} used{budget !== undefined ? ` of ${budget} GB` : ''}
+        {formatSize(used)} used{budget !== undefined ? ` of ${budget} GiB` : ''}
       </span>
       <label>
-        Budget (GB)
+        Budget (GiB)
         <input type="number" min={1} max={4096} step="any" data-testid="layer-budget-input" value={value} onChange={(e) => setDraft(e.target.value)} />
       </label>
       <button type="submit" className="small" data-testid="layer-budget-save">

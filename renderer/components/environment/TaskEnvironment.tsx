@@ -84,6 +84,11 @@ export function EgressRefusals({ task }: { task: Task }) {
   );
 }
 
+/** The address a refusal names when the proxy refused it as private or reserved (net-guard's words), else undefined. */
+export function reservedAddress(reason: string): string | undefined {
+  return /(\S+) is a loopback, private, link-local/.exec(reason)?.[1];
+}
+
 function RefusalRow({ task, refusal: r, index }: { task: Task; refusal: EgressRefusal; index: number }) {
   const controller = useController();
   const [busy, setBusy] = useState(false);
@@ -127,6 +132,14 @@ function RefusalRow({ task, refusal: r, index }: { task: Task; refusal: EgressRe
           {allowed ? (
             <span className="ok" data-testid={`refusal-allowed-${index}`}>
               {allowed === 'repository' ? 'allowed for this repository' : 'allowed for this task'}
+            </span>
+          ) : reservedAddress(r.reason) ? (
+            // Allowing the host cannot help: the proxy refuses the address it resolved to. A rule must name that range.
+            <span className="note" data-testid={`refusal-reserved-${index}`}>
+              {escapeName(r.host)} resolved to {escapeName(reservedAddress(r.reason)!)}: a rule for it must list that address range (a LAN mirror, say).{' '}
+              <button type="button" className="secondary small" data-testid={`refusal-open-rules-${index}`} onClick={() => controller.showView('settings')}>
+                Add the range in Settings
+              </button>
             </span>
           ) : 'rule' in built ? (
             <>

@@ -36,9 +36,16 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
       controller.store.setState({ decisionAsk: undefined });
     }
   }, [ask, needsSeen, controller]);
-  const endAsk = (back: HTMLButtonElement | null) => {
+  // The bar's buttons are hidden while the question is asked: the one to go back to takes the focus once shown again.
+  const [backTo, setBackTo] = useState<'approve' | 'reject'>();
+  useEffect(() => {
+    if (!backTo || ask) return;
+    (backTo === 'approve' ? approveButton : rejectButton).current?.focus();
+    setBackTo(undefined);
+  }, [backTo, ask]);
+  const endAsk = (back: 'approve' | 'reject') => {
     controller.store.setState({ decisionAsk: undefined });
-    back?.focus();
+    setBackTo(back);
   };
 
   if (task.decision) {
@@ -126,16 +133,18 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
             cancelLabel="Cancel"
             cancelTestId={`${asking}-cancel-button`}
             busy={!!busy}
-            onCancel={() => endAsk(asking === 'approve' ? approveButton.current : rejectButton.current)}
+            onCancel={() => endAsk(asking)}
             onConfirm={() => {
               controller.store.setState({ decisionAsk: undefined });
               void (asking === 'approve' ? controller.approve(task.id) : controller.reject(task.id));
             }}
           />
         ) : null}
+        {/* While the question is asked, its own buttons are the decision: Approve is not shown twice. */}
         <button
           ref={approveButton}
           type="button"
+          hidden={!!asking}
           data-testid="approve-button"
           aria-keyshortcuts={keysOf('approve')}
           title={`Approve (${keysOf('approve')})`}
@@ -147,6 +156,7 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
         <button
           ref={rejectButton}
           type="button"
+          hidden={!!asking}
           className="secondary"
           data-testid="reject-button"
           aria-keyshortcuts={keysOf('reject')}
