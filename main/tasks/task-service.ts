@@ -27,6 +27,7 @@ import { bootedSandboxInfo, checkAborted, type SandboxProvisioner } from './sand
 import type { SetupRunner } from './setup-step.js';
 import type { TaskEnvironment } from './task-environment.js';
 import { Slots } from './slots.js';
+import { stoppedVmError } from './stopped-vm-error.js';
 import { TaskBook } from './task-book.js';
 import { cancelledStages, interruption, isActive, isLive } from './task-life.js';
 import { startQuickSandbox, type FirstShellSink, type QuickInput } from './quick-sandbox.js';
@@ -517,7 +518,8 @@ export class TaskService<Image = unknown> {
         await this.book.sandboxMove(record, 'bootEnded');
       });
     }
-    await step('recording the end of its run', () => (rt.abort.signal.aborted ? this.aborted(record) : this.book.fail(record, err)));
+    const why = rt.abort.signal.aborted ? err : await stoppedVmError(record.task.phase, sb?.vm, err);
+    await step('recording the end of its run', () => (rt.abort.signal.aborted ? this.aborted(record) : this.book.fail(record, why)));
   }
 
   /** Pipeline (whole, or from one stage on a retry), then pull-back into quarantine and review. */
