@@ -227,6 +227,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const disk = opts.faults.includes('disk-full') ? mountSmallDisk(dataDir, 1536) : { mounted: false, why: 'not asked for' };
   if (opts.faults.includes('disk-full') && !disk.mounted) report.faultsNotInjected['disk-full'] = disk.why!;
   const keyringDaemon = ourKeyringDaemon();
+  let stoppedKeyring: number | undefined;
   if (opts.faults.includes('keychain-gone') && keyringDaemon === undefined) {
     report.faultsNotInjected['keychain-gone'] = 'no keychain daemon of this run to stop (run the soak through test/support/with-keyring.sh)';
   }
@@ -303,7 +304,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   /** A failed or interrupted task says why, by name; a running one has a sandbox. */
   const checkTaskShape = (t: Task, at: string) => {
     if (t.phase === 'failed' || t.phase === 'interrupted') {
-      check(at, 'a failed task carries a named error', !!t.error?.name && !!t.error.message, () => `task ${t.id} is ${t.phase} with error ${JSON.stringify(t.error)}`);
+      // Named: one of the app's own error names, not a bare "Error" from a library.
+      check(at, 'a failed task carries a named error', !!t.error?.name && t.error.name !== 'Error' && !!t.error.message, () => `task ${t.id} is ${t.phase} with error ${JSON.stringify(t.error)}`);
     }
     if (t.phase === 'running') {
       check(at, 'no task runs without a sandbox', ['running', 'booting'].includes(t.sandbox.status), () => `task ${t.id} is running with sandbox ${t.sandbox.status}`);
@@ -418,6 +420,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
             if (pid) process.kill(pid, 'SIGKILL');
           } else if (fault === 'sshd-kill') {
             say(`${at}: kill the guest's sshd`);
+            // The exec's own connection dies with sshd: its failure is the fault working, the task's end is what is checked.
             await call('tasks.exec', { taskId: id, argv: ['sh', '-c', 'pkill -9 -x sshd; pkill -9 sshd'], timeoutSec: 20 }).catch(() => undefined);
           } else await killApp(`${at} mid-stage`);
           const end = await waitFor(id, `${fault} to end the task`, (x) => TERMINAL.includes(x.phase));
@@ -475,7 +478,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           check(at, 'a refusal is named', !!err.name && err.name !== 'Error', () => `retry refused without a name: ${err.message}`);
           return undefined;
         });
-        if (r) t = (await waitFor(id, 'the retried pipeline to end', (x) => TERMINAL.includes(x.phase) && x.phase !== 'interrupted', 300_000)) ?? t;
+        // Not the phase it was retried from (the record may still say so for a moment); interrupted counts when an app restart cut the retry.
+        const restartsBefore = report.appRestarts;
+        if (r) t = (await waitFor(id, 'the retried pipeline to end', (x) => TERMINAL.includes(x.phase) && (x.phase !== 'interrupted' || report.appRestarts > restartsBefore), 300_000)) ?? t;
         checkTaskShape(t, at);
       }
 
@@ -586,6 +591,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         check('disk full', 'the app keeps serving on a full disk', !(status instanceof Error), () => String(status));
         fs.rmSync(filler, { force: true });
         if (!(refused instanceof Error)) {
+          // A task that never got a sandbox has nothing to destroy; its settling is checked next.
           await call('tasks.destroy', { taskId: refused.id }).catch(() => undefined);
           const gone = await waitFor(refused.id, 'the full-disk task to settle', (x) => !['running', 'booting', 'stopping'].includes(x.sandbox.status), 60_000);
           if (gone) count(report.tasksByOutcome, `disk-full:${gone.phase}`);
@@ -601,8 +607,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
 
     if (faultsPlanned.includes('keychain-gone') && keyringDaemon !== undefined) {
       count(report.faultsInjected, 'keychain-gone');
-      say(`stop the keychain daemon (pid ${keyringDaemon})`);
-      process.kill(keyringDaemon, 'SIGKILL');
+      // Stopped, not killed: a killed daemon is started again by D-Bus activation (with another
+      // keyring folder), while a stopped one is a keychain that no longer answers.
+      say(`stop the keychain daemon (pid ${keyringDaemon}, SIGSTOP)`);
+      process.kill(keyringDaemon, 'SIGSTOP');
+      stoppedKeyring = keyringDaemon;
       const status = await call<{ keychain?: { ok: boolean; error?: { name: string; message: string } } }>('system.status');
       check('keychain gone', 'a missing keychain is reported by name', status.keychain?.ok === false && !!status.keychain.error?.name, () => JSON.stringify(status.keychain));
       const listed = await call<Task[]>('tasks.list').catch((err: Error) => err);
@@ -612,6 +621,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         (err: Error) => err,
       );
       check('keychain gone', 'storing a credential without a keychain fails by name', !!set && set.name !== 'Error', () => (set ? `${set.name}: ${set.message}` : 'it succeeded'));
+      process.kill(keyringDaemon, 'SIGCONT');
+      stoppedKeyring = undefined;
     }
 
     // ---- the end: everything settled, nothing left ----
@@ -630,6 +641,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     }
     sample();
   } finally {
+    if (stoppedKeyring !== undefined) process.kill(stoppedKeyring, 'SIGCONT');
     if (sampler) clearInterval(sampler);
     if (app) {
       app.kill('SIGTERM');
