@@ -72,7 +72,7 @@ async function followSession(client: FactoryClient, io: Io, sessionId: string): 
   const over = new Promise<void>((r) => (ended = r));
   const offData = client.terminal.add((c) => {
     if (c.sessionId !== sessionId || !attached) return;
-    io.stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));
+    io.stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {})); // fails when the session or the app is gone, which ends this command anyway
   });
   const offEvents = client.events.add((e) => {
     if ((e.type === 'terminal.status' || e.type === 'terminal.opened') && e.info.id === sessionId && e.info.status !== 'live') ended();

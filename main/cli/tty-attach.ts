@@ -20,7 +20,7 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
   // then ends with the session's status event or the client's close, so a failed call is not reported again.
   const offData = client.terminal.add((c) => {
     if (c.sessionId !== sessionId) return;
-    stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {}));
+    stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {})); // fails when the session or the app is gone, which ends the attach anyway
   });
   const offEvents = client.events.add((e) => {
     if (e.type === 'terminal.status' && e.info.id === sessionId && e.info.status !== 'live') {
@@ -41,7 +41,7 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
     const data = d.toString('utf8');
     chain = chain.then(() => client.call('terminal.write', { sessionId, data })).catch(() => {});
   };
-  const onResize = () => void client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {});
+  const onResize = () => void client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {}); // a lost resize only leaves the old size; a gone app ends the attach
   stdin.on('data', onKey);
   stdin.resume();
   process.on('SIGWINCH', onResize);

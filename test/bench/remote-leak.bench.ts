@@ -66,7 +66,7 @@ async function main() {
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     console.log(`median leak check of a 1 GiB guest: remote ${(med(times.remote) / 1000).toFixed(1)} s, local ${(med(times.local) / 1000).toFixed(1)} s, ratio remote / local ${(med(times.remote) / med(times.local)).toFixed(2)}`);
   } finally {
-    await remote.reap().catch(() => undefined);
+    await remote.reap().catch(() => undefined); // teardown: the test's own checks said what failed
     await rig.stop();
     await rm(root, { recursive: true, force: true });
   }

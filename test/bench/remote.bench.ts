@@ -62,7 +62,7 @@ async function main() {
     console.log(`median start → shell-ready: remote ${(m.remote / 1000).toFixed(2)} s, local cold ${(m.cold / 1000).toFixed(2)} s, local fast ${(m.fast / 1000).toFixed(2)} s`);
     console.log(`ratio remote / local cold ${(m.remote / m.cold).toFixed(2)}, remote / local fast ${(m.remote / m.fast).toFixed(2)}`);
   } finally {
-    await remote.reap().catch(() => undefined);
+    await remote.reap().catch(() => undefined); // teardown: the test's own checks said what failed
     await rig.stop();
     await rm(root, { recursive: true, force: true });
   }

@@ -44,7 +44,7 @@ describe.skipIf(!!missing)('an agent without its credential', () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const id of stored) await app.api['credentials.delete']({ id }).catch(() => {});
+    for (const id of stored) await app.api['credentials.delete']({ id }).catch(() => {}); // teardown: already deleted is fine
     await browser?.close();
     await host?.close();
     await app?.dispose();

@@ -62,7 +62,7 @@ describe.skipIf(!electron.path)('Electron app end to end', () => {
   });
 
   afterAll(async () => {
-    await app?.close().catch(() => {});
+    await app?.close().catch(() => {}); // teardown: what is already gone is fine
     const left = dataDir ? qemuProcessesUnder(dataDir) : [];
     for (const p of left) process.kill(p.pid, 'SIGKILL');
     repo?.cleanup();

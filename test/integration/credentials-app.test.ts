@@ -93,7 +93,7 @@ describe('credential broker in the app', () => {
 
   afterAll(async () => {
     await app?.dispose();
-    for (const id of stored) await keychain?.remove(id).catch(() => undefined);
+    for (const id of stored) await keychain?.remove(id).catch(() => undefined); // teardown: the test may have ended before storing it
     await stub?.close();
     await gitServer?.dispose();
     ca?.dispose();

@@ -50,7 +50,7 @@ describe('changing where a stored credential is sent', () => {
   });
   afterAll(async () => {
     await broker?.dispose();
-    for (const id of ids) await keychain.remove(id).catch(() => undefined);
+    for (const id of ids) await keychain.remove(id).catch(() => undefined); // teardown: the test may have ended before storing it
     await home?.close();
     await elsewhere?.close();
     ca?.dispose();

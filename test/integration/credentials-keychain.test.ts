@@ -27,7 +27,7 @@ describe('KeychainStore against a real Secret Service', () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'fiab-kc-'));
   });
   afterAll(async () => {
-    await store.remove('roundtrip').catch(() => undefined);
+    await store.remove('roundtrip').catch(() => undefined); // teardown: the test may have ended before storing it
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -91,7 +91,7 @@ describe('credentials in a real sandbox', () => {
     ssh?.close();
     await vm?.destroy();
     await broker?.dispose();
-    for (const id of Object.values(ids ?? {})) await keychain?.remove(id).catch(() => undefined);
+    for (const id of Object.values(ids ?? {})) await keychain?.remove(id).catch(() => undefined); // teardown: the test may have ended before storing it
     await stub?.close();
     await gitServer?.dispose();
     hostOnly?.close();

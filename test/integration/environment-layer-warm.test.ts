@@ -58,7 +58,7 @@ describe('warm environment layers', () => {
   }, 400_000);
 
   afterAll(async () => {
-    for (const vm of vms) await vm.destroy().catch(() => {});
+    for (const vm of vms) await vm.destroy().catch(() => {}); // teardown: what is already gone is fine
     console.log(timings.join('\n'));
     if (root) await rm(root, { recursive: true, force: true });
   });

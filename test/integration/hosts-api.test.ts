@@ -40,7 +40,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const h of settings?.get().sandboxHosts ?? []) await hosts.driver(h.name).reap().catch(() => undefined);
+  for (const h of settings?.get().sandboxHosts ?? []) await hosts.driver(h.name).reap().catch(() => undefined); // teardown: the test's own checks said what failed
   hosts?.close();
   if (agent?.pid) process.kill(agent.pid);
   await rig?.stop();

@@ -32,7 +32,7 @@ describe('secret scan with the values of the sandbox credentials', () => {
 
   afterAll(async () => {
     await broker?.dispose();
-    await keychain?.remove(credentialId).catch(() => undefined);
+    await keychain?.remove(credentialId).catch(() => undefined); // teardown: the test may have ended before storing it
     for (const f of fixtures) f.cleanup();
     if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   });

@@ -39,7 +39,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await driver?.reap().catch(() => undefined);
+  await driver?.reap().catch(() => undefined); // teardown: the test's own checks said what failed
   homeServer?.close();
   await rig?.stop();
   if (home) fs.rmSync(home, { recursive: true, force: true });

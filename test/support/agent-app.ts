@@ -60,7 +60,7 @@ export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tl
     output,
     async dispose() {
       await app.dispose();
-      await keychain.remove(cred.id).catch(() => undefined);
+      await keychain.remove(cred.id).catch(() => undefined); // teardown: the test may have ended before storing it
       await stub.close();
       ca.dispose();
       fs.rmSync(dataDir, { recursive: true, force: true });
@@ -113,6 +113,6 @@ export class SandboxShell {
   }
 
   async close(): Promise<void> {
-    await this.agentApp.app.api['terminal.close']({ sessionId: this.sessionId }).catch(() => undefined);
+    await this.agentApp.app.api['terminal.close']({ sessionId: this.sessionId }).catch(() => undefined); // closing a session that ended already is fine
   }
 }

@@ -174,7 +174,7 @@ export class AnthropicStub {
         return;
       }
       const reply = this.pickReply(rec, mb);
-      if (reply.hold) await reply.hold.catch(() => undefined);
+      if (reply.hold) await reply.hold.catch(() => undefined); // a hold that fails only ends the wait
       if (res.destroyed || res.writableEnded) return;
       if (reply.errorStatus) {
         sendError(res, reply.errorStatus, errorType(reply.errorStatus), reply.text ?? 'stub error');

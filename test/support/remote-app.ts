@@ -55,7 +55,7 @@ export async function startRemoteApp(opts: {
     output,
     async dispose() {
       await app.dispose();
-      await keychain.remove(credential.id).catch(() => undefined);
+      await keychain.remove(credential.id).catch(() => undefined); // teardown: the test may have ended before storing it
       await stub.close();
       ca.dispose();
       repo.cleanup();

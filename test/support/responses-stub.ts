@@ -187,7 +187,7 @@ export class ResponsesStub {
         return;
       }
       const reply = this.pickReply(rec, body as ResponsesBody);
-      if (reply.hold) await reply.hold.catch(() => undefined);
+      if (reply.hold) await reply.hold.catch(() => undefined); // a hold that fails only ends the wait
       if (res.destroyed || res.writableEnded) return;
       if (reply.errorStatus) {
         sendError(res, reply.errorStatus, reply.errorStatus >= 500 ? 'server_error' : 'invalid_request_error', reply.text ?? 'stub error');

@@ -89,7 +89,7 @@ export async function startSocketHost(app: HostedApp, opts: { dataDir: string; m
     socket.on('close', () => {
       clients.delete(socket);
       for (const off of offs.splice(0)) off();
-      for (const sessionId of attached) void app.api['terminal.detach']({ sessionId }).catch(() => {});
+      for (const sessionId of attached) void app.api['terminal.detach']({ sessionId }).catch(() => {}); // the session may have ended already
     });
     send({ hello: { app: 'factory-in-a-box', protocol: SOCKET_PROTOCOL, pid: process.pid } });
   }

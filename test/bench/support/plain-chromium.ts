@@ -92,7 +92,7 @@ export class PlainChromium {
   }
 
   async close(): Promise<void> {
-    await this.send('Browser.close').catch(() => {});
+    await this.send('Browser.close').catch(() => {}); // teardown: what is already gone is fine
     if (this.child.exitCode === null && this.child.signalCode === null) await new Promise((r) => this.child.once('exit', r));
     rmSync(this.profile, { recursive: true, force: true });
   }

@@ -48,7 +48,7 @@ export async function openBrowser(): Promise<OpenBrowser> {
     page,
     problems,
     async close() {
-      await context.close().catch(() => {});
+      await context.close().catch(() => {}); // teardown: what is already gone is fine
       rmSync(profile, { recursive: true, force: true });
     },
   };

@@ -101,7 +101,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.dispose();
-  if (credentialId) await keychain.remove(credentialId).catch(() => undefined);
+  if (credentialId) await keychain.remove(credentialId).catch(() => undefined); // teardown: the test may have ended before storing it
   await stub?.close();
   ca?.dispose();
   repo?.cleanup();

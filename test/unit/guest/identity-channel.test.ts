@@ -139,7 +139,7 @@ describe('the identity port, host side', () => {
     const flood = await fakePort((_t, s) => s.write(Buffer.concat([Buffer.from('ok\n'), Buffer.alloc(200_000, 1)])));
     const b = await IdentityChannel.connect(flood.socketPath, Date.now() + 5000);
     b.send(keys, { cols: 80, rows: 24 });
-    await b.reply(5000).catch(() => {});
+    await b.reply(5000).catch(() => {}); // the flood test wants the port busy, not this answer
     await new Promise((r) => setTimeout(r, 200));
     expect(() => b.takeConsole()).toThrow(/more than 65536 bytes before they were read/);
   });
