@@ -77,7 +77,7 @@ const DENIED: Record<string, string> = {
 };
 
 /** Folders and files that tools on this computer run or obey by themselves: never written by the model, .git never read. */
-const GUARDED = new Set(['.git', '.claude', '.husky', '.githooks', '.envrc', '.vscode', '.idea']);
+const GUARDED = new Set(['.git', '.claude', '.mcp.json', '.husky', '.githooks', '.envrc', '.vscode', '.idea']);
 
 /** The path parameter of each file tool. */
 const FILE_TOOLS: Record<string, { param: string; writes: boolean }> = {
