@@ -25,7 +25,8 @@ export function ErrorBox({ error, testId }: { error: ErrorInfo; testId: string }
         </code>
       </p>
       {error.detail ? (
-        <pre className="error-detail" data-testid={`${testId}-detail`}>
+        // Focusable: a long excerpt scrolls, and the keyboard must reach it.
+        <pre className="error-detail" data-testid={`${testId}-detail`} tabIndex={0}>
           {error.detail}
         </pre>
       ) : null}

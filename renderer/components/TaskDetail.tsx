@@ -14,6 +14,7 @@ import { TaskHousekeeping } from './TaskHousekeeping.js';
 import { SecurityPanel } from './SecurityPanel.js';
 import { StageTimeline } from './StageTimeline.js';
 import { TerminalPane } from './TerminalPane.js';
+import { AgentTranscript } from './transcript/AgentTranscript.js';
 import type { TerminalTab as Tab } from './TerminalTabs.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
@@ -103,6 +104,12 @@ function TaskView({ task }: { task: Task }) {
     (task.phase === 'interrupted' ||
     ((task.phase === 'failed' || task.phase === 'cancelled') && (sandboxUp || task.sandbox.status === 'lost' || task.sandbox.status === 'none')));
 
+  // An agent's stage: its event stream read as a conversation above the raw log.
+  const transcript =
+    (task.agent === 'claude-code' || task.agent === 'codex') && current?.kind === 'stage' ? (
+      <AgentTranscript key={current.sessionId} sessionId={current.sessionId} live={current.state === 'live'} terminalPanelId={`terminal-panel-${task.id}`} />
+    ) : null;
+
   return (
     <section className="detail" data-testid="task-detail" data-task-id={task.id} aria-label="Task">
       {/* The main pane (F6 region "task"): the task, and in review its result; the terminals are a pane below it. */}
@@ -190,6 +197,7 @@ function TaskView({ task }: { task: Task }) {
         {resultFirst ? <ReviewPanel task={task} /> : null}
       </div>
       {/* Before that, the live terminal: right under the task's head, in view after Start. */}
+      {!resultFirst ? transcript : null}
       {!resultFirst ? <TerminalPane task={task} tabs={tabs} current={current} /> : null}
       <div className="task-more">
         <SetupDetails task={task} />
@@ -198,6 +206,7 @@ function TaskView({ task }: { task: Task }) {
         <StageTimeline task={task} />
         {!resultFirst ? <ReviewPanel task={task} /> : null}
       </div>
+      {resultFirst ? transcript : null}
       {resultFirst ? <TerminalPane task={task} tabs={tabs} current={current} /> : null}
       <SecurityPanel task={task} />
     </section>
