@@ -22,7 +22,6 @@ import { KeychainStore } from './credentials/keychain.js';
 import type { GitRouteOptions } from './credentials/routes.js';
 import { AgentStageExecutor } from './pipeline/agents/agent-executor.js';
 import { builtInAgents } from './pipeline/agents/registry.js';
-import { GUEST_REPO_DIR } from './guest/guest-shell.js';
 import { CommandStageExecutor, type StageExecutor } from './pipeline/stage-executor.js';
 import { PipelineRunner } from './pipeline/stage-runner.js';
 import { PullbackQuarantine } from './pullback/quarantine.js';
@@ -31,7 +30,7 @@ import { SettingsStore, type Settings } from './state/settings.js';
 import { StateStore } from './state/state-store.js';
 import { diskFullError } from './state/disk-full.js';
 import { createFileLogger, parseLogLevel } from './log/logger.js';
-import { checkHostRepo, originHttpsUrl } from './tasks/host-repo.js';
+import { originHttpsUrl } from './tasks/host-repo.js';
 import type { ImageStorePort, QemuDriverPort, SandboxExtension } from './sandbox/sandbox-ports.js';
 import { LiveSandboxes } from './sandbox/live-sandboxes.js';
 import { SandboxProvisioner, warmPooledGuest } from './tasks/sandbox-provisioner.js';
@@ -39,8 +38,8 @@ import { TaskService } from './tasks/task-service.js';
 import { QuickSandboxWatcher } from './tasks/quick-sandbox.js';
 import { AgentSessionWatcher } from './tasks/agent-session.js';
 import { FirstShells } from './tasks/first-shells.js';
+import { TaskShells } from './tasks/task-shells.js';
 import { SandboxStatsMonitor } from './tasks/sandbox-stats.js';
-import { spawnHostShell } from './terminal/host-shell.js';
 import { nextStepApi } from './tasks/next-step-api.js';
 import { sshChannelSource } from './terminal/ssh-channel-source.js';
 import { TerminalService } from './terminal/terminal-service.js';
@@ -238,7 +237,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     firstShell: (taskId, shell, size) => firstShells.open(taskId, shell, size),
     agentSessions: { terminals, sourceForChannel: sshChannelSource, adapter: (id) => builtInAgents().get(id) },
     credentials: () => broker.service.list(),
+    forgetTask: async (taskId) => {
+      await terminals.removeTaskSessions(taskId);
+      firstShells.forget(taskId);
+      await broker.forgetTask(taskId);
+    },
   });
+  const shells = new TaskShells({ terminals, firstShells, sandboxSsh: (taskId) => tasks.sandboxSsh(taskId), repoPath: (taskId) => tasks.get(taskId).repoPath });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
   // A quick sandbox ends with its last shell (unless kept).
@@ -379,13 +384,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'sandboxes.quick': async ({ repoPath, keep }) => tasks.quick({ ...(repoPath !== undefined ? { repoPath } : {}), ...(keep ? { keep } : {}) }),
     'sandboxes.agent': async (input) => tasks.agentSession(input),
     'tasks.destroy': async ({ taskId }) => tasks.destroy(taskId),
-    'tasks.remove': async ({ taskId }) => {
-      await tasks.remove(taskId);
-      // The task's terminal logs and its leak check records go with it.
-      await terminals.removeTaskSessions(taskId);
-      firstShells.forget(taskId);
-      await broker.forgetTask(taskId);
-    },
+    'tasks.remove': async ({ taskId }) => tasks.remove(taskId),
     'tasks.review': async ({ taskId }) => tasks.review(taskId),
     'tasks.reviewFile': async ({ taskId, path: filePath }) => tasks.reviewFile(taskId, filePath),
     'tasks.approve': async ({ taskId, confirm }) => tasks.approve(taskId, confirm ? { confirm } : {}),
@@ -414,22 +413,8 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       return { ...next, agents: choosableAgents() };
     },
     'terminal.list': async ({ taskId }) => terminals.list(taskId),
-    'terminal.openShell': async ({ taskId, cols, rows }) => {
-      const first = firstShells.take(taskId, { cols, rows });
-      if (first) return first;
-      const ssh = tasks.sandboxSsh(taskId);
-      // A login shell (root, for inspection) that starts in the task's repository.
-      const channel = await ssh.exec(`cd ${GUEST_REPO_DIR} 2>/dev/null; exec bash -l`, { pty: { cols, rows } });
-      return terminals.register({ taskId, kind: 'shell', title: 'shell', cols, rows, source: sshChannelSource(channel) });
-    },
-    'terminal.openHostShell': async ({ taskId, cols, rows }) => {
-      // Runs on this computer as the user, so only on the user's own request and
-      // only in the folder the task came from, while that is still its repository.
-      const { repoPath } = tasks.get(taskId);
-      await checkHostRepo(repoPath);
-      const { source } = spawnHostShell({ cwd: repoPath, cols, rows });
-      return terminals.register({ taskId, kind: 'host', title: `host: ${path.basename(repoPath)}`, cols, rows, source });
-    },
+    'terminal.openShell': async ({ taskId, cols, rows }) => shells.openSandboxShell(taskId, { cols, rows }),
+    'terminal.openHostShell': async ({ taskId, cols, rows }) => shells.openHostShell(taskId, { cols, rows }),
     'terminal.attach': async ({ sessionId }) => {
       const attached = terminals.attach(sessionId);
       firstShells.attached(sessionId);

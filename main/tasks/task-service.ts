@@ -57,6 +57,8 @@ export interface TaskServiceDeps<Image> {
   agentSessions?: AgentSessionHost;
   /** The stored credentials (references only): an agent without its own is refused at Start. Absent: not checked. */
   credentials?: () => Promise<CredentialRef[]>;
+  /** What other services keep of a task (terminal logs, leak check records), dropped when it is removed. */
+  forgetTask?: (taskId: string) => Promise<void>;
 }
 
 export interface CreateTaskInput {
@@ -336,7 +338,7 @@ export class TaskService<Image = unknown> {
 
   /**
    * Removes a task that is not running, with its sandbox (and its serial log), review,
-   * quarantine and seed; its terminal logs go with it (app.ts). The branch an approval made stays.
+   * quarantine and seed; what other services keep of it goes too (forgetTask). The branch an approval made stays.
    */
   async remove(taskId: string): Promise<void> {
     const record = this.record(taskId);
@@ -346,6 +348,7 @@ export class TaskService<Image = unknown> {
     await fsp.rm(record.sandboxDir ?? this.sandboxDir(taskId), { recursive: true, force: true });
     await this.reviews.remove(taskId);
     await this.book.remove(taskId);
+    await this.deps.forgetTask?.(taskId);
   }
 
   async review(taskId: string): Promise<PullbackReview> {
