@@ -140,6 +140,15 @@ export class TaskReviews {
     return { name: entry.name, text, truncated: entry.truncated };
   }
 
+  /**
+   * A task that can no longer be approved (it failed, was cancelled or was cut
+   * before its review) keeps no quarantine: a retry pulls its work back afresh.
+   */
+  async dropUnreviewable(record: TaskRecord): Promise<void> {
+    if (['review', 'approved'].includes(record.task.phase)) return;
+    await this.deps.quarantine.discard(record.task.id);
+  }
+
   /** The task is being removed: its quarantine, saved review and artifacts go with it. */
   async remove(taskId: string): Promise<void> {
     await this.deps.quarantine.discard(taskId);

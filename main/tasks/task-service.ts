@@ -119,6 +119,11 @@ export class TaskService<Image = unknown> {
         ...(record.qemuPid ? { qemuPid: record.qemuPid } : {}),
       }),
     );
+    // A pull-back the crash cut left a partial quarantine that nothing would ever read.
+    // Found by the soak (issue 30, seed 3): the app SIGKILLed while a task was pulling back.
+    for (const task of this.book.tasks()) {
+      await this.reviews.dropUnreviewable(this.record(task.id)).catch((err: unknown) => this.deps.log.warn('removing a stale quarantine failed', { taskId: task.id, err }));
+    }
     this.lifetime.resume(this.book.tasks());
   }
 
@@ -523,6 +528,8 @@ export class TaskService<Image = unknown> {
     }
     const why = rt.abort.signal.aborted ? err : await stoppedVmError(record.task.phase, sb?.vm, err);
     await step('recording the end of its run', () => (rt.abort.signal.aborted ? this.aborted(record) : this.book.fail(record, why)));
+    // A run cut while pulling back leaves nothing to review.
+    await step('removing the quarantine of a run that ended without a review', () => this.reviews.dropUnreviewable(record));
   }
 
   /** Pipeline (whole, or from one stage on a retry), then pull-back into quarantine and review. */

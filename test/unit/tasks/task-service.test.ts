@@ -259,6 +259,27 @@ describe('restart', () => {
     expect((await a.api['tasks.destroy']({ taskId: 'abcdefgh' })).sandbox.status).toBe('destroyed');
   });
 
+  it('removes the quarantine of a pull-back the crash cut, and keeps the one of a task in review', async () => {
+    // Found by the soak (issue 30, seed 3): the app SIGKILLed while a task pulled back left quarantine/<id> for good.
+    const dataDir = tempDir();
+    const paths = appPaths({ FACTORY_DATA_DIR: dataDir });
+    const base = { title: 't', repoPath: '/r', baseRef: 'HEAD', baseCommit: 'a'.repeat(40), createdAt: new Date().toISOString(), stages: [] };
+    const store = new StateStore({ dir: paths.state });
+    await store.saveTask({ version: 1, task: { ...base, id: 'cutpullb', branch: 'factory/cutpullb', phase: 'pulling-back', sandbox: { status: 'running', sshPort: 1 } } });
+    await store.saveTask({
+      version: 1,
+      task: { ...base, id: 'inreview', branch: 'factory/inreview', phase: 'review', sandbox: { status: 'destroyed' } },
+      pullback: { headCommit: 'b'.repeat(40), bundleSha256: 'c'.repeat(64), bundleBytes: 1, empty: false },
+    });
+    for (const id of ['cutpullb', 'inreview']) {
+      fs.mkdirSync(path.join(dataDir, 'quarantine', id, 'repo.git'), { recursive: true });
+      fs.writeFileSync(path.join(dataDir, 'quarantine', id, 'repo.git', 'HEAD'), 'ref: refs/heads/main\n');
+    }
+    const a = await app(true, dataDir);
+    expect((await a.api['tasks.get']({ taskId: 'cutpullb' })).phase).toBe('interrupted');
+    expect(fs.readdirSync(path.join(dataDir, 'quarantine'))).toEqual(['inreview']);
+  });
+
   it('interrupts a task when the app shuts down, and Retry in the next app seeds it as it was at create', async () => {
     const dataDir = tempDir();
     cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
