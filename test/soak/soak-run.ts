@@ -632,6 +632,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       checkTaskShape(t, 'end');
     }
     checkNoOrphans('end');
+    // Terminal sessions end with their tasks: none is live once every task settled.
+    const terminals = await call<Array<{ id: string; status: string; taskId?: string }>>('terminal.list', {});
+    const liveTerminals = terminals.filter((x) => x.status === 'live');
+    check('end', 'no terminal session outlives its task', liveTerminals.length === 0, () => JSON.stringify(liveTerminals));
+    report.notes.push(`terminal sessions listed at the end: ${terminals.length} (live ${liveTerminals.length}); event listeners and timers are not visible through the API and are not checked`);
     for (const repo of repos) checkRepo(repo, undefined, 'end');
     report.leftovers = leftoversIn(dataDir, { appRunning: true });
     check('end', 'no socket, overlay, quarantine or temp file is left', report.leftovers.length === 0, () => JSON.stringify(report.leftovers.slice(0, 20)));
