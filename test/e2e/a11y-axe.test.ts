@@ -3,7 +3,8 @@
 // board with finished and failed tasks, a task's view, the review pane and the
 // credentials screen (with the keychain unavailable, its most coloured state),
 // in the light and the dark colour scheme (playwright's colorScheme, as the
-// system would set it). Each screen is also saved as a 1400×900 screenshot.
+// system would set it). Each screen is also saved as a screenshot at 1400×900, and
+// checked again and saved at 1280×800 and 1920×1080.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -20,8 +21,18 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
   let ui: ScriptedUi;
   let app: ScriptedApp;
   const ids: Record<string, string> = {};
-  // The light screenshots keep their names; the dark ones get a suffix.
-  const shot = (page: Parameters<typeof screenshot>[0], name: string) => screenshot(page, scheme === 'light' ? name : `${name}-${scheme}`);
+  // The light screenshots keep their names; the dark ones get a suffix. Each screen is also
+  // checked and saved at 1280×800 and 1920×1080, the sizes the layout is made for.
+  const shot = async (page: Parameters<typeof screenshot>[0], name: string) => {
+    const base = scheme === 'light' ? name : `${name}-${scheme}`;
+    await screenshot(page, base);
+    for (const size of [{ width: 1280, height: 800 }, { width: 1920, height: 1080 }]) {
+      await page.setViewportSize(size);
+      expect(describeViolations(await seriousViolations(page)), `${base} at ${size.width}×${size.height}`).toEqual([]);
+      await screenshot(page, `${base}-${size.width}x${size.height}`);
+    }
+    await page.setViewportSize({ width: 1400, height: 900 });
+  };
 
   beforeAll(async () => {
     app = new ScriptedApp(40);
