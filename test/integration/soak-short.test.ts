@@ -20,7 +20,7 @@ describe('the short soak', () => {
     await testImage();
     const seed = Number(process.env.FACTORY_SOAK_SEED ?? randomInt(0, 2 ** 31));
     console.log(`short soak: seed ${seed} (replay: npm run soak -- --profile short --seed ${seed})`);
-    const report = await runSoak({ ...PROFILES.short, seed, log: (line) => console.log(line) });
+    const report = await runSoak({ ...PROFILES.short, profile: 'short', seed, log: (line) => console.log(line) });
     writeReport(report, path.join(ROOT, 'test-results', 'soak', `short-seed-${seed}`));
     const summary = summaryText(report);
     expect(report.invariantsBroken, summary).toEqual([]);

@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const seed = intArg('seed', randomInt(0, 2 ** 31));
   console.log(`soak: seed ${seed} (replay with --seed ${seed}), profile ${profileName}`);
   await testImage();
-  const report = await runSoak({ ...profile, seed, tasks: intArg('tasks', profile.tasks) });
+  const report = await runSoak({ ...profile, profile: profileName, seed, tasks: intArg('tasks', profile.tasks) });
   const out = writeReport(report, arg('out') ?? path.join(ROOT, 'test-results', 'soak', `seed-${seed}`));
   console.log(`\n${summaryText(report)}`);
   console.log(`report: ${out.json}\nsummary: ${out.summary}\nmemory plot: ${out.svg}`);

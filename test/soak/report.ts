@@ -43,7 +43,7 @@ export function summaryText(report: SoakReport): string {
   const lines = [
     `# Soak report, seed ${report.seed}`,
     '',
-    `Replay: \`npm run soak -- --seed ${report.seed} --tasks ${report.options.tasks}\``,
+    `Replay: \`npm run soak -- --profile ${report.options.profile ?? 'medium'} --seed ${report.seed} --tasks ${report.options.tasks}\``,
     `Started ${report.startedAt}, ran ${report.durationSec} s; ${report.options.tasks} tasks over ${report.options.repos} repositories, parallel ${report.options.parallel}, ${report.quickSandboxes} quick sandboxes, ${report.appRestarts} app restarts.`,
     '',
     `- Tasks by outcome: ${kv(report.tasksByOutcome)}`,

@@ -39,6 +39,8 @@ export const NOT_INJECTED: Record<string, string> = {
 
 export interface SoakOptions {
   seed: number;
+  /** The profile the options came from, for the replay line. */
+  profile?: string;
   /** Tasks in all (quick sandboxes not counted). */
   tasks: number;
   repos: number;
