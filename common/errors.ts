@@ -118,7 +118,6 @@ export const ERRORS = {
   SessionNotFound: { title: 'No sandbox for this session', help: 'The app has no sandbox recorded for this Claude Code session (it ended, or was reaped after the session\'s process went away). A new session gets a new one.' },
   SyncTooLarge: { title: 'Too much to carry into the sandbox', help: 'Before each routed command the working tree\'s changes go into the session\'s sandbox, within a limit; the message names the largest files. Add generated files to .gitignore, or commit them, and run the command again.' },
   SyncFailed: { title: 'The working tree did not reach the sandbox', help: 'Carrying the working tree\'s changes into the session\'s sandbox failed (the message has the reason), so the command did not run. Check that the sandbox still runs (factory ls) and try again.' },
-  ToolDenied: { title: 'Tool not allowed in a sandboxed session', help: 'With factory hooks installed, nothing the agent runs may run on this computer: the message says what to use instead.' },
 
   // The next step after Approve (main/git/branch-actions.ts)
   NotApproved: { title: 'The task is not approved', help: 'Checking out, pushing or opening the branch needs a task whose result you approved.' },

@@ -33,6 +33,11 @@ export interface Command {
 
 const TASK = '<task> is a task id or a unique prefix of one.';
 
+/** For a command that never starts the app: with none running, say so and exit with `code`. */
+function noAppRunning(code: number): Command['noStart'] {
+  return { whenNotRunning: (io, dataDir) => (io.stdout.write(`no app is running for ${dataDir}\n`), code) };
+}
+
 export const COMMANDS: Record<string, Command> = {
   run: {
     usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait] [--allow-egress SCHEME://HOST:PORT]…',
@@ -125,7 +130,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'What the app runs now (tasks and sandboxes, the warm pool) and, for an app the CLI started, when it ends by itself. Exit 3 when no app runs; never starts one',
     options: {},
     positionals: [0, 0],
-    noStart: { whenNotRunning: (io, dataDir) => (io.stdout.write(`no app is running for ${dataDir}\n`), 3) },
+    noStart: noAppRunning(3),
     run: (c, io) => cmdStatus(c, io),
   },
   quit: {
@@ -133,7 +138,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'End the app: every sandbox is torn down (tasks still running are interrupted; a retry gives them a fresh sandbox). Never starts one',
     options: {},
     positionals: [0, 0],
-    noStart: { whenNotRunning: (io, dataDir) => (io.stdout.write(`no app is running for ${dataDir}\n`), 0) },
+    noStart: noAppRunning(0),
     run: (c, io) => cmdQuit(c, io),
   },
   hooks: {

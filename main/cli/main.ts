@@ -59,6 +59,15 @@ export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: p
   }
 }
 
+/**
+ * The PreToolUse hook's limit for everything, connecting to (or starting) the app included:
+ * FACTORY_PRE_TOOL_USE_LIMIT_SEC (at most 100, below Claude Code's 120 s for the hook), else 30 s.
+ */
+function preToolUseLimitMs(env: NodeJS.ProcessEnv = process.env): number {
+  const sec = Number(env.FACTORY_PRE_TOOL_USE_LIMIT_SEC);
+  return (Number.isFinite(sec) && sec > 0 ? Math.min(100, sec) : 30) * 1000;
+}
+
 /** Run as a program (also through npm's `bin` symlink), not imported. */
 function isEntry(): boolean {
   if (!process.argv[1]) return false;
@@ -73,7 +82,20 @@ function isEntry(): boolean {
 if (isEntry()) {
   // `npm run factory -- …` (from a clone) runs in the package's folder: the user's paths are relative to where they typed it.
   if (process.env.npm_lifecycle_event === 'factory' && process.env.npm_package_name === 'factory-in-a-box' && process.env.INIT_CWD) process.chdir(process.env.INIT_CWD);
-  void runCli(process.argv.slice(2)).then((code) => {
+  const argv = process.argv.slice(2);
+  // The PreToolUse hook must answer well before Claude Code's limit for it (120 s): a hook that
+  // times out lets the call run here. Whatever it waits for (an app that is slow to start, a
+  // socket that never answers), past 30 s it blocks the call; with nothing left to do and
+  // no answer written, it exits 2 too.
+  if (argv.includes('hook') && argv.includes('pre-tool-use')) {
+    process.exitCode = 2;
+    const limit = preToolUseLimitMs();
+    setTimeout(() => {
+      process.stderr.write(`factory: the PreToolUse hook had no answer within ${limit / 1000} s, so the call is blocked (is the app running? factory status)\n`);
+      process.exit(2);
+    }, limit);
+  }
+  void runCli(argv).then((code) => {
     // Let stdout drain before leaving (a pipe may be slow).
     process.stdout.write('', () => process.exit(code));
   });

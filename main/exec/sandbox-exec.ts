@@ -3,6 +3,7 @@
 // guest is untrusted: each stream is kept up to a cap and returned as bytes
 // (base64), never interpreted here.
 import type { ExecResult } from '../../common/contract.js';
+import type { ClientChannel } from 'ssh2';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { GUEST_REPO_DIR, asAgentArgv } from '../guest/guest-shell.js';
 
@@ -21,7 +22,16 @@ export function execCommandLine(argv: string[]): string {
   return asAgentArgv(['sh', '-c', `cd ${GUEST_REPO_DIR} && exec "$@"`, 'factory-exec', ...argv]);
 }
 
-export async function execInSandbox(ssh: Pick<GuestSsh, 'exec'>, req: ExecRequest, maxBytes = EXEC_MAX_STREAM_BYTES): Promise<ExecResult> {
+/**
+ * `feed`, when given, writes the command's stdin and ends it (a stream, e.g. a
+ * hooks session's working tree carried in ahead of its command); else `req.stdin`.
+ */
+export async function execInSandbox(
+  ssh: Pick<GuestSsh, 'exec'>,
+  req: ExecRequest,
+  maxBytes = EXEC_MAX_STREAM_BYTES,
+  feed?: (channel: ClientChannel) => Promise<void>,
+): Promise<ExecResult> {
   const channel = await ssh.exec(execCommandLine(req.argv));
   const out = capped(maxBytes);
   const err = capped(maxBytes);
@@ -56,7 +66,9 @@ export async function execInSandbox(ssh: Pick<GuestSsh, 'exec'>, req: ExecReques
         timedOut,
       });
     });
-    channel.end(req.stdin ? Buffer.from(req.stdin, 'base64') : undefined);
+    if (!feed) channel.end(req.stdin ? Buffer.from(req.stdin, 'base64') : undefined);
+    // A feed that fails closes the channel: the command sees its stdin cut and the result says how it ended.
+    else feed(channel).catch(() => channel.close());
   });
 }
 

@@ -20,7 +20,7 @@ import type { GuestSsh } from '../guest/guest-ssh.js';
 import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
 import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
-import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
+import { GUEST_UNTAR, WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
 
 /**
  * How a routed command runs in the sandbox (as the agent user, argv only: the
@@ -28,7 +28,15 @@ import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
  * environment (proxy settings, placeholders) when there is one, the session's
  * folder inside the repository, then the model's shell line.
  */
-const ROUTED_SCRIPT = 'if [ -r /work/.factory/env.sh ]; then set -a; . /work/.factory/env.sh; set +a; fi; cd -- "$1" 2>/dev/null || cd /work/repo; exec bash -c "$2"';
+const ROUTED_SCRIPT = [
+  // $1 the folder, $2 the command, $3 1 when the working tree's files come on stdin, then paths to remove.
+  'd=$1; c=$2; carry=$3; shift 3',
+  'if [ $# -gt 0 ]; then (cd /work/repo && rm -f -- "$@") || { echo "FACTORY_SYNC_FAILED removing files" >&2; exit 125; }; fi',
+  `if [ "$carry" = 1 ]; then (cd /work/repo && ${GUEST_UNTAR}) || { echo "FACTORY_SYNC_FAILED unpacking files" >&2; exit 125; }; fi`,
+  'if [ -r /work/.factory/env.sh ]; then set -a; . /work/.factory/env.sh; set +a; fi',
+  'cd -- "$d" 2>/dev/null || cd /work/repo',
+  'exec bash -c "$c" </dev/null',
+].join('\n');
 
 export interface SubagentInput {
   sessionId: string;
@@ -143,9 +151,30 @@ export class SessionService {
     const ssh = this.deps.ports.sandboxSsh(taskId);
     let sync = this.syncs.get(taskId);
     if (!sync) this.syncs.set(taskId, (sync = new WorkingTreeSync(record.repoPath)));
-    const synced = await sync.sync(ssh);
+    // The working tree's changes travel with the command: one guest process, not two or three.
+    const carry = await sync.take(ssh);
     const dir = input.dir === '' ? '/work/repo' : `/work/repo/${input.dir}`;
-    const result = await execInSandbox(ssh, { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) });
+    let feedError: unknown;
+    const feed = carry.feed;
+    let result: ExecResult;
+    try {
+      result = await execInSandbox(
+        ssh,
+        { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command, feed ? '1' : '0', ...carry.remove], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) },
+        undefined,
+        (channel) => (feed ? feed(channel).catch((err: unknown) => ((feedError = err), Promise.reject(err))) : (channel.end(), Promise.resolve())),
+      );
+    } catch (err) {
+      carry.rollback();
+      throw err;
+    }
+    const stderr = Buffer.from(result.stderr, 'base64').toString('utf8');
+    if (feedError !== undefined || (result.exitCode === 125 && stderr.includes('FACTORY_SYNC_FAILED'))) {
+      carry.rollback();
+      if (feedError instanceof FactoryError) throw feedError;
+      throw new FactoryError('SyncFailed', `carrying the working tree's changes into the sandbox failed, so the command did not run: ${(feedError ? String(feedError) : stderr).trim().slice(0, 300)}`);
+    }
+    const synced = { sent: carry.sent, removed: carry.removed, bytes: carry.bytes };
     return { ...result, sync: synced, taskId };
   }
 
@@ -275,6 +304,7 @@ export class SessionService {
   private async quarantine(record: SessionRecord, why: string): Promise<void> {
     if (record.state !== 'quarantined') await this.deps.store.put({ ...record, state: 'quarantined' });
     this.deps.log.warn(`${why} in a session sandbox; it is kept for inspection`, { sessionId: record.sessionId, taskId: record.taskId });
+    // A task that already ended cannot be cancelled: kept is what matters, and it is recorded above.
     await this.deps.ports.cancelTask(record.taskId).catch(() => undefined);
   }
 

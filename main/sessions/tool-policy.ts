@@ -76,8 +76,61 @@ const DENIED: Record<string, string> = {
   LSP: 'a language server runs on this computer. Run the language tools through the Bash tool: they run in the sandbox',
 };
 
-/** Folders and files that tools on this computer run or obey by themselves: never written by the model, .git never read. */
-const GUARDED = new Set(['.git', '.claude', '.mcp.json', '.husky', '.githooks', '.envrc', '.vscode', '.idea']);
+/**
+ * Folders and files that tools on this computer run or obey by themselves: never
+ * written by the model (.git is not read either). Claude Code's own list of
+ * such paths (2.1.332) and a few more; compared without case (a case-insensitive
+ * disk, as macOS's, makes `.GIT` the same folder), ignoring the characters a
+ * file system drops.
+ */
+const GUARDED_FOLDERS = new Set(['.git', '.claude', '.husky', '.githooks', '.vscode', '.idea', '.cargo', '.devcontainer', '.yarn', '.mvn', '.direnv']);
+const GUARDED_FILES = new Set([
+  '.mcp.json', '.envrc', '.gitconfig', '.gitmodules', '.bashrc', '.bash_profile', '.bash_login', '.profile', '.zshrc', '.zshenv', '.zprofile',
+  '.zlogin', '.ripgreprc', '.npmrc', '.yarnrc', '.yarnrc.yml', '.pnpmfile.cjs', 'bunfig.toml', '.bazelrc', '.bazelversion', '.bazeliskrc',
+  '.pre-commit-config.yaml', 'lefthook.yml', 'lefthook.yaml', '.lefthook.yml', '.lefthook.yaml', 'lefthook-local.yml', '.devcontainer.json',
+  'pyrightconfig.json', 'gradle-wrapper.properties', 'maven-wrapper.properties',
+]);
+/** `.config/git` is git's own config folder. */
+const GUARDED_PAIRS = [['.config', 'git']];
+
+/** A path part as the file system compares it: no case, no zero-width characters, no trailing dots or spaces. */
+function folded(part: string): string {
+  return part
+    .replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g, '')
+    .replace(/[. ]+$/, (m) => (part.replace(/[. ]+$/, '') === '' ? m : ''))
+    .replace(/ı/g, 'i')
+    .replace(/ſ/g, 's')
+    .toLowerCase();
+}
+
+/** The guarded folder or file on `parts` (folded), if any. */
+function guardedPart(parts: string[]): string | undefined {
+  const f = parts.map(folded);
+  const folder = f.slice(0, -1).find((p) => GUARDED_FOLDERS.has(p)) ?? (GUARDED_FOLDERS.has(f[f.length - 1] ?? '') ? f[f.length - 1] : undefined);
+  if (folder) return folder;
+  const last = f[f.length - 1];
+  if (last !== undefined && (GUARDED_FILES.has(last) || last.startsWith('.pnp.'))) return last;
+  for (let i = 0; i + 1 < f.length; i++) if (GUARDED_PAIRS.some(([a, b]) => f[i] === a && f[i + 1] === b)) return `${f[i]}/${f[i + 1]}`;
+  return undefined;
+}
+
+/**
+ * Writing `config` or `HEAD` beside the other (or beside objects/ and refs/), or
+ * anything inside a folder that holds both files, would make a git repository
+ * that git on this computer obeys (its config can name programs to run).
+ */
+function plantsGitDir(abs: string, top: string): boolean {
+  const isFile = (p: string) => fs.statSync(p, { throwIfNoEntry: false })?.isFile() === true;
+  const gitLike = (dir: string) => isFile(path.join(dir, 'HEAD')) && isFile(path.join(dir, 'config'));
+  const name = folded(path.basename(abs));
+  const dir = path.dirname(abs);
+  if (name === 'config' || name === 'head') {
+    const other = path.join(dir, name === 'config' ? 'HEAD' : 'config');
+    if (isFile(other) || (fs.existsSync(path.join(dir, 'objects')) && fs.existsSync(path.join(dir, 'refs')))) return true;
+  }
+  for (let d = dir; d.startsWith(top) && d !== top; d = path.dirname(d)) if (gitLike(d)) return true;
+  return false;
+}
 
 /** The path parameter of each file tool. */
 const FILE_TOOLS: Record<string, { param: string; writes: boolean }> = {
@@ -95,7 +148,8 @@ const FILE_TOOLS: Record<string, { param: string; writes: boolean }> = {
 export function decideToolUse(call: ToolCall, ctx: PolicyContext): Decision {
   const name = call.tool_name;
   if (name === 'Bash') return routeBash(call, ctx);
-  const file = FILE_TOOLS[name];
+  // Own properties only: a tool named "constructor" or "__proto__" must not find Object's.
+  const file = Object.hasOwn(FILE_TOOLS, name) ? FILE_TOOLS[name] : undefined;
   if (file) return decideFileTool(call, ctx, file);
   if (name === 'Agent' || name === 'Task') {
     if (call.tool_input.isolation !== undefined) return deny(name, 'its isolation option makes a git worktree on this computer. Start the agent without it: each subagent gets a sandbox of its own');
@@ -103,7 +157,7 @@ export function decideToolUse(call: ToolCall, ctx: PolicyContext): Decision {
   }
   if (RUNS_NOTHING_HERE.has(name)) return { kind: 'allow' };
   if (name.startsWith('mcp__')) return deny(name, `an MCP server runs on this computer, outside the sandbox. ${IN_SANDBOX}`);
-  const why = DENIED[name];
+  const why = Object.hasOwn(DENIED, name) ? DENIED[name] : undefined;
   if (why) return deny(name, why);
   return deny(name, `Factory in a Box does not know whether ${name} runs anything on this computer, so it is kept off. ${IN_SANDBOX}`);
 }
@@ -156,9 +210,11 @@ function decideFileTool(call: ToolCall, ctx: PolicyContext, tool: { param: strin
   const rel = relativeInside(realish(abs), realish(ctx.repoTop));
   if (rel === undefined) return deny(name, `${JSON.stringify(printable(raw))} is outside the repository ${JSON.stringify(printable(ctx.repoTop))}; the session works on that repository only`);
   const parts = rel === '' ? [] : rel.split(path.sep);
-  const guarded = parts.find((p) => GUARDED.has(p));
-  if (guarded === '.git') return deny(name, `${JSON.stringify(printable(raw))} is inside .git, which holds the repository's config, hooks and credentials; use git through the Bash tool (in the sandbox)`);
-  if (tool.writes && guarded) return deny(name, `${JSON.stringify(printable(raw))} is inside ${guarded}, which tools on this computer run or obey by themselves; change it in the sandbox through the Bash tool, where it comes back through the review`);
+  // .git anywhere on the way (any case): neither read nor written.
+  if (parts.some((p) => folded(p) === '.git')) return deny(name, `${JSON.stringify(printable(raw))} is inside .git, which holds the repository's config, hooks and credentials; use git through the Bash tool (in the sandbox)`);
+  const guarded = guardedPart(parts);
+  if (tool.writes && guarded) return deny(name, `${JSON.stringify(printable(raw))} is ${guarded}, or inside it, which tools on this computer run or obey by themselves; change it in the sandbox through the Bash tool, where it comes back through the review`);
+  if (tool.writes && plantsGitDir(path.join(realish(ctx.repoTop), rel), realish(ctx.repoTop))) return deny(name, `writing ${JSON.stringify(printable(raw))} would make a git repository that git on this computer would obey; make it in the sandbox through the Bash tool`);
   return { kind: 'allow' };
 }
 
@@ -176,7 +232,7 @@ function realish(p: string): string {
   const tail: string[] = [];
   for (;;) {
     try {
-      return path.join(fs.realpathSync(head), ...tail.reverse());
+      return path.join(fs.realpathSync.native(head), ...tail.reverse());
     } catch {
       // A link that leads nowhere would be followed by a write: never inside.
       if (isLink(head)) return DANGLING;

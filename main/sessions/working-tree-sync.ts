@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { FactoryError } from '../../common/contract.js';
 import { uncommittedChanges } from '../git/work-tree-changes.js';
+import type { ClientChannel } from 'ssh2';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { asAgent, GUEST_REPO_DIR, shellQuote } from '../guest/guest-shell.js';
 
@@ -26,6 +27,22 @@ export interface SyncPlan {
   remove: string[];
   bytes: number;
 }
+
+/** A sync taken to travel with a command (WorkingTreeSync.take). */
+export interface Carry extends SyncResult {
+  /** Paths for the command's guest script to remove first. */
+  remove: string[];
+  /** Writes the files (a tar) on the command's stdin and ends it; none when nothing is sent. */
+  feed?: (channel: ClientChannel) => Promise<void>;
+  /** The carry did not arrive: what it held is sent again next time. */
+  rollback(): void;
+}
+
+/** How the guest unpacks what is carried in (as the agent user, into the repository). */
+export const GUEST_UNTAR = 'tar -x -f - --no-same-owner --no-overwrite-dir';
+
+/** Removals longer than this go ahead in a call of their own rather than as the command's arguments. */
+const INLINE_REMOVALS_BYTES = 16 * 1024;
 
 export interface SyncResult {
   sent: number;
@@ -59,11 +76,60 @@ export class WorkingTreeSync {
 
   private async syncOnce(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
     const plan = await this.plan();
-    if (plan.remove.length) await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && xargs -0 -r rm -f --`), Buffer.from(plan.remove.map((p) => `${p}\0`).join('')));
-    if (plan.send.length) await this.sendFiles(ssh, plan);
+    if (plan.remove.length) await this.removeInGuest(ssh, plan.remove);
+    if (plan.send.length) {
+      const tar = this.tarOf(plan);
+      await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && ${GUEST_UNTAR}`), (channel) => pump(channel, tar.stream, tar.cap));
+      await tar.done();
+    }
+    this.mark(plan);
+    return { sent: plan.send.length, removed: plan.remove.length, bytes: plan.bytes };
+  }
+
+  /**
+   * The sync folded into the command's own guest process (under emulation each
+   * process start in the guest costs much): the plan is taken now and counted
+   * as sent; the caller's guest script removes `remove` and extracts what
+   * `feed` writes on its stdin, then runs the command. A long list of removals
+   * goes ahead in a call of its own. `rollback` when the carry did not arrive.
+   */
+  take(ssh: Pick<GuestSsh, 'exec'>): Promise<Carry> {
+    const run = (this.running ?? Promise.resolve()).catch(() => undefined).then(async (): Promise<Carry> => {
+      const plan = await this.plan();
+      let inline = plan.remove;
+      if (plan.remove.reduce((n, p) => n + Buffer.byteLength(p) + 4, 0) > INLINE_REMOVALS_BYTES) {
+        await this.removeInGuest(ssh, plan.remove);
+        inline = [];
+      }
+      const before = new Map([...plan.send.map((f) => f.path), ...plan.remove].map((p) => [p, this.sent.get(p)]));
+      this.mark(plan);
+      const tar = plan.send.length ? this.tarOf(plan) : undefined;
+      return {
+        sent: plan.send.length,
+        removed: plan.remove.length,
+        bytes: plan.bytes,
+        remove: inline,
+        ...(tar ? { feed: async (channel: ClientChannel) => (await pump(channel, tar.stream, tar.cap), await tar.done()) } : {}),
+        rollback: () => {
+          for (const [p, sig] of before) {
+            if (sig === undefined) this.sent.delete(p);
+            else this.sent.set(p, sig);
+          }
+        },
+      };
+    });
+    this.running = run.then(() => ({ sent: 0, removed: 0, bytes: 0 }));
+    return run;
+  }
+
+  private mark(plan: SyncPlan): void {
     for (const f of plan.send) this.sent.set(f.path, f.sig);
     for (const p of plan.remove) this.sent.set(p, 'gone');
-    return { sent: plan.send.length, removed: plan.remove.length, bytes: plan.bytes };
+  }
+
+  private removeInGuest(ssh: Pick<GuestSsh, 'exec'>, paths: string[]): Promise<void> {
+    const list = Buffer.from(paths.map((p) => `${p}\0`).join(''));
+    return guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && xargs -0 -r rm -f --`), (channel) => (channel.end(list), Promise.resolve()));
   }
 
   /** What this sync would send and remove; throws SyncTooLarge over the limits. */
@@ -95,23 +161,29 @@ export class WorkingTreeSync {
     return plan;
   }
 
-  /** The files as a tar stream from this computer's tar (no links followed) into the guest's, as the agent user. */
-  private async sendFiles(ssh: Pick<GuestSsh, 'exec'>, plan: SyncPlan): Promise<void> {
+  /**
+   * The files as a tar stream from this computer's tar (links stored as links,
+   * never followed). tar starts when `stream` is called, once the guest's
+   * channel is open: output nobody reads yet is dropped when tar exits.
+   */
+  private tarOf(plan: SyncPlan): { stream: () => NodeJS.ReadableStream; cap: number; done: () => Promise<void> } {
     let tarErr = '';
-    let tarDone: Promise<number | null> = Promise.resolve(0);
-    // tar starts once the guest's channel is open: output nobody reads yet is dropped when tar exits.
-    const startTar = () => {
-      const tar = spawn('tar', ['-c', '-f', '-', '--null', '--no-recursion', '-T', '-'], { cwd: this.repoPath, stdio: ['pipe', 'pipe', 'pipe'] });
-      tar.stdin.end(plan.send.map((f) => `${f.path}\0`).join(''));
-      tar.stderr.on('data', (d: Buffer) => (tarErr = (tarErr + d.toString('utf8')).slice(-2000)));
-      tarDone = new Promise<number | null>((resolve) => tar.on('close', (code) => resolve(code)));
-      return tar.stdout;
+    let exited: Promise<number | null> = Promise.resolve(0);
+    return {
+      stream: () => {
+        const tar = spawn('tar', ['-c', '-f', '-', '--null', '--no-recursion', '-T', '-'], { cwd: this.repoPath, stdio: ['pipe', 'pipe', 'pipe'] });
+        tar.stdin.end(plan.send.map((f) => `${f.path}\0`).join(''));
+        tar.stderr.on('data', (d: Buffer) => (tarErr = (tarErr + d.toString('utf8')).slice(-2000)));
+        exited = new Promise<number | null>((resolve) => tar.on('close', (code) => resolve(code)));
+        return tar.stdout;
+      },
+      // A file that grew after it was measured: the stream stops at the limit plus the tar framing.
+      cap: plan.bytes + plan.send.length * 1536 + 10240 + 1024 * 1024,
+      done: async () => {
+        const code = await exited;
+        if (code !== 0) throw new FactoryError('SyncFailed', `reading the working tree's changed files failed (tar exit ${code}): ${tarErr.trim().slice(0, 300)}`);
+      },
     };
-    // A file that grew after it was measured: the stream stops at the limit plus the tar framing.
-    const cap = plan.bytes + plan.send.length * 1536 + 10240 + 1024 * 1024;
-    await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && tar -x -f - --no-same-owner --no-overwrite-dir`), startTar, cap);
-    const code = await tarDone;
-    if (code !== 0) throw new FactoryError('SyncFailed', `reading the working tree's changed files failed (tar exit ${code}): ${tarErr.trim().slice(0, 300)}`);
   }
 }
 
@@ -129,8 +201,8 @@ function signature(full: string): string | undefined {
   return `file:${st.size}:${st.mtimeMs}:${st.ino}:${st.mode}`;
 }
 
-/** Runs `command` in the guest with `input` on its stdin; throws with its stderr when it fails. */
-async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, input: Buffer | (() => NodeJS.ReadableStream), cap = Infinity): Promise<void> {
+/** Runs `command` in the guest, `feed` writing its stdin; throws with its stderr when it fails. */
+async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, feed: (channel: ClientChannel) => Promise<void>): Promise<void> {
   const channel = await ssh.exec(command);
   let err = '';
   channel.stderr.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-2000)));
@@ -142,36 +214,41 @@ async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, input:
   });
   const timer = setTimeout(() => channel.close(), SYNC_TIMEOUT_MS);
   try {
-    if (Buffer.isBuffer(input)) channel.end(input);
-    else {
-      // The guest may end first (it failed): stop reading and writing then, instead of waiting for a drain that never comes.
-      const src = input() as NodeJS.ReadableStream & { destroy(): void };
-      let closed = false;
-      channel.once('close', () => {
-        closed = true;
-        src.destroy();
-      });
-      let n = 0;
-      try {
-        for await (const chunk of src as AsyncIterable<Buffer>) {
-          n += chunk.length;
-          if (n > cap) {
-            channel.close();
-            throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
-          }
-          if (closed) break;
-          if (!channel.write(chunk)) await new Promise((r) => (channel.once('drain', r), channel.once('close', r)));
-        }
-      } catch (err) {
-        if (!closed || err instanceof FactoryError) throw err;
-      }
-      if (!closed) channel.end();
-    }
+    await feed(channel);
     const code = await done;
     if (code !== 0) throw new FactoryError('SyncFailed', `carrying the working tree's changes into the sandbox failed (exit ${code}): ${err.trim().slice(0, 300)}`);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Writes `source()` into the channel and ends it, at most `cap` bytes. The
+ * guest may end first (it failed): reading and writing stop then, instead of
+ * waiting for a drain that never comes.
+ */
+async function pump(channel: ClientChannel, source: () => NodeJS.ReadableStream, cap: number): Promise<void> {
+  const src = source() as NodeJS.ReadableStream & { destroy(): void };
+  let closed = false;
+  channel.once('close', () => {
+    closed = true;
+    src.destroy();
+  });
+  let n = 0;
+  try {
+    for await (const chunk of src as AsyncIterable<Buffer>) {
+      n += chunk.length;
+      if (n > cap) {
+        channel.close();
+        throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
+      }
+      if (closed) break;
+      if (!channel.write(chunk)) await new Promise((r) => (channel.once('drain', r), channel.once('close', r)));
+    }
+  } catch (err) {
+    if (!closed || err instanceof FactoryError) throw err;
+  }
+  if (!closed) channel.end();
 }
 
 function mib(n: number): string {

@@ -190,7 +190,7 @@ afterAll(async () => {
 });
 
 describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real CLI and real sandboxes', () => {
-  it('hooks install --project writes the three hooks into the repository\'s .claude/settings.json', async (ctx) => {
+  it('hooks install --project writes its six hooks into the repository\'s .claude/settings.json', async (ctx) => {
     if (!binary) ctx.skip(); // offline and not cached: FACTORY_OFFLINE=1 without a fetched CLI
     const r = await new Promise<number | null>((resolve) => spawn(path.join(root, 'bin', 'factory'), ['hooks', 'install', '--project'], { cwd: repo.dir, stdio: 'ignore' }).on('exit', resolve));
     expect(r).toBe(0);

@@ -23,6 +23,10 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
   // The hooks must reach the same app: an explicit data folder goes into the command.
   let prefix = typeof v.command === 'string' ? v.command.trim() : 'factory';
   if (!prefix || /[\n\r]/.test(prefix)) throw new UsageError('hooks: --command must be one line');
+  // npm run prints its own banner on stdout, which Claude Code would read instead of the hook's answer (and then run the call here).
+  if (/^npm\s+(run|run-script)\b/.test(prefix) && !/(^|\s)(-s|--silent|--loglevel[= ]silent)(\s|$)/.test(prefix)) {
+    throw new UsageError(`hooks: --command ${JSON.stringify(prefix)} would print npm's banner where Claude Code reads the hooks' answers; add -s (npm run -s …)`);
+  }
   if (typeof v['data-dir'] === 'string') prefix += ` --data-dir ${shellWord(path.resolve(v['data-dir']))}`;
   const { changed } = await installHooks(file, prefix, top);
   if (io.json) printJson(io, { file, changed });
@@ -53,8 +57,8 @@ export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.e
   return Math.max(1, limitS - Math.min(20, limitS / 4)) * 1000;
 }
 
-/** How long the PreToolUse hook may take before it denies the call itself (Claude Code's limit for it is longer). */
-const PRE_TOOL_USE_DEADLINE_MS = 30_000;
+/** How long the PreToolUse hook's decision may take (the process as a whole has 30 s, main.ts; Claude Code's limit is 120 s). */
+const PRE_TOOL_USE_DEADLINE_MS = 25_000;
 
 export async function runHook(client: FactoryClient, io: Io, which: string, v: Values = {}, arg?: string): Promise<number> {
   if (which === 'run') {

@@ -79,6 +79,12 @@ export function mergeHooks(settings: Json, prefix: string): { settings: Json; ch
     (hooks[event] ??= []).push({ ...(matcher !== undefined ? { matcher } : {}), hooks: [want] });
     changed = true;
   }
+  // Claude Code runs the `!` lines of slash commands and skills on this computer with no tool
+  // call for the PreToolUse hook to route: off while the hooks are installed.
+  if (out.disableSkillShellExecution !== true) {
+    out.disableSkillShellExecution = true;
+    changed = true;
+  }
   return { settings: out, changed };
 }
 
@@ -90,6 +96,8 @@ export function removeHooks(settings: Json): { settings: Json; removed: number }
   let removed = 0;
   for (const event of Object.keys(HOOK_EVENTS)) removed += removeFrom(hooks, event);
   if (removed > 0 && Object.keys(hooks).length === 0) delete out.hooks;
+  // Set by install (a user who had set it loses it with the hooks: the README says so).
+  if (removed > 0 && out.disableSkillShellExecution === true) delete out.disableSkillShellExecution;
   return { settings: out, removed };
 }
 

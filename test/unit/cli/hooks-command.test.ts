@@ -14,11 +14,11 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function factory(args: string[], opts: { cwd: string; home: string }) {
+function factory(args: string[], opts: { cwd: string; home: string; input?: string; env?: NodeJS.ProcessEnv }) {
   const tsx = path.join(ROOT, 'node_modules/tsx/dist/loader.mjs');
   // --data-dir: a folder that must stay empty, since these commands never reach an app.
   const dataDir = path.join(opts.home, 'data');
-  const r = spawnSync(process.execPath, ['--import', tsx, CLI_ENTRY, '--data-dir', dataDir, ...args], { cwd: opts.cwd, env: { ...process.env, HOME: opts.home }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', tsx, CLI_ENTRY, '--data-dir', dataDir, ...args], { cwd: opts.cwd, env: { ...process.env, HOME: opts.home, ...opts.env }, encoding: 'utf8', input: opts.input ?? '' });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, dataDir };
 }
 
@@ -46,6 +46,32 @@ describe('factory hooks', () => {
     // No app was started for any of it.
     expect(fs.existsSync(install.dataDir)).toBe(false);
   });
+
+  it('refuses an npm run command without -s: its banner on stdout would hide the hooks\' answers from Claude Code', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));
+    dirs.push(home);
+    const r = factory(['hooks', 'install', '--user', '--command', 'npm run --prefix /opt/fiab factory --'], { cwd: home, home });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('add -s');
+    expect(fs.existsSync(path.join(home, '.claude'))).toBe(false);
+    expect(factory(['hooks', 'install', '--user', '--command', 'npm run -s --prefix /opt/fiab factory --'], { cwd: home, home }).code).toBe(0);
+  });
+
+  it('the PreToolUse hook blocks the call when the app does not answer in time (an app that never finishes starting)', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));
+    dirs.push(home);
+    // A lock held by a live process that is no app: the CLI waits for an app that never comes.
+    fs.mkdirSync(path.join(home, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(home, 'data', 'factory.lock'), `${process.pid}\n`);
+    const input = JSON.stringify({ session_id: 's1', cwd: home, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'touch marker' } });
+    const t0 = Date.now();
+    const r = factory(['hook', 'pre-tool-use', '--via', 'factory'], { cwd: home, home, input, env: { FACTORY_PRE_TOOL_USE_LIMIT_SEC: '3' } });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('no answer within 3 s, so the call is blocked');
+    expect(Date.now() - t0).toBeLessThan(20_000);
+    expect(fs.existsSync(path.join(home, 'marker'))).toBe(false);
+  }, 30_000);
 
   it('refuses --project outside a repository, and --project with --user, by name', () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-home-'));

@@ -39,6 +39,8 @@ describe('factory hooks install', () => {
     expect(s.hooks.SessionEnd[0].hooks[0].command).toBe(`factory hook session-end ${MARK}`);
     expect(s.hooks.SubagentStart[0].hooks[0].command).toBe(`factory hook subagent-start ${MARK}`);
     expect(s.hooks.SubagentStop[0].hooks[0].command).toBe(`factory hook subagent-stop ${MARK}`);
+    // The `!` lines of slash commands and skills would run here with no tool call to route.
+    expect(s.disableSkillShellExecution).toBe(true);
   });
 
   it("keeps the user's other hooks and settings, and a second install changes nothing", async () => {

@@ -132,6 +132,26 @@ describe('file tools act on the working tree, inside the repository only', () =>
     expect(decide('Read', { file_path: path.join(repo, rel) })).toEqual({ kind: 'allow' });
   });
 
+  it.each(['.GIT/hooks/pre-commit', '.Git/config', '.git./config', '.g\u200bit/config', 'a/.GIT/HEAD'])('refuses %s: a case-insensitive disk makes it .git', (rel) => {
+    expect(denied(decide('Write', { file_path: path.join(repo, rel) }))).toMatch(/inside \.git/);
+  });
+
+  it.each(['.Claude/settings.json', '.yarnrc.yml', '.npmrc', '.pre-commit-config.yaml', 'lefthook.yml', '.gitmodules', '.devcontainer/devcontainer.json', '.cargo/config.toml', '.config/git/config', '.pnp.cjs', 'sub/.ZSHRC'])(
+    'refuses writing %s: a tool on this computer obeys it by itself',
+    (rel) => expect(denied(decide('Write', { file_path: path.join(repo, rel) }))).toMatch(/by themselves/),
+  );
+
+  it('refuses planting a git repository that git here would obey, allows an ordinary config file', () => {
+    const sub = path.join(repo, 'planted');
+    fs.mkdirSync(sub, { recursive: true });
+    fs.writeFileSync(path.join(sub, 'HEAD'), 'ref: refs/heads/main\n');
+    expect(denied(decide('Write', { file_path: path.join(sub, 'config') }))).toMatch(/git repository/);
+    fs.writeFileSync(path.join(sub, 'config'), '[core]\n');
+    expect(denied(decide('Write', { file_path: path.join(sub, 'objects', 'ab', 'cdef') }))).toMatch(/git repository/);
+    expect(decide('Write', { file_path: path.join(repo, 'src', 'config') })).toEqual({ kind: 'allow' });
+    expect(decide('Write', { file_path: path.join(repo, 'config', 'app.json') })).toEqual({ kind: 'allow' });
+  });
+
   it('escapes control and bidi characters of a path in the reason', () => {
     const reason = denied(decide('Read', { file_path: '/etc/\u202eevil\u001b[31m' }))!;
     expect(reason).not.toMatch(/[\u202e\u001b]/);
@@ -160,6 +180,10 @@ describe('every other tool: allowed when it runs nothing here, else refused with
     ['SomeFutureTool', /does not know whether SomeFutureTool runs anything/],
   ])('%s is refused with a reason that says what to do instead', (tool, reason) => {
     expect(denied(decide(tool, {}))).toMatch(reason);
+  });
+
+  it.each(['constructor', '__proto__', 'toString', 'hasOwnProperty'])('%s (a name every object has) is an unknown tool: refused', (tool) => {
+    expect(denied(decide(tool, {}))).toMatch(/does not know/);
   });
 
   it('an Agent asked for a worktree on this computer is refused', () => {

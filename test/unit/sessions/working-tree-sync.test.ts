@@ -122,4 +122,31 @@ describe('the working tree goes one way into the sandbox', () => {
     expect((await s.sync(guest.ssh)).sent).toBe(1);
     expect(fs.readFileSync(path.join(inner, 'src', 'a.js'), 'utf8')).toBe('v2\n');
   });
+
+  it('travels with the command in one guest process, and a carry that did not arrive goes again', async () => {
+    const s = sync();
+    repo.write('src/a.js', 'with the command\n');
+    fs.rmSync(path.join(repo.dir, 'README.md'));
+    const carry = await s.take(guest.ssh);
+    expect(carry).toMatchObject({ sent: 1, removed: 1, remove: ['README.md'] });
+    // Lost on the way (the guest was gone): rolled back, the next take carries the same again.
+    carry.rollback();
+    const again = await s.take(guest.ssh);
+    expect(again).toMatchObject({ sent: 1, removed: 1 });
+    // The command's own guest process removes, unpacks, then runs the command.
+    const before = guest.commands.length;
+    const ch = await guest.ssh.exec(`rm -f -- ${again.remove.map((p) => `'${p}'`).join(' ')} && tar -x -f - --no-same-owner && cat src/a.js`);
+    let out = '';
+    ch.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    const closed = new Promise((r) => ch.on('close', r));
+    await again.feed!(ch);
+    await closed;
+    expect(guest.commands.length - before).toBe(1);
+    expect(out).toBe('with the command\n');
+    expect(inSandbox('README.md')).toBeUndefined();
+    // Arrived: nothing more to carry.
+    const none = await s.take(guest.ssh);
+    expect(none).toMatchObject({ sent: 0, removed: 0, remove: [] });
+    expect(none.feed).toBeUndefined();
+  });
 });

@@ -1,0 +1,124 @@
+// Hook routing benchmark, run with: bash test/support/with-keyring.sh npx tsx test/bench/hook-routing.bench.ts
+// What the PreToolUse hook adds to a command of a Claude Code session whose
+// hooks are installed (issue 27): the same commands, in the same session
+// sandbox, run as `factory exec <task> -- sh -c '<cmd>'` (the baseline) and the
+// way Claude Code runs a routed Bash call: the hook process decides (`factory
+// hook pre-tool-use`, the tool input on stdin), then Claude Code's shell runs
+// the rewritten line (`factory hook run …`: the working tree's changes go in
+// first, then the command). Both through the real CLI, app and sandbox, in
+// alternating order; prints the medians and the ratio routed / exec, and the
+// hook's own share. A subagent's sandbox ready after SubagentStart is timed
+// too (fresh from the repository; forking the session's is not built).
+// The CLI is the compiled one (built here into a temporary folder), as users run
+// it: under tsx each process would spend most of its time transpiling.
+// BENCH_ROUNDS (default 7).
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT, runCli, stopApp } from '../support/cli.js';
+import { testImage } from '../support/image.js';
+import { makeRepo } from '../support/repo.js';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
+const env = { FACTORY_WARM_POOL: '0' };
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** The compiled CLI's entry. */
+let cliJs = '';
+
+/** Compiles main/ and common/ into `out` as ES modules beside the project's node_modules. */
+function buildCli(out: string): string {
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(ROOT, 'tsconfig.main.json'), '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
+  fs.writeFileSync(path.join(out, 'package.json'), '{"type":"module"}\n');
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(out, 'node_modules'));
+  return path.join(out, 'main', 'cli', 'main.js');
+}
+
+/** Runs the CLI as Claude Code would (a fresh process), with `stdin`; resolves with its output and time. */
+function cli(dataDir: string, args: string[], stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [cliJs, '--data-dir', dataDir, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d));
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stdout, stderr, ms: performance.now() - t0 }));
+    child.stdin.end(stdin);
+  });
+}
+
+async function main() {
+  await testImage();
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hook-routing-bench-'));
+  const dataDir = path.join(root, 'data');
+  const repo = await makeRepo({ files: { 'README.md': '# bench\n', 'src/a.txt': 'a\n' } });
+  const sessionId = 'bench-session';
+  const t0 = Date.now();
+  cliJs = buildCli(path.join(root, 'cli'));
+  console.log(`compiled the CLI in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  // The CLI as the hooks were installed with it: Claude Code's shell runs the routed line from the repository.
+  const via = `${process.execPath} ${cliJs} --data-dir ${dataDir}`;
+  try {
+    const ls = await runCli(dataDir, ['ls'], { env });
+    if (ls.code !== 0) throw new Error(`the app did not start: ${ls.stderr}`);
+    const start = await cli(dataDir, ['hook', 'session-start'], JSON.stringify({ session_id: sessionId, cwd: repo.dir }));
+    if (start.code !== 0) throw new Error(`session-start failed: ${start.stderr}`);
+    const task = /\(task ([A-Za-z0-9]+)\)/.exec(start.stdout)![1]!;
+    console.log(`session sandbox ${task} ready in ${(start.ms / 1000).toFixed(1)} s; ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
+    const commands: Record<string, string> = { true: 'true', 'git status': 'git status --short && ls -R >/dev/null' };
+    const times = new Map(Object.keys(commands).map((k) => [k, { exec: [] as number[], routed: [] as number[], hook: [] as number[] }]));
+    for (let round = 1; round <= rounds; round++) {
+      // An edit on this computer each round, as the agent's Write tool would make: the routed command carries it in.
+      repo.write('src/a.txt', `round ${round}\n`);
+      for (const [name, line] of Object.entries(commands)) {
+        const t = times.get(name)!;
+        const order = round % 2 ? ['exec', 'routed'] : ['routed', 'exec'];
+        for (const way of order) {
+          if (way === 'exec') {
+            const r = await cli(dataDir, ['exec', task, '--', 'sh', '-c', line]);
+            if (r.code !== 0) throw new Error(`exec ${name}: ${r.stderr}`);
+            t.exec.push(r.ms);
+            continue;
+          }
+          const input = { session_id: sessionId, cwd: repo.dir, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: line, description: name } };
+          const hook = await cli(dataDir, ['hook', 'pre-tool-use', '--via', via], JSON.stringify(input));
+          const routed = JSON.parse(hook.stdout).hookSpecificOutput.updatedInput.command as string;
+          const t0 = performance.now();
+          execFileSync('bash', ['-c', routed], { cwd: repo.dir, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+          const runMs = performance.now() - t0;
+          t.hook.push(hook.ms);
+          t.routed.push(hook.ms + runMs);
+        }
+        console.log(`round ${round}: ${name.padEnd(10)} exec ${t.exec.at(-1)!.toFixed(0).padStart(5)} ms, routed ${t.routed.at(-1)!.toFixed(0).padStart(5)} ms (hook ${t.hook.at(-1)!.toFixed(0)} ms)`);
+      }
+    }
+    // A subagent's own sandbox, from SubagentStart to ready (fresh from the repository).
+    const sub = await cli(dataDir, ['hook', 'subagent-start'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: 'bench-agent', agent_type: 'general-purpose' }));
+    if (sub.code !== 0) throw new Error(`subagent-start failed: ${sub.stderr}`);
+    const stop = await cli(dataDir, ['hook', 'subagent-stop'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: 'bench-agent' }));
+    await cli(dataDir, ['hook', 'session-end'], JSON.stringify({ session_id: sessionId, cwd: repo.dir }));
+    console.log('\n== hook routing benchmark ==');
+    for (const [name, t] of times) {
+      const exec = median(t.exec);
+      const routed = median(t.routed);
+      console.log(`${name.padEnd(10)} factory exec ${exec.toFixed(0).padStart(5)} ms, routed ${routed.toFixed(0).padStart(5)} ms (of which the hook's decision ${median(t.hook).toFixed(0)} ms), routed / exec ${(routed / exec).toFixed(2)}`);
+    }
+    console.log(`subagent sandbox ready after SubagentStart (fresh): ${(sub.ms / 1000).toFixed(1)} s; its stop (leak check, work carried, destroyed): ${(stop.ms / 1000).toFixed(1)} s; against the session's own start ${(start.ms / 1000).toFixed(1)} s`);
+  } finally {
+    await stopApp(dataDir);
+    repo.cleanup();
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: Error) => {
+  console.error(err.stack ?? err.message);
+  process.exit(1);
+});
