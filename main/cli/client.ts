@@ -18,6 +18,8 @@ const MAX_REPLY_LINE_BYTES = 256 * 1024 * 1024;
 export class FactoryClient {
   readonly events = new Listeners<FactoryEvent>();
   readonly terminal = new Listeners<TerminalChunk>();
+  /** The connection to the app was lost (the app quit or failed), not closed by us: why. */
+  readonly disconnected = new Listeners<Error>();
   private nextId = 1;
   private pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private closedError: Error | undefined;
@@ -111,9 +113,11 @@ export class FactoryClient {
   }
 
   private fail(err: Error): void {
-    if (!this.closedError) this.closedError = err;
+    const first = !this.closedError;
+    if (first) this.closedError = err;
     for (const w of this.pending.values()) w.reject(err);
     this.pending.clear();
     this.socket.destroy();
+    if (first) this.disconnected.emit(err);
   }
 }

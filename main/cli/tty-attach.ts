@@ -1,7 +1,7 @@
 // This terminal on a session in the app: raw mode, keys to the session's pty,
 // its bytes here (acknowledged as written, so the app's flow control holds),
-// SIGWINCH as a resize; until the session ends. Shared by `factory shell`,
-// `factory sandbox` and the agent sessions.
+// SIGWINCH as a resize; until the session ends or the connection to the app is
+// lost. Shared by `factory shell`, `factory sandbox` and the agent sessions.
 import type { FactoryClient } from './client.js';
 
 /** This terminal's size, as a pty in the sandbox should have it. */
@@ -9,7 +9,11 @@ export function terminalSize(): { cols: number; rows: number } {
   return { cols: Math.max(2, process.stdout.columns || 80), rows: Math.max(1, process.stdout.rows || 24) };
 }
 
-/** This terminal in raw mode on the session: keys to it, its bytes here, SIGWINCH → resize; until it ends. */
+/**
+ * This terminal in raw mode on the session: keys to it, its bytes here, SIGWINCH → resize; until it ends.
+ * A lost connection ends it too, with the client's error: an app that quits ends its sessions without a
+ * status event for them, and waiting for one left this terminal in raw mode for good.
+ */
 export async function attachInteractive(client: FactoryClient, sessionId: string): Promise<number | null> {
   const stdin = process.stdin;
   const stdout = process.stdout;
@@ -27,6 +31,11 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
       exitCode = e.info.exitCode;
       ended();
     }
+  });
+  let lost: Error | undefined;
+  const offLost = client.disconnected.add((err) => {
+    lost = err;
+    ended();
   });
   // At this terminal's size before the replay, so the program redraws for it.
   await client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {});
@@ -56,6 +65,8 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
     stdin.pause();
     offData();
     offEvents();
+    offLost();
   }
+  if (lost) throw lost;
   return exitCode ?? info.exitCode ?? null;
 }
