@@ -147,19 +147,7 @@ async function runSession<Image>(parts: AgentSessionParts<Image>, record: TaskRe
     source: parts.sourceForChannel(channel),
     persistLog: true,
   });
-  const onAbort = () => {
-    parts.terminals.close(info.id);
-    // An agent that ignores the hang-up holds the channel open, and the app's shutdown waited on it
-    // (seen with Codex's TUI): end the agent user's processes too, as a cancelled stage does.
-    void ssh.run(KILL_AGENT_PROCESSES, { timeoutMs: 15_000 }).catch((err: unknown) => parts.log.warn("ending an aborted agent session's processes failed", { taskId: record.task.id, err }));
-  };
-  signal.addEventListener('abort', onAbort, { once: true });
-  let exit: ExitResult;
-  try {
-    exit = await parts.terminals.waitForExit(info.id);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
+  const exit = await untilExitOrAbort(parts.terminals.waitForExit(info.id), signal, () => parts.terminals.close(info.id));
   checkAborted(signal);
   if (exit.lost && record.task.sandbox.status !== 'running') throw new FactoryError('NoSandbox', `the sandbox ended while ${adapter.displayName} ran`);
   // Whatever the agent left running (a closed terminal, a background job) stops before its work is committed.
@@ -168,6 +156,29 @@ async function runSession<Image>(parts: AgentSessionParts<Image>, record: TaskRe
   checkAborted(signal);
   await book.transition(record, 'pipelinePassed');
   await parts.pullBack(record, ssh);
+}
+
+/**
+ * The agent's exit, or the abort: then its terminal is closed (a hang-up) and the session ends at once,
+ * not when the far side has let go. An agent that outlives the hang-up (or a guest that no longer answers)
+ * held the channel open, the abort waited on it, and the app's shutdown with it, the sandbox still running;
+ * whoever aborted tears the sandbox down, and everything in it with it.
+ */
+export async function untilExitOrAbort(exited: Promise<ExitResult>, signal: AbortSignal, hangUp: () => void): Promise<ExitResult> {
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => {
+      hangUp();
+      reject(new FactoryError('Cancelled', 'the agent session was ended'));
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([exited, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /**

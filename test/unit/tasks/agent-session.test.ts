@@ -1,14 +1,14 @@
 // Agent sessions (factory claude / codex) without a VM: the session command each
 // adapter builds shares its stage's broker environment, the CLI reads its
 // arguments, and a session whose terminal was closed waits its grace period for
-// the user before it ends.
+// the user before it ends, and an abort ends it without waiting on the agent.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { FactoryEvent } from '../../../common/contract.js';
 import type { Task, TerminalInfo } from '../../../common/domain.js';
 import { parseCommandLine } from '../../../main/cli/args.js';
 import { ClaudeCodeAdapter } from '../../../main/pipeline/agents/claude-code.js';
 import { CodexAdapter } from '../../../main/pipeline/agents/codex.js';
-import { AGENT_SESSION_GRACE_MS, AgentSessionWatcher } from '../../../main/tasks/agent-session.js';
+import { AGENT_SESSION_GRACE_MS, AgentSessionWatcher, untilExitOrAbort } from '../../../main/tasks/agent-session.js';
 import { planRetry } from '../../../main/tasks/retry-plan.js';
 import { stderrLogger } from '../../../main/log/logger.js';
 
@@ -111,6 +111,34 @@ describe('AgentSessionWatcher', () => {
     vi.advanceTimersByTime(2 * AGENT_SESSION_GRACE_MS);
     expect(closed).toEqual([]);
     expect(other.closed).toEqual([]);
+  });
+});
+
+describe('waiting for the agent to exit', () => {
+  it('an abort hangs up and ends the wait at once, though the agent never lets go of its terminal', async () => {
+    const abort = new AbortController();
+    const hangUps: string[] = [];
+    const never = new Promise<never>(() => {});
+    const waiting = untilExitOrAbort(never, abort.signal, () => hangUps.push('hang-up'));
+    abort.abort();
+    await expect(waiting).rejects.toMatchObject({ name: 'Cancelled' });
+    expect(hangUps).toEqual(['hang-up']);
+  });
+
+  it('the exit, when it comes first, is the answer, and a later abort hangs up nothing', async () => {
+    const abort = new AbortController();
+    const hangUps: string[] = [];
+    await expect(untilExitOrAbort(Promise.resolve({ code: 0, lost: false }), abort.signal, () => hangUps.push('hang-up'))).resolves.toEqual({ code: 0, lost: false });
+    abort.abort();
+    expect(hangUps).toEqual([]);
+  });
+
+  it('an abort before the wait hangs up at once', async () => {
+    const abort = new AbortController();
+    abort.abort();
+    const hangUps: string[] = [];
+    await expect(untilExitOrAbort(new Promise(() => {}), abort.signal, () => hangUps.push('hang-up'))).rejects.toMatchObject({ name: 'Cancelled' });
+    expect(hangUps).toEqual(['hang-up']);
   });
 });
 
