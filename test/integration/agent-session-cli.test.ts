@@ -13,13 +13,12 @@
 //     `factory approve` makes the branch that has it.
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import * as pty from 'node-pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Task } from '../../common/domain.js';
 import { startSocketHost, type SocketHost } from '../../main/host/socket/socket-host.js';
 import { startAgentApp, waitForTask, type AgentApp } from '../support/agent-app.js';
-import { CLI_ENTRY, ROOT, runCli } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
+import { cliInPty as startCliInPty } from '../support/cli-pty.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 
@@ -55,23 +54,7 @@ afterAll(async () => {
 
 /** The real CLI in a real pty, from the repository's parent folder. */
 function cliInPty(args: string[]) {
-  // tsx by its file: the terminal's folder (outside the project) has no node_modules to find it in.
-  const term = pty.spawn(
-    process.execPath,
-    ['--import', pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, CLI_ENTRY, '--data-dir', env.paths.data, '--no-start', ...args],
-    { cols: 120, rows: 40, cwd: path.dirname(repo.dir), env: process.env as Record<string, string> },
-  );
-  let out = '';
-  term.onData((d) => (out += d));
-  const exited = new Promise<number>((r) => term.onExit((e) => r(e.exitCode)));
-  // What the screen says, without the escape sequences that draw it (cursor moves stand for spaces).
-  const text = () => out.replace(/\x1b\[\d*C/g, ' ').replace(/\x1b\[[0-9;?>=]*[A-Za-z]/g, '').replace(/\x1b\][^\x07]*\x07/g, '');
-  const waitFor = async (re: RegExp, ms = 60_000) => {
-    const end = Date.now() + ms;
-    while (!re.test(text()) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-    expect(text(), `${JSON.stringify(text().slice(-1500))}\n(${env.stub.requests.length} model API requests so far)`).toMatch(re);
-  };
-  return { term, exited, waitFor, text };
+  return startCliInPty({ dataDir: env.paths.data, cwd: path.dirname(repo.dir), args, context: () => `(${env.stub.requests.length} model API requests so far)` });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

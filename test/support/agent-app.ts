@@ -1,12 +1,14 @@
 // The whole app with a real agent: createFactoryApp with a temp data dir, the
 // real credential broker over the real keychain (a throwaway keychain service),
-// an Anthropic credential whose upstream is the scripted Messages API stub
-// served over HTTPS by the test CA (the proxy verifies it), and helpers to wait
-// for a task (the shared helper) and to run commands in its sandbox through
-// the app's own shell.
-// Used by the sandbox integration test and the agent overhead bench.
+// a credential whose upstream is a scripted model API stub served over HTTPS by
+// the test CA (the proxy verifies it): the Messages API stub under an Anthropic
+// key, or the Responses API stub under an OpenAI key for Codex. Helpers wait
+// for a task (the shared helper) and run commands in its sandbox through the
+// app's own shell.
+// Used by the sandbox and agent session integration tests and the agent overhead bench.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import type { CredentialKind } from '../../common/credentials.js';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
@@ -15,12 +17,13 @@ import { AnthropicStub, type AnthropicStubOptions } from './anthropic-stub.js';
 import { createTestCa, type TestCa } from './https.js';
 import { requireSecretService } from './keyring.js';
 import { tempDir } from './repo.js';
+import { ResponsesStub, type ResponsesStubOptions } from './responses-stub.js';
 
 export { waitForTask } from './wait-for-task.js';
 
-export interface AgentApp {
+export interface AgentApp<Stub = AnthropicStub> {
   app: FactoryApp;
-  stub: AnthropicStub;
+  stub: Stub;
   ca: TestCa;
   paths: AppPaths;
   /** The real key, stored in the keychain; only the stub should ever see it. */
@@ -31,11 +34,32 @@ export interface AgentApp {
   dispose(): Promise<void>;
 }
 
-export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tls'> }): Promise<AgentApp> {
+/** The app with an Anthropic key whose upstream is the Messages API stub (Claude Code). */
+export function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tls'> }): Promise<AgentApp> {
+  return startAppWithStub({
+    kind: 'anthropic',
+    label: 'Anthropic (stub)',
+    apiKey: `sk-ant-api03-${randomBytes(24).toString('hex')}`,
+    startStub: (ca) => AnthropicStub.start({ ...opts.stub, tls: ca.issue(['localhost', '127.0.0.1']) }),
+  });
+}
+
+/** The app with an OpenAI key whose upstream is the Responses API stub (Codex). */
+export function startCodexAgentApp(opts: { stub: Omit<ResponsesStubOptions, 'apiKey' | 'ca'> }): Promise<AgentApp<ResponsesStub>> {
+  const apiKey = `sk-proj-${randomBytes(24).toString('hex')}`;
+  return startAppWithStub({ kind: 'openai', label: 'OpenAI (stub)', apiKey, startStub: (ca) => ResponsesStub.start({ ...opts.stub, apiKey, ca }) });
+}
+
+async function startAppWithStub<Stub extends { url: string; close(): Promise<void> }>(opts: {
+  kind: CredentialKind;
+  label: string;
+  apiKey: string;
+  startStub: (ca: TestCa) => Promise<Stub>;
+}): Promise<AgentApp<Stub>> {
   requireSecretService();
   const dataDir = tempDir('fag-');
   const ca = createTestCa();
-  const stub = await AnthropicStub.start({ ...opts.stub, tls: ca.issue(['localhost', '127.0.0.1']) });
+  const stub = await opts.startStub(ca);
   const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
   const keychain = new KeychainStore({ service: `factory-in-a-box-agents-${randomBytes(4).toString('hex')}` });
   const broker = new CredentialBroker({
@@ -48,19 +72,18 @@ export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tl
   const app = await createFactoryApp({ host: 'web', paths, credentials: broker });
   const output = new Map<string, string>();
   app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
-  const apiKey = `sk-ant-api03-${randomBytes(24).toString('hex')}`;
-  const cred = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: apiKey, target: { upstream: stub.url } });
+  const cred = await app.api['credentials.set']({ kind: opts.kind, label: opts.label, value: opts.apiKey, target: { upstream: stub.url } });
   return {
     app,
     stub,
     ca,
     paths,
-    apiKey,
+    apiKey: opts.apiKey,
     credentialId: cred.id,
     output,
     async dispose() {
       await app.dispose();
-      await keychain.remove(cred.id).catch(() => undefined); // teardown: the test may have ended before storing it
+      await keychain.remove(cred.id).catch(() => undefined); // teardown: a throwaway service's entry, nothing to report
       await stub.close();
       ca.dispose();
       fs.rmSync(dataDir, { recursive: true, force: true });
@@ -76,11 +99,11 @@ export async function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tl
 export class SandboxShell {
   private seq = 0;
   private constructor(
-    private readonly agentApp: Pick<AgentApp, 'app' | 'output'>,
+    private readonly agentApp: Pick<AgentApp<unknown>, 'app' | 'output'>,
     readonly sessionId: string,
   ) {}
 
-  static async open(agentApp: Pick<AgentApp, 'app' | 'output'>, taskId: string): Promise<SandboxShell> {
+  static async open(agentApp: Pick<AgentApp<unknown>, 'app' | 'output'>, taskId: string): Promise<SandboxShell> {
     const info = await agentApp.app.api['terminal.openShell']({ taskId, cols: 200, rows: 50 });
     const shell = new SandboxShell(agentApp, info.id);
     await shell.run('stty -echo; export PAGER=cat');
