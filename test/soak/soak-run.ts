@@ -561,7 +561,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       next += size;
       // App-wide faults need every task of the wave to survive them: at most one per wave.
       const appFaults = indices.filter((i) => faultOf.get(i)?.startsWith('app-kill'));
-      for (const extra of appFaults.slice(1)) faultOf.delete(extra);
+      for (const extra of appFaults.slice(1)) {
+        // Counted, not dropped silently: the summary shows which planned faults did not run.
+        count(report.faultsMissed, faultOf.get(extra)!);
+        report.notes.push(`${faultOf.get(extra)} on task #${extra} left out: one app kill per wave`);
+        faultOf.delete(extra);
+      }
       say(`wave ${wave}: tasks ${indices.join(', ')}`);
       const lives = indices.map((i) => lifeOf(i).catch((err: Error) => check(`task #${i}`, 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
       if (wave % 2 === 0) lives.push(quickLife().catch((err: Error) => check('quick sandbox', 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
