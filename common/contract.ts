@@ -223,7 +223,7 @@ export const apiInputs = {
     timeoutSec: z.number().int().min(1).max(7200).optional(),
   }),
   // SubagentStart / SubagentStop: a sandbox per subagent; its work comes back into the session's as a branch.
-  'sessions.subagentStart': z.object({ sessionId: id, agentId: id, agentType: z.string().max(128).optional() }),
+  'sessions.subagentStart': z.object({ sessionId: id, agentId: id, agentType: z.string().max(128).regex(/^[A-Za-z0-9 ._:-]*$/, 'must be letters, digits, space, dot, colon, dash or underscore').optional() }),
   'sessions.subagentStop': z.object({ sessionId: id, agentId: id }),
 
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,

@@ -214,7 +214,11 @@ export class SessionService {
     }
     const report = await this.deps.ports.leakCheck(childId);
     if (report.verdict !== 'clean') {
+      // Kept for inspection: no longer the session's (its end must not destroy it), its hold stopped as for a kept session.
       this.deps.log.warn('the leak check of a subagent sandbox was not clean; it is kept for inspection', { sessionId: input.sessionId, agentId: input.agentId, taskId: childId });
+      await this.forgetAgent(input.sessionId, input.agentId);
+      // A task that already ended cannot be cancelled: its sandbox is kept either way.
+      await this.deps.ports.cancelTask(childId).catch(() => undefined);
       return { report, commits: 0, destroyed: false };
     }
     const childSsh = this.deps.ports.sandboxSsh(childId);
@@ -288,7 +292,7 @@ export class SessionService {
     }
     // Kept after an earlier check that was not clean: a clean check now does not undo that; the user destroys it.
     if (LIVE.has(task.sandbox.status) && this.deps.store.get(record.sessionId)?.state === 'quarantined') return { ...(report ? { report } : {}), destroyed: false };
-    // Subagents whose stop never came: their sandboxes go with the session's (kept ones, after a finding, stay).
+    // Subagents whose stop never came: their sandboxes go with the session's (kept ones, after a finding, are no longer listed).
     for (const childId of Object.values(record.agents ?? {})) {
       if (this.liveTask(childId)) await ports.destroyTask(childId).catch((err: unknown) => this.deps.log.warn('destroying a subagent sandbox failed', { taskId: childId, err: String(err) }));
     }

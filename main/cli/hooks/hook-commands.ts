@@ -254,7 +254,9 @@ export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input:
   if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStart input has no agent_id');
   let r;
   try {
-    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(input.agent_type ? { agentType: input.agent_type } : {}) });
+    // The agent type only names the sandbox: one with other characters is left out rather than refused.
+    const agentType = input.agent_type && /^[A-Za-z0-9 ._:-]{1,128}$/.test(input.agent_type) ? input.agent_type : undefined;
+    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(agentType ? { agentType } : {}) });
   } catch (err) {
     if (err instanceof Error && err.name === 'SessionNotFound') return 0;
     throw err;

@@ -1,0 +1,60 @@
+// A subagent's sandbox whose leak check was not clean is kept for inspection,
+// as a session's is: nothing of it goes into the session's sandbox, and the
+// session's end, which destroys the subagents' sandboxes left over, leaves it
+// alone. The task service is a recording double (the Claude Code integration
+// test boots the real sandboxes).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import type { LeakReport } from '../../../common/credentials.js';
+import type { Task } from '../../../common/domain.js';
+import { SessionHoldExecutor } from '../../../main/sessions/session-hold.js';
+import { SessionService } from '../../../main/sessions/session-service.js';
+import { SessionStore } from '../../../main/sessions/session-store.js';
+
+let dir: string;
+const calls: string[] = [];
+const destroyed = new Set<string>();
+const task = (id: string) => ({ id, phase: 'running', baseCommit: 'a'.repeat(40), sandbox: { status: destroyed.has(id) ? 'destroyed' : 'running' } }) as unknown as Task;
+const report = (id: string, verdict: LeakReport['verdict']) => ({ verdict, hits: [], scanned: [], credentialIds: [], sandboxId: id, at: '', durationMs: 0 }) as LeakReport;
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-keep-'));
+  calls.length = 0;
+  destroyed.clear();
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+it('a subagent sandbox with a finding is kept: nothing comes over, and the session end does not destroy it', async () => {
+  const store = new SessionStore(path.join(dir, 'sessions.json'));
+  await store.put({ sessionId: 's1', taskId: 't1', repoPath: '/r', createdAt: '', state: 'active', agents: { a1: 't2', a2: 't3' } });
+  const service = new SessionService({
+    store,
+    hold: new SessionHoldExecutor(),
+    graceMs: 60_000,
+    log: { info: () => {}, warn: () => {} },
+    ports: {
+      createTask: async () => task('tx'),
+      getTask: (id) => task(id),
+      cancelTask: async (id) => (calls.push(`cancel ${id}`), task(id)),
+      destroyTask: async (id) => (calls.push(`destroy ${id}`), destroyed.add(id), task(id)),
+      leakCheck: async (id) => (calls.push(`leakcheck ${id}`), report(id, id === 't2' ? 'leak' : 'clean')),
+      sandboxSsh: (id) => {
+        throw new Error(`no command may run in ${id} here`);
+      },
+    },
+  });
+  const r = await service.subagentStop({ sessionId: 's1', agentId: 'a1' });
+  expect(r).toMatchObject({ commits: 0, destroyed: false });
+  expect(r.report?.verdict).toBe('leak');
+  expect(calls).toEqual(['leakcheck t2', 'cancel t2']);
+  expect(store.get('s1')?.agents).toEqual({ a2: 't3' });
+  calls.length = 0;
+  await service.end('s1');
+  // The leftover subagent (a2) goes with the session; the kept one (t2) stays.
+  expect(calls).toContain('destroy t3');
+  expect(calls).toContain('destroy t1');
+  expect(calls).not.toContain('destroy t2');
+  await service.dispose();
+});
