@@ -96,8 +96,10 @@ describe('factory claude: Claude Code in a sandbox, in this terminal', () => {
       s.term.write('\r');
       await s.waitFor(/Wrote\s*hello\.txt\s*for\s*you\./, 6 * 60_000);
       // The agent's own exit keys, as typed locally.
+      // Claude Code asks for the second Ctrl-C once it has seen the first: a second one typed before that is lost.
+      const before = s.text().length;
       s.term.write('\x03');
-      await sleep(300);
+      await expect.poll(() => /Ctrl-C again/.test(s.text().slice(before)), { timeout: 60_000, interval: 100 }).toBe(true);
       s.term.write('\x03');
       await s.waitFor(new RegExp(`agent session ${taskId} is in review`), 3 * 60_000);
       expect(await s.exited).toBe(0);

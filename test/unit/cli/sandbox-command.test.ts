@@ -14,6 +14,8 @@ const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));
 
 class ScriptedApp {
   readonly events = new Listeners<FactoryEvent>();
+  /** As the real client's: the attached terminal ends when the connection is lost (never here). */
+  readonly disconnected = new Listeners<Error>();
   readonly terminal = new Listeners<TerminalChunk>();
   /** Each call with the task's phase when it came. */
   readonly calls: Array<{ method: string; input: any; phase: string }> = [];
