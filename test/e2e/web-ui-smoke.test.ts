@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWebHost } from '../../main/host/web/web-host.js';
 import { chromiumMissingReason } from './support/browser.js';
 import { HOSTILE_PATCH_LINE, SCRIPTED_MARKER, ScriptedApp } from './support/scripted-app.js';
-import { startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
+import { openNewTask, startTask, terminalText, typeInTerminal, waitForAllStagesPassed } from './support/ui-driver.js';
 import { projectRoot, ScriptedUi, staticDir } from './support/scripted-ui.js';
 
 const missing = chromiumMissingReason();
@@ -63,6 +63,8 @@ describe.skipIf(!!missing)('web UI with a scripted app', () => {
 
   it('shows a clear error for a path that is not a repository', async () => {
     const { page } = ui.browser;
+    // The form folds away once a task exists: open it as a user would.
+    await openNewTask(page);
     await page.getByTestId('repo-path-input').fill(path.join(ui.repo, 'nope'));
     await page.getByTestId('task-text-input').fill('anything');
     await page.getByTestId('start-button').click();
