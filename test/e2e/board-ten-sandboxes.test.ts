@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumMissingReason } from './support/browser.js';
 import { ScriptedApp } from './support/scripted-app.js';
 import { ScriptedUi } from './support/scripted-ui.js';
-import { startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
+import { openNewTask, startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
 
 const missing = chromiumMissingReason();
 if (missing) console.log(`board-ten-sandboxes skipped: ${missing}`);
@@ -36,6 +36,8 @@ describe.skipIf(!!missing)('stage board with ten sandboxes', () => {
     // While the ten run: a frame gets painted and typed text appears, promptly.
     const frameWaits: number[] = [];
     const typingWaits: number[] = [];
+    // The form folds away after Start: open it to type into it while the ten run.
+    await openNewTask(page);
     const input = page.getByTestId('task-text-input');
     let round = 0;
     const allDone = () => Promise.all(ids.map((id) => page.getByTestId(`task-phase-${id}`).textContent()));
