@@ -145,11 +145,16 @@ const FILE_TOOLS: Record<string, { param: string; writes: boolean }> = {
   LS: { param: 'path', writes: false },
 };
 
+/** A tool that reads or writes files on this computer (its path is judged against the repository). */
+export function isFileTool(name: string): boolean {
+  return Object.hasOwn(FILE_TOOLS, name);
+}
+
 export function decideToolUse(call: ToolCall, ctx: PolicyContext): Decision {
   const name = call.tool_name;
   if (name === 'Bash') return routeBash(call, ctx);
   // Own properties only: a tool named "constructor" or "__proto__" must not find Object's.
-  const file = Object.hasOwn(FILE_TOOLS, name) ? FILE_TOOLS[name] : undefined;
+  const file = isFileTool(name) ? FILE_TOOLS[name] : undefined;
   if (file) return decideFileTool(call, ctx, file);
   if (name === 'Agent' || name === 'Task') {
     if (call.tool_input.isolation !== undefined) return deny(name, 'its isolation option makes a git worktree on this computer. Start the agent without it: each subagent gets a sandbox of its own');

@@ -53,7 +53,7 @@ export interface SyncResult {
 export class WorkingTreeSync {
   /** path → the state it had on disk when it was last sent ('gone' once removed). */
   private readonly sent = new Map<string, string>();
-  private running: Promise<SyncResult> | undefined;
+  private running: Promise<unknown> | undefined;
 
   private readonly limits: { maxBytes: number; maxFiles: number };
   private readonly guest: { dir: string; run: (script: string) => string };
@@ -67,23 +67,21 @@ export class WorkingTreeSync {
     this.guest = opts.guest ?? { dir: GUEST_REPO_DIR, run: asAgent };
   }
 
-  /** One sync at a time per session: a second command waits for the first one's sync, then makes its own. */
-  sync(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
-    const run = (this.running ?? Promise.resolve()).catch(() => undefined).then(() => this.syncOnce(ssh));
-    this.running = run;
-    return run;
-  }
-
-  private async syncOnce(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
-    const plan = await this.plan();
-    if (plan.remove.length) await this.removeInGuest(ssh, plan.remove);
-    if (plan.send.length) {
-      const tar = this.tarOf(plan);
-      await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && ${GUEST_UNTAR}`), (channel) => pump(channel, tar.stream, tar.cap));
-      await tar.done();
+  /**
+   * The working tree's changes carried in on their own (no command with them):
+   * removals, then the files. A sync that failed is sent again next time.
+   */
+  async sync(ssh: Pick<GuestSsh, 'exec'>): Promise<SyncResult> {
+    const carry = await this.take(ssh);
+    const feed = carry.feed;
+    try {
+      if (carry.remove.length) await this.removeInGuest(ssh, carry.remove);
+      if (feed) await guestCommand(ssh, this.guest.run(`cd ${shellQuote(this.guest.dir)} && ${GUEST_UNTAR}`), feed);
+    } catch (err) {
+      carry.rollback();
+      throw err;
     }
-    this.mark(plan);
-    return { sent: plan.send.length, removed: plan.remove.length, bytes: plan.bytes };
+    return { sent: carry.sent, removed: carry.removed, bytes: carry.bytes };
   }
 
   /**
@@ -94,6 +92,8 @@ export class WorkingTreeSync {
    * goes ahead in a call of its own. `rollback` when the carry did not arrive.
    */
   take(ssh: Pick<GuestSsh, 'exec'>): Promise<Carry> {
+    // One plan at a time per sandbox: a second command's plan sees what the first one's took.
+    // The previous plan's failure was its caller's to handle; this one starts afresh.
     const run = (this.running ?? Promise.resolve()).catch(() => undefined).then(async (): Promise<Carry> => {
       const plan = await this.plan();
       let inline = plan.remove;
@@ -118,7 +118,7 @@ export class WorkingTreeSync {
         },
       };
     });
-    this.running = run.then(() => ({ sent: 0, removed: 0, bytes: 0 }));
+    this.running = run;
     return run;
   }
 

@@ -13,7 +13,7 @@ import { FactoryError } from '../../../common/contract.js';
 import type { LeakReport } from '../../../common/credentials.js';
 import type { Task } from '../../../common/domain.js';
 import { sessionProcess } from '../../sessions/session-process.js';
-import { decideToolUse, parseRoutedCommand, type Decision } from '../../sessions/tool-policy.js';
+import { decideToolUse, isFileTool, parseRoutedCommand, type Decision } from '../../sessions/tool-policy.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
 
@@ -32,7 +32,10 @@ export const HookInput = z.object({
 });
 export type HookInput = z.infer<typeof HookInput>;
 
-export function parseHookInput(raw: Buffer): HookInput {
+/** Claude Code's hook input (JSON on stdin), checked against `schema` (the fields an event's hook uses). */
+export function parseHookInput(raw: Buffer): HookInput;
+export function parseHookInput<S extends z.ZodType>(raw: Buffer, schema: S): z.infer<S>;
+export function parseHookInput(raw: Buffer, schema: z.ZodType = HookInput): unknown {
   if (raw.length > MAX_INPUT_BYTES) throw new FactoryError('HookInputInvalid', `the hook input is larger than ${MAX_INPUT_BYTES} bytes`);
   let json: unknown;
   try {
@@ -40,7 +43,7 @@ export function parseHookInput(raw: Buffer): HookInput {
   } catch (err) {
     throw new FactoryError('HookInputInvalid', `the hook input on stdin is not JSON (${(err as Error).message})`);
   }
-  const parsed = HookInput.safeParse(json);
+  const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const first = parsed.error.issues[0]!;
     throw new FactoryError('HookInputInvalid', `the hook input's ${first.path.join('.') || 'value'}: ${first.message}`);
@@ -186,12 +189,7 @@ const PreToolUseInput = HookInput.extend({
  * (the app does not know it) nothing that would act on this computer is let through.
  */
 export async function cmdHookPreToolUse(client: FactoryClient, io: Io, raw: Buffer, via: string): Promise<number> {
-  const parsed = PreToolUseInput.safeParse(JSON.parse(raw.toString('utf8')));
-  if (!parsed.success) {
-    const first = parsed.error.issues[0]!;
-    throw new FactoryError('HookInputInvalid', `the PreToolUse input's ${first.path.join('.') || 'value'}: ${first.message}`);
-  }
-  const input = parsed.data;
+  const input = parseHookInput(raw, PreToolUseInput);
   let decision: Decision;
   try {
     const info = await client.call('sessions.info', { sessionId: input.session_id });
@@ -200,7 +198,7 @@ export async function cmdHookPreToolUse(client: FactoryClient, io: Io, raw: Buff
     if (!(err instanceof Error && err.name === 'SessionNotFound')) throw err;
     // No sandbox: only what runs nothing here and touches no file goes on.
     const d = decideToolUse(input, { repoTop: '/nonexistent-repository', via, sessionId: input.session_id });
-    decision = d.kind === 'allow' && !['Read', 'Edit', 'Write', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob', 'Grep', 'LS'].includes(input.tool_name)
+    decision = d.kind === 'allow' && !isFileTool(input.tool_name)
       ? d
       : { kind: 'deny', reason: `Factory in a Box: this session has no sandbox (the app has none recorded for it: the hooks were installed after it started, or its sandbox ended), so ${input.tool_name} is not run on this computer. Restart Claude Code in this repository: the session start gives it a sandbox.` };
   }
