@@ -64,6 +64,14 @@ export class LogStore {
       out.warnings.push(`terminal logs in ${this.dir} not read: ${(err as Error).message}`);
       return out;
     }
+    // Nothing writes yet: a metadata temp file is what a crash or a full disk left mid-write.
+    for (const name of names.filter((n) => n.endsWith('.json.tmp') && SESSION_ID_RE.test(n.slice(0, -'.json.tmp'.length)))) {
+      try {
+        fs.rmSync(path.join(this.dir, name), { force: true });
+      } catch (err) {
+        out.warnings.push(`half-written terminal log metadata ${name} not removed: ${(err as Error).message}`);
+      }
+    }
     const cutoff = retentionDays > 0 ? now - retentionDays * DAY_MS : -Infinity;
     const kept = new Set<string>();
     for (const name of names) {
@@ -145,7 +153,14 @@ export class LogStore {
 }
 
 function writeFileAtomicSync(file: string, data: string): void {
-  fs.writeFileSync(`${file}.tmp`, data, { mode: 0o600 });
-  fs.renameSync(`${file}.tmp`, file);
+  const tmp = `${file}.tmp`;
+  try {
+    fs.writeFileSync(tmp, data, { mode: 0o600 });
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    // A full disk fails mid-write: no partial temp file is left beside the old metadata.
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 

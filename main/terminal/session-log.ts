@@ -185,11 +185,14 @@ export class SessionLog {
       } else if (this.meta !== null) {
         const json = this.meta;
         this.meta = null;
+        const tmp = `${this.deps.metaFile}.tmp`;
         try {
           // Write then rename, so a crash never leaves half a JSON file.
-          await fsp.writeFile(`${this.deps.metaFile}.tmp`, json, { mode: 0o600 });
-          await fsp.rename(`${this.deps.metaFile}.tmp`, this.deps.metaFile);
+          await fsp.writeFile(tmp, json, { mode: 0o600 });
+          await fsp.rename(tmp, this.deps.metaFile);
         } catch (err) {
+          // A full disk fails mid-write: the partial temp file goes, the last whole metadata stays.
+          await fsp.rm(tmp, { force: true }).catch((rmErr: unknown) => this.deps.onError(asError(rmErr, `removing ${tmp}`)));
           this.deps.onError(asError(err, `saving ${this.deps.metaFile}`));
         }
       } else if (this.closeWanted && this.fh) {

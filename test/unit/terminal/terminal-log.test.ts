@@ -272,6 +272,26 @@ describe('terminal logs removed with their task and by age', () => {
     expect(warnings.join('\n')).toMatch(/unreadable terminal log metadata term-corrupt\.json/);
   });
 
+  it('a full disk mid-write leaves no half-written metadata, and a crash’s leftover goes at start-up', async () => {
+    const { svc, warnings, bytesOf } = makeService();
+    const info = svc.register({ taskId: 't1', kind: 'stage', title: 'build', cols: 80, rows: 24, source: held('echo on-full-disk').source, persistLog: true });
+    await svc.logSettled(info.id);
+    // The kernel's own "no space left" for the next metadata write: its temp file is /dev/full.
+    const tmp = path.join(dir, 'logs', `${info.id}.json.tmp`);
+    fs.symlinkSync('/dev/full', tmp);
+    await runToEnd(svc, info.id, () => bytesOf(info.id), 'on-full-disk\r\n');
+    await svc.logSettled(info.id);
+    expect(warnings.join('\n')).toMatch(/ENOSPC/);
+    expect(fs.existsSync(tmp)).toBe(false);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'logs', `${info.id}.json`), 'utf8')).info.id).toBe(info.id);
+    await svc.dispose();
+
+    // The app killed mid-write leaves a temp file; the next start removes it and keeps the session.
+    fs.writeFileSync(tmp, '{"half":');
+    expect(makeService().svc.list().map((i) => i.id)).toEqual([info.id]);
+    expect(fs.existsSync(tmp)).toBe(false);
+  });
+
   it('refuses a retention that is not a whole number of days, by name', () => {
     for (const bad of [-1, 1.5, Number.NaN]) {
       expect(() => makeService({ retentionDays: bad })).toThrow(/retention of .* days is not a whole number of days/);
