@@ -11,6 +11,7 @@ import { chmod, copyFile, link, lstat, mkdir, open, readdir, readFile, rename, r
 import path from 'node:path';
 import { z } from 'zod';
 import { jsonOrUndefined } from '../../common/json.js';
+import { writeFileAtomic } from '../state/state-store.js';
 import { runCommand } from './process-runner.js';
 import { warmFileList, warmProblem, type WarmMemory } from './warm-state.js';
 
@@ -120,7 +121,7 @@ export class LayerStore {
       // Checked before it can be found: a disk on another base is never a layer.
       const problem = (await this.checkDisk(disk, meta)) ?? (await this.checkConsistent(disk));
       if (problem) throw new Error(`the frozen disk cannot be a layer: ${problem}`);
-      await writeJsonDurably(path.join(tmp, META), meta);
+      await writeFileAtomic(path.join(tmp, META), JSON.stringify(meta, null, 2) + '\n');
       await fsyncDir(tmp);
       await rename(tmp, final);
       await fsyncDir(this.root);
@@ -143,7 +144,7 @@ export class LayerStore {
         continue;
       }
       const touched: LayerMeta = { ...stripPaths(layer), lastUsedAt: this.now().toISOString() };
-      await writeJsonDurably(path.join(layer.dir, META), touched);
+      await writeFileAtomic(path.join(layer.dir, META), JSON.stringify(touched, null, 2) + '\n');
       // A layer whose memory files are gone or damaged still boots (cold) on its disk.
       const warmDir = path.join(layer.dir, WARM);
       const memoryProblem = layer.memory ? await warmProblem(warmDir) : 'no memory state';
@@ -359,15 +360,3 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/** Writes json to a temporary file, fsyncs it and renames it over file. */
-async function writeJsonDurably(file: string, value: unknown): Promise<void> {
-  const tmp = `${file}.tmp-${randomBytes(4).toString('hex')}`;
-  const fh = await open(tmp, 'wx', 0o644);
-  try {
-    await fh.writeFile(JSON.stringify(value, null, 2) + '\n');
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, file);
-}
