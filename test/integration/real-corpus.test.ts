@@ -5,7 +5,9 @@
 // and the test card must show the runner's counts (or, for a suite that prints
 // none, that they were not recognised), never a spinner frame. Two
 // representative projects run here, a Node one and a C one (each takes a
-// minute or more under software emulation, several on a busy machine);
+// minute or more under software emulation, several on a busy machine); the C
+// one also proves Debian packages through the proxy (gcc and make from Debian's
+// hosts only), so real-projects.test.ts keeps to Node;
 // test/bench/real-corpus.bench.ts runs all of them and prints the lines
 // behind test/fixtures/real/MATRIX.md.
 import fs from 'node:fs';
@@ -15,11 +17,13 @@ import { appPaths } from '../../main/state/paths.js';
 import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { corpusProject, describeRun, runCorpusProject } from '../support/real-corpus.js';
+import type { Task } from '../../common/domain.js';
 import { tempDir } from '../support/repo.js';
 
 let app: FactoryApp;
 let dataDir: string;
 const repoPaths = new Set<string>();
+const output = new Map<string, string>();
 
 beforeAll(async () => {
   await testImage();
@@ -29,6 +33,7 @@ beforeAll(async () => {
     paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
     settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() },
   });
+  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
 }, 10 * 60_000);
 
 afterAll(async () => {
@@ -41,8 +46,8 @@ afterAll(async () => {
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-async function run(name: string) {
-  const r = await runCorpusProject(app, corpusProject(name));
+async function run(name: string, beforeDestroy?: (task: Task) => Promise<void>) {
+  const r = await runCorpusProject(app, corpusProject(name), beforeDestroy ? { beforeDestroy } : {});
   repoPaths.add(r.task.repoPath);
   console.log(describeRun(r));
   return r;
@@ -57,9 +62,18 @@ describe('projects shaped like real ones, set up, built and tested in a sandbox'
     expect(r.task.phase).toBe('review');
   });
 
-  it("uthash's shape (metadata-only package.json, tests/Makefile): make -C tests passes by its exit status and says it could not count", async () => {
-    const r = await run('uthash-like');
+  it("uthash's shape (metadata-only package.json, tests/Makefile): gcc and make from Debian through the proxy, make -C tests passes by its exit status and says it could not count", async () => {
+    let allowedHosts: string[] = [];
+    const r = await run('uthash-like', async (task) => {
+      const audit = await app.api['audit.list']({ sandboxId: task.id });
+      allowedHosts = audit.filter((e) => !e.rule.startsWith('refused') && e.host !== '(none)').map((e) => e.host);
+    });
     expect(r.setup?.status, JSON.stringify(r.task.error)).toBe('passed');
+    expect(r.setup?.lines).toContainEqual(expect.stringMatching(/^Debian: .*\bgcc\b/));
+    expect(output.get(r.setup!.sessionId!) ?? '').toMatch(/Setting up gcc/);
+    // Setup reached Debian's mirror, and nothing else, through the proxy.
+    expect(allowedHosts.length).toBeGreaterThan(0);
+    for (const host of allowedHosts) expect(host).toMatch(/^(deb|security)\.debian\.org(:80)?$/);
     expect(r.test?.status, r.test?.summary).toBe('passed');
     expect(r.test?.summary).toMatch(/\(test counts not recognised\)$/);
   });

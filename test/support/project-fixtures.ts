@@ -1,8 +1,9 @@
-// Ordinary projects, made by the tests as a user's repository would be: a Node
+// An ordinary project, made by the tests as a user's repository would be: a Node
 // project with a real dependency from the npm registry (its lockfile written by
-// the host's npm, never a checked-in node_modules) and a `node --test` suite, and
-// a C program that needs Debian's gcc and make. Used by the real-projects
-// integration test, the Chromium spec and the environment bench.
+// the host's npm, never a checked-in node_modules) and a `node --test` suite.
+// Used by the real-projects integration test, the Chromium spec and the
+// environment bench. (A C project that needs Debian's gcc and make is in the
+// corpus, test/fixtures/real/uthash-like.)
 import { execFileSync } from 'node:child_process';
 import { makeRepo, type FixtureRepo } from './repo.js';
 
@@ -49,16 +50,4 @@ export async function makeNodeProject(opts: { failing?: boolean; extra?: Record<
 export function makeFailingCommit(repo: FixtureRepo): string {
   repo.write('test/numbers.test.js', nodeTestFile(true));
   return repo.commit('A failing test');
-}
-
-/** A C program built with make and gcc; its environment asks for Debian packages. */
-export async function makeCProject(): Promise<FixtureRepo> {
-  return makeRepo({
-    files: {
-      'hello.c': '#include <stdio.h>\nint main(void) { printf("hello from C\\n"); return 0; }\n',
-      'Makefile': 'hello: hello.c\n\tgcc -O2 -o hello hello.c\n\ntest: hello\n\t./hello | grep -q "hello from C" && echo "1 passed"\n\n.PHONY: test\n',
-      '.gitignore': 'hello\n',
-      '.factory/pipeline.json': JSON.stringify({ environment: { packages: ['gcc', 'make', 'libc6-dev'] } }, null, 2) + '\n',
-    },
-  });
 }

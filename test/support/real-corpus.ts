@@ -86,7 +86,11 @@ export interface CorpusRun {
 const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].includes(t.phase);
 
 /** Runs one project through setup, build and test with the command agent; the task is destroyed after. */
-export async function runCorpusProject(app: FactoryApp, project: CorpusProject, opts: { outOfTheBox?: boolean; timeoutMs?: number } = {}): Promise<CorpusRun> {
+export async function runCorpusProject(
+  app: FactoryApp,
+  project: CorpusProject,
+  opts: { outOfTheBox?: boolean; timeoutMs?: number; /** Looks at the ended task while its sandbox still exists (its audit, its terminals). */ beforeDestroy?: (task: Task) => Promise<void> } = {},
+): Promise<CorpusRun> {
   const repo = await corpusRepo(project, opts);
   const started = Date.now();
   try {
@@ -104,7 +108,11 @@ export async function runCorpusProject(app: FactoryApp, project: CorpusProject, 
       ms: Date.now() - started,
       ok: test?.status === 'passed' && project.test.test(test.summary ?? ''),
     };
-    await app.api['tasks.destroy']({ taskId: task.id });
+    try {
+      await opts.beforeDestroy?.(task);
+    } finally {
+      await app.api['tasks.destroy']({ taskId: task.id });
+    }
     return run;
   } finally {
     repo.cleanup();
