@@ -11,12 +11,23 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 //
 // Three groups, one after the other (sequence.groupOrder), two files at a time
 // at most: first the unit and renderer tests side by side, with the one
-// integration file that mostly waits (a sandbox kept for a minute, idle) next
-// to them; then the integration files alone, one by one; then e2e alone, so no
+// integration file that mostly waits (a sandbox kept for a minute, idle) and
+// the integration files that boot no VM next to them; then the VM integration
+// files alone, one by one; then e2e alone, so no
 // VM test ever shares the machine with another VM test or with a browser whose
 // frame times are measured.
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
+// Integration files that boot no VM (keychain, proxy, quarantine, an agent CLI
+// as a host process): they run beside the unit tests instead of alone. Not
+// terminal-log-disk.test.ts: it measures event-loop delay and wants the machine.
+const NO_VM = [
+  'test/integration/credentials-destination.test.ts',
+  'test/integration/credentials-keychain.test.ts',
+  'test/integration/pullback-secrets.test.ts',
+  'test/integration/agents/claude-code-host.test.ts',
+  'test/integration/agents/codex-host.test.ts',
+];
 
 /** The waiting file starts first, so its minute overlaps the unit tests instead of running alone after them. */
 class WaitingFirst extends BaseSequencer {
@@ -47,7 +58,8 @@ export default defineConfig({
       },
       // Not one file at a time: the same pool as the unit tests, so it runs beside them.
       { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
-      { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: MOSTLY_WAITING, ...VM_TESTS, sequence: { groupOrder: 1 } } },
+      { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
+      { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: [...MOSTLY_WAITING, ...NO_VM], ...VM_TESTS, sequence: { groupOrder: 1 } } },
       { test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], ...VM_TESTS, testTimeout: 900_000, hookTimeout: 900_000, sequence: { groupOrder: 2 } } },
     ],
   },

@@ -31,7 +31,16 @@ export function ensureHostAgentUser(): string | undefined {
   try {
     execFileSync('id', ['-u', HOST_AGENT_USER], { stdio: 'ignore' });
   } catch {
-    execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', HOST_AGENT_USER], { stdio: 'ignore' });
+    try {
+      execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', HOST_AGENT_USER], { stdio: 'ignore' });
+    } catch (err) {
+      // Two test files side by side may both find no user: the loser's useradd fails, the user exists.
+      try {
+        execFileSync('id', ['-u', HOST_AGENT_USER], { stdio: 'ignore' });
+      } catch {
+        throw err;
+      }
+    }
   }
   return HOST_AGENT_USER;
 }

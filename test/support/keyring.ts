@@ -2,7 +2,7 @@
 // running vitest under test/support/with-keyring.sh, which starts a private
 // D-Bus session (dbus-run-session) and `gnome-keyring-daemon --unlock` with a
 // password on stdin, in a throwaway keyring folder. Run one file by hand with:
-//   test/support/with-keyring.sh npx vitest run --project integration test/integration/credentials-keychain.test.ts
+//   test/support/with-keyring.sh npx vitest run test/integration/credentials-keychain.test.ts
 import { execFileSync } from 'node:child_process';
 
 export interface KeyringEnvironment {
