@@ -5,10 +5,11 @@
 //     own types), the layering rules (dependency-cruiser) and ESLint
 //  3. the app build (the end-to-end tests drive the built renderer)
 //  4. the base VM image, built on first use with progress and cached
+//     (2 to 4 in two lanes side by side: tsc and ESLint each keep one core busy)
 //  5. vitest (unit, renderer, integration with real QEMU, e2e in Chromium) inside
 //     a D-Bus session with an unlocked gnome-keyring, so the keychain is real
 // It ends with one line "N passed, N failed, N skipped".
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,12 +34,55 @@ function step(title, cmd, args, opts = {}) {
   return r.status;
 }
 
+/**
+ * One step of a lane: its output is kept and printed whole when it ends, so two
+ * lanes never interleave lines; a `live` step (the image build's progress) prints as it goes.
+ */
+function laneStep(title, cmd, args, live = false) {
+  const started = Date.now();
+  if (live) console.log(`\n▶ ${title}`);
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', live ? 'inherit' : 'pipe', live ? 'inherit' : 'pipe'] });
+    const out = [];
+    child.stdout?.on('data', (d) => out.push(d));
+    child.stderr?.on('data', (d) => out.push(d));
+    const end = (status, error) => {
+      const secs = ((Date.now() - started) / 1000).toFixed(1);
+      const text = Buffer.concat(out).toString('utf8');
+      if (!live) console.log(`\n▶ ${title}`);
+      if (text.trim()) process.stdout.write(text.endsWith('\n') ? text : text + '\n');
+      if (error || status !== 0) console.error(`✖ ${title} failed (${error ? error.message : `exit ${status}`}) after ${secs}s`);
+      else console.log(`✔ ${title} (${secs}s)`);
+      resolve(error ? 1 : status ?? 1);
+    };
+    child.on('error', (err) => end(1, err));
+    child.on('close', (status) => end(status));
+  });
+}
+
+/** Steps one after another; the lane stops at its first failure and returns its exit status. */
+async function lane(steps) {
+  for (const [title, cmd, args, live] of steps) {
+    const status = await laneStep(title, cmd, args, live);
+    if (status !== 0) return status;
+  }
+  return 0;
+}
+
 step('system packages', 'bash', ['scripts/ensure-system.sh', 'test']);
-step('type check', 'npm', ['run', '--silent', 'typecheck']);
-step('layering (dependency-cruiser, .dependency-cruiser.cjs)', 'npx', ['depcruise', 'main', 'common', 'renderer', 'preload', '--config', '.dependency-cruiser.cjs', '--output-type', 'err']);
-step('lint (ESLint)', 'npx', ['eslint', '.']);
-step('build the app', 'npm', ['run', '--silent', 'build']);
-step('base VM image (built on first use, then cached)', 'npx', ['tsx', 'main/vm/build-image-cli.ts']);
+const checksStarted = Date.now();
+const lanes = await Promise.all([
+  lane([['type check', 'npm', ['run', '--silent', 'typecheck']]]),
+  lane([
+    ['layering (dependency-cruiser, .dependency-cruiser.cjs)', 'npx', ['depcruise', 'main', 'common', 'renderer', 'preload', '--config', '.dependency-cruiser.cjs', '--output-type', 'err']],
+    ['lint (ESLint)', 'npx', ['eslint', '.']],
+    ['build the app', 'npm', ['run', '--silent', 'build']],
+    ['base VM image (built on first use, then cached)', 'npx', ['tsx', 'main/vm/build-image-cli.ts'], true],
+  ]),
+]);
+const failedLane = lanes.find((s) => s !== 0);
+if (failedLane !== undefined) process.exit(failedLane);
+console.log(`✔ checks, build and image (${((Date.now() - checksStarted) / 1000).toFixed(1)}s)`);
 
 mkdirSync(path.join(root, 'test-results'), { recursive: true });
 const resultsFile = path.join(root, 'test-results', 'vitest.json');
