@@ -115,7 +115,7 @@ module.exports = {
         'arguments (cli-route); it holds the data folder with the instance lock and listens where clients look (main/instance/).',
       severity: 'error',
       from: { path: '^main/host/' },
-      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$|cli/main\\.ts$|cli/cli-route\\.ts$|instance/)' },
+      to: { path: '^main/', pathNot: '^main/(host/|app\\.ts$|state/paths\\.ts$|cli/run-cli\\.ts$|cli/cli-route\\.ts$|instance/)' },
     },
     {
       name: 'pullback-not-pipeline',

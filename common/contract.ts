@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { EditorCommand, MAX_KEEP_MINUTES, StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
-import { FactoryError } from './errors.js';
+import { FactoryError, fromWireError, type WireError } from './errors.js';
 import { EgressRule } from './egress.js';
 import { HostCheckInput, HostName, HostSaveInput, SshAlias, type HostCheckResult, type SandboxHostView, type SshConfigHost } from './sandbox-hosts.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
@@ -392,12 +392,9 @@ export interface FactoryBridge {
   onNewTaskRequest?(listener: (request: { repoPath?: string }) => void): () => void;
 }
 
-// FactoryError lives in errors.ts; exported here too for the importers of the contract.
-export { FactoryError };
+// FactoryError and the wire's error shape live in errors.ts (no schema library: the CLI's hooks load it fast); exported here too.
+export { FactoryError, fromWireError, type WireError };
 
-export interface WireError {
-  error: { name: string; message: string; detail?: string };
-}
 
 export function toWireError(err: unknown): WireError {
   if (err instanceof z.ZodError) {
@@ -418,9 +415,6 @@ export function toWireError(err: unknown): WireError {
   return { error: { name: 'Error', message: String(err) } };
 }
 
-export function fromWireError(wire: WireError): FactoryError {
-  return FactoryError.carried(wire.error.name, wire.error.message, wire.error.detail);
-}
 
 /** Validates an untrusted call at a host boundary; throws ZodError or FactoryError. */
 export function parseCall(method: string, input: unknown): { method: ApiMethod; input: unknown } {

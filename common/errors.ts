@@ -161,3 +161,12 @@ export class FactoryError extends Error {
     return err;
   }
 }
+
+/** An error as it crosses the API's wire (socket, web host, IPC). */
+export interface WireError {
+  error: { name: string; message: string; detail?: string };
+}
+
+export function fromWireError(wire: WireError): FactoryError {
+  return FactoryError.carried(wire.error.name, wire.error.message, wire.error.detail);
+}

@@ -2,8 +2,8 @@
 // id, events and terminal bytes for commands that watch. Replies come from the
 // app, which validated our input with the same schemas as the UI's.
 import net from 'node:net';
-import { fromWireError, type ApiInput, type ApiMethod, type ApiOutputs, type FactoryEvent, type WireError } from '../../common/contract.js';
-import { FactoryError } from '../../common/errors.js';
+import type { ApiInput, ApiMethod, ApiOutputs, FactoryEvent } from '../../common/contract.js';
+import { FactoryError, fromWireError, type WireError } from '../../common/errors.js';
 import { Listeners } from '../../common/listeners.js';
 import { LineReader, encodeLine } from '../instance/line-framing.js';
 

@@ -1,59 +1,49 @@
 #!/usr/bin/env node
-// The `factory` CLI entry: parse, reach the app (starting it when none runs),
-// run the command, exit with its status.
+// The `factory` program. The two hooks on every routed command's path (PreToolUse
+// and `hook run`) go straight to the running app through a lean module; the rest
+// (and those two when no app answers, which may start one) load the whole CLI.
+// Nothing heavy is imported at the top: each process Claude Code starts pays for
+// what it loads.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { appPaths } from '../state/paths.js';
-import { helpText, parseCommandLine } from './args.js';
-import type { FactoryClient } from './client.js';
-import { hookFailed } from './hooks/hook-commands.js';
-import { connectOrStart, type LaunchOptions } from './launcher.js';
-import { printError, type Io } from './output.js';
 
-export interface CliDeps {
-  /** How the app is reached (tests give a scripted one). */
-  connect?: (opts: LaunchOptions) => Promise<FactoryClient>;
+/** `[--data-dir D] hook pre-tool-use --via V` or `[--data-dir D] hook run P`, as `hooks install` writes them; else undefined. */
+export function routedHookCall(argv: readonly string[]): { dataDir?: string; which: 'pre-tool-use' | 'run'; arg: string } | undefined {
+  const a = [...argv];
+  let dataDir: string | undefined;
+  if (a[0] === '--data-dir' && a.length > 1) dataDir = a.splice(0, 2)[1];
+  else if (a[0]?.startsWith('--data-dir=')) dataDir = a.shift()!.slice('--data-dir='.length);
+  if (dataDir === '' || a[0] !== 'hook') return undefined;
+  if (a.length === 3 && a[1] === 'run' && !a[2]!.startsWith('-')) return { ...(dataDir ? { dataDir } : {}), which: 'run', arg: a[2]! };
+  if (a.length === 4 && a[1] === 'pre-tool-use' && a[2] === '--via') return { ...(dataDir ? { dataDir } : {}), which: 'pre-tool-use', arg: a[3]! };
+  return undefined;
 }
 
-export async function runCli(argv: string[], io0: Omit<Io, 'json'> = { stdout: process.stdout, stderr: process.stderr }, deps: CliDeps = {}): Promise<number> {
-  const io: Io = { ...io0, json: argv.includes('--json') };
-  let parsed;
-  try {
-    parsed = parseCommandLine(argv);
-  } catch (err) {
-    printError(io, err);
-    return 2;
-  }
-  if (parsed.values.help || !parsed.command) {
-    io.stdout.write(helpText(parsed.command));
-    return parsed.command || parsed.values.help ? 0 : 2;
-  }
-  if (parsed.command.runLocal) {
-    try {
-      return await parsed.command.runLocal(io, parsed.values, parsed.positionals);
-    } catch (err) {
-      printError(io, err);
-      return err instanceof Error && err.name === 'Usage' ? 2 : 1;
-    }
-  }
-  const dataDir = typeof parsed.values['data-dir'] === 'string' ? path.resolve(parsed.values['data-dir']) : appPaths().data;
-  // A session hook that cannot do its check must block (Claude Code's status 2), never pass as a mere warning (1).
-  const failStatus = parsed.name === 'exec' ? 125 : parsed.name === 'hook' ? 2 : 1;
+/** A routed hook through the lean path; undefined when no app answers (the whole CLI then starts or names it). */
+async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookCall>>): Promise<number | undefined> {
+  const [{ FactoryClient }, { socketPath }, { appPaths }, { runRoutedHook }, { printError }] = await Promise.all([
+    import('./client.js'),
+    import('../instance/socket-path.js'),
+    import('../state/paths.js'),
+    import('./hooks/routed-hooks.js'),
+    import('./output.js'),
+  ]);
   let client;
   try {
-    client = await (deps.connect ?? connectOrStart)({ dataDir, noStart: parsed.values['no-start'] === true || !!parsed.command.noStart, progress: (l) => io.stderr.write(l + '\n') });
+    client = await FactoryClient.connect(socketPath(call.dataDir ? path.resolve(call.dataDir) : appPaths().data), 5000);
   } catch (err) {
-    if (parsed.command.noStart && err instanceof Error && err.name === 'AppNotRunning') return parsed.command.noStart.whenNotRunning(io, dataDir);
-    if (parsed.name === 'hook') return hookFailed(io, parsed.positionals[0] ?? 'hook', err, { reached: false });
-    printError(io, err);
-    return failStatus;
+    // No app (or none that greets): the whole CLI starts one, or says why it cannot.
+    void err;
+    return undefined;
   }
+  const io = { stdout: process.stdout, stderr: process.stderr, json: false };
   try {
-    return await parsed.command.run(client, io, parsed.values, parsed.positionals, parsed.rest);
+    return await runRoutedHook(client, io, call.which, call.arg);
   } catch (err) {
+    // As the whole CLI does for any hook: a failure blocks (Claude Code's status 2).
     printError(io, err);
-    return err instanceof Error && err.name === 'Usage' ? 2 : failStatus;
+    return 2;
   } finally {
     client.close();
   }
@@ -79,6 +69,16 @@ function isEntry(): boolean {
   }
 }
 
+async function main(argv: string[]): Promise<number> {
+  const routed = routedHookCall(argv);
+  if (routed) {
+    const code = await runRoutedHookFast(routed);
+    if (code !== undefined) return code;
+  }
+  const { runCli } = await import('./run-cli.js');
+  return runCli(argv);
+}
+
 if (isEntry()) {
   // `npm run factory -- …` (from a clone) runs in the package's folder: the user's paths are relative to where they typed it.
   if (process.env.npm_lifecycle_event === 'factory' && process.env.npm_package_name === 'factory-in-a-box' && process.env.INIT_CWD) process.chdir(process.env.INIT_CWD);
@@ -95,7 +95,7 @@ if (isEntry()) {
       process.exit(2);
     }, limit);
   }
-  void runCli(argv).then((code) => {
+  void main(argv).then((code) => {
     // Let stdout drain before leaving (a pipe may be slow).
     process.stdout.write('', () => process.exit(code));
   });

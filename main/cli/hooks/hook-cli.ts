@@ -5,7 +5,8 @@ import { workTreeTop } from '../../git/host-git.js';
 import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
-import { cmdHookEnd, cmdHookPreToolUse, cmdHookRun, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { cmdHookEnd, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { runRoutedHook } from './routed-hooks.js';
 import { HOOK_EVENTS, installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {
@@ -57,26 +58,9 @@ export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.e
   return Math.max(1, limitS - Math.min(20, limitS / 4)) * 1000;
 }
 
-/** How long the PreToolUse hook's decision may take (the process as a whole has 30 s, main.ts; Claude Code's limit is 120 s). */
-const PRE_TOOL_USE_DEADLINE_MS = 25_000;
-
 export async function runHook(client: FactoryClient, io: Io, which: string, v: Values = {}, arg?: string): Promise<number> {
-  if (which === 'run') {
-    if (!arg) throw new UsageError('hook run: expected the routed command (one word)');
-    return cmdHookRun(client, io, arg);
-  }
-  if (which === 'pre-tool-use') {
-    if (typeof v.via !== 'string' || !v.via.trim() || /[\n\r]/.test(v.via)) throw new UsageError('hook pre-tool-use: --via must name the factory command line (one line)');
-    const via = v.via.trim();
-    try {
-      return await withDeadline((async () => cmdHookPreToolUse(client, io, await readStdin(io.stdin ?? process.stdin), via))(), PRE_TOOL_USE_DEADLINE_MS, which);
-    } catch (err) {
-      // Anything that went wrong blocks the call (status 2): a tool call is never let through by a failure.
-      const e = err instanceof Error ? err : new Error(String(err));
-      io.stderr.write(`factory: the PreToolUse hook could not decide, so the call is blocked: ${e.name}: ${e.message}\n`);
-      return 2;
-    }
-  }
+  if (which === 'run') return runRoutedHook(client, io, which, arg);
+  if (which === 'pre-tool-use') return runRoutedHook(client, io, which, typeof v.via === 'string' ? v.via : undefined);
   const handler = HANDLERS[which as keyof typeof HANDLERS];
   if (!handler) throw new UsageError(`hook: expected session-start, pre-tool-use, run, subagent-start, subagent-stop, stop or session-end, got ${JSON.stringify(which)}`);
   try {

@@ -13,21 +13,22 @@ import { FactoryError } from '../../../common/contract.js';
 import type { LeakReport } from '../../../common/credentials.js';
 import type { Task } from '../../../common/domain.js';
 import { sessionProcess } from '../../sessions/session-process.js';
-import { decideToolUse, isFileTool, parseRoutedCommand, type Decision } from '../../sessions/tool-policy.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
+import { HOOK_ID_RE, hookJson } from './routed-hooks.js';
 
-const MAX_INPUT_BYTES = 1024 * 1024;
+// The hooks on every command's path live in routed-hooks.ts (a lean module); their callers and tests find them here too.
+export { cmdHookPreToolUse, cmdHookRun, readStdin, withDeadline } from './routed-hooks.js';
 
 /** The fields we use of Claude Code's hook input; others are ignored. */
 export const HookInput = z.object({
-  session_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore'),
+  session_id: z.string().regex(HOOK_ID_RE, 'must be 1 to 128 letters, digits, dots, dashes or underscores'),
   cwd: z.string().min(1).max(4096),
   source: z.string().max(32).optional(),
   hook_event_name: z.string().max(64).optional(),
   stop_hook_active: z.boolean().optional(),
   /** SubagentStart/SubagentStop, and every tool call inside a subagent (Claude Code 2.1.332). */
-  agent_id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, dot, dash or underscore').optional(),
+  agent_id: z.string().regex(HOOK_ID_RE, 'must be 1 to 128 letters, digits, dots, dashes or underscores').optional(),
   agent_type: z.string().max(128).optional(),
 });
 export type HookInput = z.infer<typeof HookInput>;
@@ -36,30 +37,12 @@ export type HookInput = z.infer<typeof HookInput>;
 export function parseHookInput(raw: Buffer): HookInput;
 export function parseHookInput<S extends z.ZodType>(raw: Buffer, schema: S): z.infer<S>;
 export function parseHookInput(raw: Buffer, schema: z.ZodType = HookInput): unknown {
-  if (raw.length > MAX_INPUT_BYTES) throw new FactoryError('HookInputInvalid', `the hook input is larger than ${MAX_INPUT_BYTES} bytes`);
-  let json: unknown;
-  try {
-    json = JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw new FactoryError('HookInputInvalid', `the hook input on stdin is not JSON (${(err as Error).message})`);
-  }
-  const parsed = schema.safeParse(json);
+  const parsed = schema.safeParse(hookJson(raw));
   if (!parsed.success) {
     const first = parsed.error.issues[0]!;
     throw new FactoryError('HookInputInvalid', `the hook input's ${first.path.join('.') || 'value'}: ${first.message}`);
   }
   return parsed.data;
-}
-
-export async function readStdin(stream: NodeJS.ReadableStream = process.stdin): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of stream as AsyncIterable<Buffer>) {
-    chunks.push(c);
-    n += c.length;
-    if (n > MAX_INPUT_BYTES) break;
-  }
-  return Buffer.concat(chunks);
 }
 
 /** What Claude receives at the start of the session (SessionStart's stdout becomes context). */
@@ -109,16 +92,6 @@ export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown, 
   }
   io.stderr.write(`factory: the ${plain(which).slice(0, 32)} hook ${what}: ${e.name}: ${plain(e.message)}\n${after}`);
   return 2;
-}
-
-/** The hook gives up a little before Claude Code would kill it (a killed hook counts as a mere warning), saying so. */
-export function withDeadline<T>(work: Promise<T>, ms: number, which: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new FactoryError('HookTimeout', `no answer from the app within ${Math.round(ms / 1000)} s`)), ms);
-    timer.unref();
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
@@ -174,66 +147,6 @@ export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput
   }
   io.stderr.write(`factory: session sandbox ${r.task.id} destroyed; its work: factory diff ${r.task.id} (task ${r.task.phase})\n`);
   return 0;
-}
-
-/** The fields we use of a PreToolUse input (Claude Code 2.1.332 adds agent_id inside a subagent). */
-const PreToolUseInput = HookInput.extend({
-  tool_name: z.string().min(1).max(256),
-  tool_input: z.record(z.string(), z.unknown()),
-});
-
-/**
- * PreToolUse: the decision for one tool call (tool-policy.ts). Bash is routed
- * to the sandbox through `<via> hook run`; a call the policy denies never runs
- * here, and the reason reaches the model. Without a sandbox for the session
- * (the app does not know it) nothing that would act on this computer is let through.
- */
-export async function cmdHookPreToolUse(client: FactoryClient, io: Io, raw: Buffer, via: string): Promise<number> {
-  const input = parseHookInput(raw, PreToolUseInput);
-  let decision: Decision;
-  try {
-    const info = await client.call('sessions.info', { sessionId: input.session_id });
-    decision = decideToolUse(input, { repoTop: info.repoPath, via, sessionId: input.session_id });
-  } catch (err) {
-    if (!(err instanceof Error && err.name === 'SessionNotFound')) throw err;
-    // No sandbox: only what runs nothing here and touches no file goes on.
-    const d = decideToolUse(input, { repoTop: '/nonexistent-repository', via, sessionId: input.session_id });
-    decision = d.kind === 'allow' && !isFileTool(input.tool_name)
-      ? d
-      : { kind: 'deny', reason: `Factory in a Box: this session has no sandbox (the app has none recorded for it: the hooks were installed after it started, or its sandbox ended), so ${input.tool_name} is not run on this computer. Restart Claude Code in this repository: the session start gives it a sandbox.` };
-  }
-  printJson(io, { hookSpecificOutput: hookOutput(decision) });
-  return 0;
-}
-
-function hookOutput(d: Decision): Record<string, unknown> {
-  if (d.kind === 'route') return { hookEventName: 'PreToolUse', permissionDecision: 'allow', permissionDecisionReason: 'routed to the session\'s sandbox by Factory in a Box', updatedInput: d.updatedInput };
-  if (d.kind === 'deny') return { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: d.reason };
-  // Allowed: Claude Code's own permission rules and prompts decide as usual.
-  return { hookEventName: 'PreToolUse' };
-}
-
-/** `factory hook run <payload>`: the routed command, run in the session's sandbox; its output and status pass through. */
-export async function cmdHookRun(client: FactoryClient, io: Io, word: string): Promise<number> {
-  let routed;
-  try {
-    routed = parseRoutedCommand(word);
-  } catch (err) {
-    throw new FactoryError('HookInputInvalid', `factory hook run: ${(err as Error).message}`);
-  }
-  const r = await client.call('sessions.run', {
-    sessionId: routed.s,
-    command: routed.c,
-    dir: routed.d,
-    ...(routed.a ? { agentId: routed.a } : {}),
-    ...(routed.t ? { timeoutSec: Math.min(7200, routed.t) } : {}),
-  });
-  io.stdout.write(Buffer.from(r.stdout, 'base64'));
-  io.stderr.write(Buffer.from(r.stderr, 'base64'));
-  if (r.stdoutTruncated || r.stderrTruncated) io.stderr.write('\nfactory: the output was cut at 16 MiB per stream\n');
-  if (r.timedOut) io.stderr.write(`\nfactory: the command was stopped after ${routed.t ?? 600} s in the sandbox\n`);
-  if (r.exitCode !== null) return r.exitCode;
-  return 128 + 9;
 }
 
 /** What a subagent receives at its start (SubagentStart's additionalContext). */

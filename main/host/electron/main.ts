@@ -4,7 +4,7 @@ import { app, BrowserWindow, dialog, ipcMain, Menu, nativeImage, Notification, T
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createFactoryApp, type FactoryApp } from '../../app.js';
-import { runCli } from '../../cli/main.js';
+import { runCli } from '../../cli/run-cli.js';
 import { electronMode } from '../../cli/cli-route.js';
 import { connectBridge } from './bridge.js';
 import { appPaths } from '../../state/paths.js';

@@ -17,7 +17,7 @@ describe('the hook input', () => {
   it.each([
     ['not JSON', 'session_id=abc', /not JSON/],
     ['an empty stdin', '', /not JSON/],
-    ['a session id that walks out of a folder', JSON.stringify({ ...ok, session_id: '../../etc' }), /session_id: must be letters/],
+    ['a session id that walks out of a folder', JSON.stringify({ ...ok, session_id: '../../etc' }), /session_id: must be 1 to 128 letters/],
     ['a session id with a newline', JSON.stringify({ ...ok, session_id: 'a\nb' }), /session_id/],
     ['no cwd', JSON.stringify({ session_id: 'abc' }), /cwd/],
     ['a number for the session id', JSON.stringify({ ...ok, session_id: 7 }), /session_id/],

@@ -14,7 +14,7 @@ import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../../../main/cli/client.js';
 import { hookDeadlineMs } from '../../../main/cli/hooks/hook-cli.js';
 import { withDeadline } from '../../../main/cli/hooks/hook-commands.js';
-import { runCli } from '../../../main/cli/main.js';
+import { runCli } from '../../../main/cli/run-cli.js';
 import { SessionHoldExecutor } from '../../../main/sessions/session-hold.js';
 import { SessionService } from '../../../main/sessions/session-service.js';
 import { SessionStore } from '../../../main/sessions/session-store.js';

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { PullbackReview } from '../../../common/review.js';
 import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../../../main/cli/client.js';
-import { runCli } from '../../../main/cli/main.js';
+import { runCli } from '../../../main/cli/run-cli.js';
 import { assertConfirmed } from '../../../main/pullback/review/confirmations.js';
 
 const ID = 'a1b2c3d4';

@@ -1,0 +1,121 @@
+// The hooks on every routed command's path, as Claude Code runs them: the real
+// `factory` program in a process of its own, against the app's real socket host
+// (its API a recording double: this test is about the CLI's path, not the
+// sandbox). PreToolUse and `hook run` must answer without loading the whole CLI
+// (no command table, no schema library): a module loader records what the
+// process loaded. With no app on the socket they go the whole CLI's way, which
+// names the problem and blocks the call.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { FactoryApi } from '../../../common/contract.js';
+import { FactoryError } from '../../../common/errors.js';
+import { routedHookCall } from '../../../main/cli/main.js';
+import { parseRoutedCommand } from '../../../main/sessions/tool-policy.js';
+import { startSocketHost, type SocketHost } from '../../../main/host/socket/socket-host.js';
+import { runCli } from '../../support/cli.js';
+
+let dir: string;
+let host: SocketHost | undefined;
+let calls: Array<{ method: string; input: unknown }>;
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'routed-hook-'));
+  calls = [];
+});
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function startApp(repoPath: string): Promise<void> {
+  const api = {
+    'sessions.info': async (input: { sessionId: string }) => {
+      calls.push({ method: 'sessions.info', input });
+      if (input.sessionId !== 's1') throw new FactoryError('SessionNotFound', `no session ${input.sessionId}`);
+      return { taskId: 't1', repoPath };
+    },
+    'sessions.run': async (input: unknown) => {
+      calls.push({ method: 'sessions.run', input });
+      return { exitCode: 7, stdout: Buffer.from('out from the sandbox\n').toString('base64'), stderr: Buffer.from('err\n').toString('base64'), stdoutTruncated: false, stderrTruncated: false, timedOut: false, sync: { files: 0, bytes: 0 } };
+    },
+  } as unknown as FactoryApi;
+  host = await startSocketHost({ api, onEvent: () => () => {}, onTerminalData: () => () => {} }, { dataDir: path.join(dir, 'data') });
+}
+
+/** Runs the program with a loader that writes every module it loads to a file; returns the result and those modules. */
+async function runRecorded(args: string[], stdin = '') {
+  const log = path.join(dir, 'loaded.txt');
+  const loader = path.join(dir, 'loader.mjs');
+  fs.writeFileSync(loader, `import fs from 'node:fs';\nexport async function resolve(s, c, next) { const r = await next(s, c); fs.appendFileSync(${JSON.stringify(log)}, r.url + '\\n'); return r; }\n`);
+  const register = path.join(dir, 'register.mjs');
+  fs.writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(loader).href)});\n`);
+  fs.rmSync(log, { force: true });
+  const r = await runCli(path.join(dir, 'data'), args, { stdin, env: { NODE_OPTIONS: `--import ${pathToFileURL(register).href}`, FACTORY_WARM_POOL: '0' }, timeoutMs: 60_000 });
+  const loaded = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
+  return { ...r, loaded };
+}
+
+const heavy = (loaded: string[]) => loaded.filter((u) => /\/cli\/run-cli\.|\/cli\/args\.|\/common\/contract\.|\/node_modules\/zod\//.test(u));
+
+describe('the hooks on a routed command’s path', () => {
+  it('PreToolUse routes Bash from the app’s answer without loading the whole CLI', async () => {
+    const repo = path.join(dir, 'repo');
+    fs.mkdirSync(repo);
+    await startApp(repo);
+    const input = { session_id: 's1', cwd: repo, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'touch marker; hostname' } };
+    const r = await runRecorded(['hook', 'pre-tool-use', '--via', 'factory'], JSON.stringify(input));
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout).hookSpecificOutput;
+    expect(out.permissionDecision).toBe('allow');
+    const word = /^factory hook run (\S+)$/.exec(out.updatedInput.command)?.[1];
+    expect(parseRoutedCommand(word!)).toMatchObject({ s: 's1', c: 'touch marker; hostname' });
+    expect(calls).toEqual([{ method: 'sessions.info', input: { sessionId: 's1' } }]);
+    expect(r.loaded.some((u) => u.includes('/cli/hooks/routed-hooks.'))).toBe(true);
+    expect(heavy(r.loaded)).toEqual([]);
+  });
+
+  it('`hook run` passes the sandbox’s output and status through without loading the whole CLI', async () => {
+    await startApp(dir);
+    const word = Buffer.from(JSON.stringify({ s: 's1', c: 'npm test', d: '.' })).toString('base64url');
+    const r = await runRecorded(['hook', 'run', word]);
+    expect(r.code).toBe(7);
+    expect(r.stdout).toBe('out from the sandbox\n');
+    expect(r.stderr).toBe('err\n');
+    expect(calls).toEqual([{ method: 'sessions.run', input: { sessionId: 's1', command: 'npm test', dir: '.' } }]);
+    expect(heavy(r.loaded)).toEqual([]);
+  });
+
+  it('bad input on the lean path still blocks the call and names the field', async () => {
+    await startApp(dir);
+    const r = await runRecorded(['hook', 'pre-tool-use', '--via', 'factory'], JSON.stringify({ session_id: '../x', cwd: dir, tool_name: 'Bash', tool_input: {} }));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/call is blocked: HookInputInvalid: the hook input's session_id/);
+    expect(r.stdout).toBe('');
+    expect(calls).toEqual([]);
+  });
+
+  it('with no app on the socket, `hook run` goes the whole CLI’s way', async () => {
+    const word = Buffer.from(JSON.stringify({ s: 's1', c: 'true', d: '.' })).toString('base64url');
+    // --no-start is not a lean form: the whole CLI says no app runs, and the hook blocks.
+    const r = await runRecorded(['--no-start', 'hook', 'run', word]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/could not be reached|no Factory in a Box app runs/);
+    expect(heavy(r.loaded).length).toBeGreaterThan(0);
+  });
+});
+
+describe('which command lines take the lean path', () => {
+  it.each([
+    [['hook', 'pre-tool-use', '--via', 'factory'], { which: 'pre-tool-use', arg: 'factory' }],
+    [['--data-dir', '/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
+    [['--data-dir=/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
+  ])('%j', (argv, want) => expect(routedHookCall(argv)).toEqual(want));
+
+  it.each([[['hook', 'run']], [['hook', 'run', '--help']], [['hook', 'run', 'a', 'b']], [['--json', 'hook', 'run', 'a']], [['hook', 'stop']], [['hook', 'pre-tool-use']], [['--data-dir=', 'hook', 'run', 'a']], [['exec', 't1', '--', 'true']]])('%j goes to the whole CLI', (argv) => {
+    expect(routedHookCall(argv)).toBeUndefined();
+  });
+});
