@@ -104,6 +104,9 @@ const ResultLine = z.looseObject({
   // Tool calls the CLI refused (its permission rules): the agent wanted to act and could not.
   permission_denials: z.array(z.looseObject({ tool_name: z.string().max(256).optional() })).max(10_000).optional(),
   api_error_status: z.number().nullable().optional(),
+  // How the model API failed when no status came back: e.g. "connection_failed" for a reset or a stream cut off.
+  api_error: z.string().max(256).nullable().optional(),
+  terminal_reason: z.string().max(64).nullable().optional(),
 });
 
 const AnyLine = z.looseObject({ type: z.string().max(64) });
@@ -220,7 +223,7 @@ export class ClaudeStreamJsonParser extends JsonLinesParser {
           tokens,
           costUsd: r.total_cost_usd,
           durationMs: r.duration_ms,
-          ...(isError ? { error: describeError(r.subtype, text, r.num_turns, r.api_error_status) } : {}),
+          ...(isError ? { error: describeError(r.subtype, text, r.num_turns, apiFailure(r.api_error_status, r.api_error, r.terminal_reason)) } : {}),
           ...(problems.length ? { problems } : {}),
         };
         return [{ kind: 'result', result: this.result }];
@@ -259,11 +262,23 @@ function usageTokens(u: z.infer<typeof Usage>): AgentTokens {
   };
 }
 
-function describeError(subtype: string, text: string, turns?: number, apiStatus?: number | null): string {
+/**
+ * What the result line says of the model API: its status, else how the call failed
+ * without one (a reset, a stream cut off: "connection_failed"), so a stage that ended
+ * on the API never reads as the agent's own failure. Undefined when the API was not the cause.
+ */
+function apiFailure(status: number | null | undefined, error: string | null | undefined, terminalReason: string | null | undefined): string | undefined {
+  if (status) return `model API status ${status}`;
+  const how = error?.replace(/[^A-Za-z0-9_ .:-]/g, '').slice(0, 64);
+  if (how) return `model API failed: ${how}`;
+  if (terminalReason === 'api_error') return 'model API failed';
+  return undefined;
+}
+
+function describeError(subtype: string, text: string, turns?: number, apiFailure?: string): string {
   if (subtype === 'error_max_turns') return `Claude Code stopped at its turn limit${turns !== undefined ? ` (${turns} turns)` : ''}`;
   if (subtype === 'error_during_execution') return `Claude Code failed during execution${text ? `: ${firstLine(text)}` : ''}`;
-  const status = apiStatus ? ` (model API status ${apiStatus})` : '';
-  return `Claude Code reported an error${status}${text ? `: ${firstLine(text)}` : ''}`;
+  return `Claude Code reported an error${apiFailure ? ` (${apiFailure})` : ''}${text ? `: ${firstLine(text)}` : ''}`;
 }
 
 /** A short, display-only hint of what a tool call touches (command or path). */

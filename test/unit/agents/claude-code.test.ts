@@ -94,6 +94,20 @@ describe('ClaudeStreamJsonParser on recorded CLI output', () => {
     expect(outcome.result.error).toBe('Claude Code reported an error (model API status 401): Invalid API key · Fix external API key');
   });
 
+  it('says the model API failed and how when no status came back (a reset, a stream cut off: found by the soak, seed 4242)', () => {
+    // Recorded in a sandbox: Claude Code 2.1.332 through the proxy to a stub that cut its SSE stream off mid-event.
+    const parser = new ClaudeCodeAdapter().createParser();
+    const events = feed(parser, fixture('claude-api-reset.jsonl'), 100);
+    expect(events.filter((e) => e.kind === 'api-retry')).toEqual([{ kind: 'api-retry', attempt: 1, status: undefined, error: 'unknown' }]);
+    const { outcome } = parser.end();
+    expect(outcome.result.ok).toBe(false);
+    expect(outcome.result.error).toBe('Claude Code reported an error (model API failed: connection_failed): API Error: Connection to the API was lost (ECONNRESET). This is usually temporary — try again.');
+    // Only the end reason: still named as the model API's failure.
+    const bare = new ClaudeCodeAdapter().createParser();
+    feed(bare, `${JSON.stringify({ type: 'result', subtype: 'success', is_error: true, terminal_reason: 'api_error', result: 'API Error' })}\n`);
+    expect(bare.end().outcome.result.error).toBe('Claude Code reported an error (model API failed): API Error');
+  });
+
   it('survives pty framing: CRLF endings, colour codes and stderr text between lines', () => {
     const noisy = fixture('claude-success.jsonl')
       .split('\n')
