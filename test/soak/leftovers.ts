@@ -56,19 +56,46 @@ export function processesUnder(roots: string[]): Array<{ pid: number; command: s
 }
 
 /**
+ * A temp name as the app's writers make them: `<file>.tmp` and `.<file>.<pid>...tmp`
+ * (atomic writes), `<dir>.tmp-XXXXXX` (mkdtemp beside the final folder), `.tmp-<id>`
+ * and `tmp-<id>` (stores building a folder before renaming it into place).
+ */
+export function isTempName(name: string): boolean {
+  return /^\.?tmp-|\.tmp$|\.tmp[-.]/.test(name);
+}
+
+/**
  * Leftovers in the data folder once no task is live: sockets (the running app's
- * own factory.sock aside), sandbox overlays, quarantines and temp files.
+ * own factory.sock aside), sandbox overlays, quarantines and temp files or
+ * folders (a temp folder is named once, not file by file; an empty one too).
  */
 export function leftoversIn(dataDir: string, opts: { appRunning: boolean }): Leftover[] {
   const out: Leftover[] = [];
-  for (const { file, stat } of walk(dataDir)) {
-    const rel = path.relative(dataDir, file);
-    if (stat.isSocket()) {
-      if (!(opts.appRunning && rel === 'factory.sock')) out.push({ kind: 'socket', what: rel });
-    } else if (/\.(qcow2|overlay)$/.test(rel) && rel.startsWith('sandboxes')) out.push({ kind: 'overlay', what: rel });
-    else if (/(^|\/)quarantine(\/|$)/.test(rel)) out.push({ kind: 'quarantine', what: rel });
-    else if (/\.tmp$|(^|\/)tmp-[^/]*$/.test(rel)) out.push({ kind: 'temp', what: rel });
-  }
+  const visit = (dir: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const file = path.join(dir, name);
+      let stat: Stats;
+      try {
+        stat = lstatSync(file);
+      } catch {
+        continue; // gone between the listing and the stat
+      }
+      const rel = path.relative(dataDir, file);
+      if (isTempName(name)) out.push({ kind: 'temp', what: stat.isDirectory() ? `${rel}/` : rel });
+      else if (stat.isDirectory()) visit(file);
+      else if (stat.isSocket()) {
+        if (!(opts.appRunning && rel === 'factory.sock')) out.push({ kind: 'socket', what: rel });
+      } else if (/\.(qcow2|overlay)$/.test(rel) && rel.startsWith('sandboxes')) out.push({ kind: 'overlay', what: rel });
+      else if (/(^|\/)quarantine(\/|$)/.test(rel)) out.push({ kind: 'quarantine', what: rel });
+    }
+  };
+  visit(dataDir);
   return out;
 }
 
