@@ -236,3 +236,51 @@ export function firstCauseLine(output: string, max = 200): string {
   const cause = lines.find((l) => CAUSE.test(l));
   return cause !== undefined ? cap(cause, max) : summaryLine(output, max);
 }
+
+/**
+ * The end of a log as a person reads it: replayed (no progress or spinner
+ * frames), package-manager noise and after-failure trailers gone, runs of blank
+ * lines made one, the last maxLines lines. For a failed stage's explanation.
+ */
+export function readableTail(output: string, maxLines = 25): string {
+  const kept: string[] = [];
+  for (const line of logLines(output)) {
+    const t = line.trim();
+    if (isNoise(t) || isTrailer(t)) continue;
+    if (t === '' && (kept.length === 0 || kept.at(-1) === '')) continue;
+    kept.push(t === '' ? '' : line);
+  }
+  while (kept.at(-1) === '') kept.pop();
+  return kept.slice(-maxLines).join('\n');
+}
+
+// Where a runner states what an assertion expected: node's and chai's
+// AssertionError, jest's and vitest's expect(), pytest's "E " lines, Go's
+// "file_test.go:13: got, want", Rust's "assertion `left == right` failed",
+// uvu's "Expected values to be …", a plain "Error:".
+const ASSERTION =
+  /^(?:E\s+\S|\w+_test\.go:\d+: |thread '.*' panicked at|expect\(|assert(?:ion)?\b)|\b(?:AssertionError|AssertError|Assertion failed|Expected values to be|expected .* to (?:be|equal|deep)|assertion `.*` failed)|^\w*Error(?: \[\w+\])?: /i;
+// Where the assertion's own text ends: a stack frame, a code excerpt ("  5 | …",
+// "> 5 | …"), vitest's "❯ file:line", pytest's "file.py:11: AssertionError", an object dump.
+const ASSERTION_END = /^(?:at\s|❯\s|>?\s*\d+\s*\|\s|\|\s|\S+:\d+: \w*Error$|\{$|-{3,}|_{3,}|={3,}|(?:FAIL|PASS|ok)(?:\s|$))/;
+
+/**
+ * The first assertion a failing run printed, as a few plain lines: its message,
+ * expected and actual values; never the stack, the code excerpt or colours.
+ * '' when no line reads as an assertion.
+ */
+export function firstAssertion(output: string, maxLines = 8, maxChars = 200): string {
+  const lines = logLines(output)
+    .map((l) => l.trim())
+    .filter((l) => !isNoise(l) && !isTrailer(l));
+  const at = lines.findIndex((l) => ASSERTION.test(l) && !STACK_FRAME.test(l));
+  if (at < 0) return '';
+  const out: string[] = [];
+  for (const l of lines.slice(at, at + 4 * maxLines)) {
+    if (out.length > 0 && (ASSERTION_END.test(l) || STACK_FRAME.test(l))) break;
+    if (l === '') continue;
+    out.push(cap(l, maxChars));
+    if (out.length >= maxLines) break;
+  }
+  return out.join('\n');
+}

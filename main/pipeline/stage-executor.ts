@@ -7,8 +7,8 @@ import type { StageName, StageResult, Task } from '../../common/domain.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import type { PipelineConfig, StageConfig } from './config.js';
 import { NOTHING_TO_DO, decideBuild, decideTest, probeRepo, type ProbeOptions, type StageDecision } from './default-stages.js';
-import { readTestReport, uncountedSummary } from './agents/test-failures.js';
-import { summaryLine } from './log-lines.js';
+import { explainTestFailure, readTestReport, uncountedSummary } from './agents/test-failures.js';
+import { readableTail, summaryLine } from './log-lines.js';
 
 export type { GuestSsh };
 
@@ -105,8 +105,11 @@ export class CommandStageExecutor implements StageExecutor {
     const outcome = outcomeFromRun(r, ctx.stageConfig.timeoutSeconds);
     if (ctx.stage !== 'test' || (outcome.status !== 'passed' && outcome.status !== 'failed') || r.timedOut || r.lost) return outcome;
     // The counts and failed names describe the run; the exit status alone decided it.
-    const report = readTestReport(r.tail(64 * 1024));
-    return { ...outcome, summary: report.text || uncountedSummary(outcome.summary) };
+    const output = r.tail(64 * 1024);
+    const report = readTestReport(output);
+    // A failure explains itself: the failing names and the first assertion, not the log's raw end.
+    const detail = outcome.status === 'failed' ? { detail: explainTestFailure(output, report) } : {};
+    return { ...outcome, summary: report.text || uncountedSummary(outcome.summary), ...detail };
   }
 }
 
@@ -119,11 +122,13 @@ export function skippedOutcome(reason: string): StageOutcome {
 export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undefined): StageOutcome {
   const tail = r.tail(4096);
   const last = summaryLine(tail);
+  // What a person reads under the error: the end of the log without progress frames or npm noise.
+  const readable = readableTail(tail);
   if (r.cancelled) return { status: 'cancelled', exitCode: r.code, summary: 'cancelled', sessionId: r.sessionId };
   if (r.timedOut) {
-    return { status: 'failed', exitCode: r.code, summary: `timed out after ${timeoutSeconds ?? '?'} s`, sessionId: r.sessionId, detail: tail };
+    return { status: 'failed', exitCode: r.code, summary: `timed out after ${timeoutSeconds ?? '?'} s`, sessionId: r.sessionId, detail: readable };
   }
-  if (r.lost) return { status: 'failed', exitCode: null, summary: 'the connection to the sandbox was lost', sessionId: r.sessionId, detail: tail };
+  if (r.lost) return { status: 'failed', exitCode: null, summary: 'the connection to the sandbox was lost', sessionId: r.sessionId, detail: readable };
   if (r.code === 0) return { status: 'passed', exitCode: 0, summary: last || 'ok', sessionId: r.sessionId };
   // The exit status is its own field (the card shows it once); the summary is the reason.
   return {
@@ -131,6 +136,6 @@ export function outcomeFromRun(r: GuestRunResult, timeoutSeconds: number | undef
     exitCode: r.code,
     summary: (last || (r.code === null ? 'ended by a signal, with no output' : 'no output')).slice(0, 240),
     sessionId: r.sessionId,
-    detail: tail,
+    detail: readable,
   };
 }

@@ -3,7 +3,7 @@
 // output comes from the sandbox, so it is untrusted: read capped, names
 // stripped of escape and control characters and cut short, a bounded list.
 // The counts only describe the run; the exit status alone decides the stage.
-import { logLines } from '../log-lines.js';
+import { firstAssertion, logLines, readableTail } from '../log-lines.js';
 import { formatTestCounts, parseTestCounts, type TestCounts } from './test-detect.js';
 
 /** The most output read for names (the tail: runners print their failures last). */
@@ -285,4 +285,21 @@ export function readTestReport(output: string): TestReport {
     text += `: ${shown}${more > 0 ? ` and ${more} more` : ''}`;
   }
   return { counts, failedNames, text: text.slice(0, 240) };
+}
+
+/**
+ * A failed test run explained in a few lines: which tests failed, by name, and
+ * the first assertion's message with its expected and actual values; the log's
+ * readable end when the runner printed neither. Progress frames, spinners,
+ * colours and package-manager noise are gone (log-lines replays the output).
+ */
+export function explainTestFailure(output: string, report: TestReport = readTestReport(output)): string {
+  const parts: string[] = [];
+  if (report.failedNames.length > 0) {
+    const more = (report.counts?.failed ?? report.failedNames.length) - report.failedNames.length;
+    parts.push(`Failing: ${report.failedNames.join('; ')}${more > 0 ? ` and ${more} more` : ''}`);
+  }
+  const assertion = firstAssertion(output.length > MAX_NAME_SCAN_CHARS ? output.slice(-MAX_NAME_SCAN_CHARS) : output);
+  if (assertion) parts.push(`First assertion:\n${assertion}`);
+  return parts.length > 0 ? parts.join('\n\n') : readableTail(output);
 }

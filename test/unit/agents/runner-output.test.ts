@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseTestCounts } from '../../../main/pipeline/agents/test-detect.js';
-import { readTestReport, uncountedSummary } from '../../../main/pipeline/agents/test-failures.js';
-import { summaryLine } from '../../../main/pipeline/log-lines.js';
+import { explainTestFailure, readTestReport, uncountedSummary } from '../../../main/pipeline/agents/test-failures.js';
+import { readableTail, summaryLine } from '../../../main/pipeline/log-lines.js';
 
 const DIR = path.join(import.meta.dirname, '../../fixtures/runner-output');
 const sample = (name: string) => fs.readFileSync(path.join(DIR, name), 'utf8');
@@ -75,5 +75,37 @@ describe('summaries added up across runs', () => {
     expect(parseTestCounts('PASS: t1\nFAIL: t2\n# TOTAL: 3\n# PASS:  2\n# SKIP:  0\n# XFAIL: 0\n# FAIL:  1\n# XPASS: 0\n# ERROR: 0\n')).toMatchObject({ runner: 'automake', passed: 2, failed: 1 });
     expect(readTestReport('TAP version 13\nok 1 - one\nnot ok 2 - two\nok 3 - three # SKIP later\n1..3\n')).toMatchObject({ counts: { runner: 'tap', passed: 1, failed: 1, skipped: 1 } });
     expect(parseTestCounts('TAP version 13\n# tests 2\n# pass  2\n\n# ok\n')).toMatchObject({ passed: 2, failed: 0 });
+  });
+});
+
+describe("explainTestFailure: a failed run's explanation from real runners' output", () => {
+  // Each runner's real output (colours, progress frames, npm's spinner and trailer included).
+  it.each([
+    ['npm-11-mocha-3.5.3-fail.txt', 'Failing: add adds strings wrongly', ["AssertionError [ERR_ASSERTION]: '12' == 3"]],
+    ['node-20-test-spec-fail.txt', 'Failing: adds strings wrongly', ['AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:', "'12' !== 3"]],
+    ['jest-30.5.2-fail.txt', 'Failing: add › adds strings wrongly', ['expect(received).toBe(expected) // Object.is equality', 'Expected: 3', 'Received: "12"']],
+    ['vitest-4.1.12-fail.txt', 'Failing: add > adds strings wrongly', ["AssertionError: expected '12' to be 3 // Object.is equality", '- Expected:', '3', '+ Received:', '"12"']],
+    ['pytest-7.2.1-fail.txt', 'Failing: test_calc.py::test_adds_strings_wrongly', ["E       AssertionError: assert '12' == 3", "E        +  where '12' = add('1', '2')"]],
+    ['npm-11-uvu-0.5.6-fail.txt', 'Failing: adds strings wrongly', ['Expected values to be strictly equal:  (is)', '++3   [number]  (Expected)', '--12  [string]  (Actual)']],
+    ['go-1.19-fail.txt', 'Failing: TestAddNegatives', ['calc_test.go:13: Add(-1, -2) = -3, want -4']],
+  ])('%s: the failing names, then the first assertion alone', (file, names, assertion) => {
+    const text = explainTestFailure(sample(file));
+    expect(text).toBe(`${names}\n\nFirst assertion:\n${assertion.join('\n')}`);
+    // No escape, spinner frame, stack frame, code excerpt or npm line is left.
+    expect(text).not.toMatch(/\x1b|[\u2800-\u28ff]|^\s*at |\d+ \||^npm /m);
+  });
+
+  it("a run that names no test and states no assertion explains itself with the log's readable end", () => {
+    const text = explainTestFailure(sample('make-uncounted-fail.txt'));
+    expect(text.split('\n').at(-1)).toBe('Files test2.out and test2.ans differ');
+    expect(text).not.toMatch(/\x1b|make(?:\[\d+\])?: \*\*\*/);
+  });
+});
+
+describe('readableTail: the end of a failed log, as read', () => {
+  it('drops progress frames, npm noise and trailers, and runs of blank lines; keeps the last lines', () => {
+    const raw = '⠋\x1b[1G⠙\x1b[1G\x1b[0Kcompiling 10%\rcompiling 100%\r\nnpm warn deprecated x@1\r\n\r\n\r\n\r\nboom: it broke\r\nnpm error Test failed.  See above for more details.\r\n';
+    expect(readableTail(raw)).toBe('compiling 100%\n\nboom: it broke');
+    expect(readableTail(Array.from({ length: 100 }, (_, i) => `line ${i}`).join('\n'), 3)).toBe('line 97\nline 98\nline 99');
   });
 });

@@ -44,6 +44,10 @@ describe('stage outcomes', () => {
     expect(o).toMatchObject({ status: 'failed', exitCode: 3, summary: 'error: boom' });
     expect(o.detail).toContain('compiling');
   });
+  it("gives a failed stage's tail as read: no spinner or progress frames, no npm noise", () => {
+    const o = outcomeFromRun(run({ code: 1, out: '⠙\x1b[1G\x1b[0K[1/3] 10%\r[3/3] 100%\r\nnpm warn old lockfile\r\nerror: boom\r\nnpm error code 1\r\n' }), 10);
+    expect(o.detail).toBe('[3/3] 100%\nerror: boom');
+  });
   it('reports timeouts, cancellation and a lost link', () => {
     expect(outcomeFromRun(run({ code: null, timedOut: true }), 10).summary).toBe('timed out after 10 s');
     expect(outcomeFromRun(run({ code: null, cancelled: true }), 10).status).toBe('cancelled');
