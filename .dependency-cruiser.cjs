@@ -23,6 +23,7 @@ const MAIN_ORDER = [
   'pool', // warm VMs waiting for a task
   'remote', // sandbox hosts over SSH
   'tasks', // the task's life
+  'fanout', // a task run N ways from one preparation
   'instance', // one app per data folder, and how its clients reach it
   'cli', // the factory command
   'app.ts', // the composition root

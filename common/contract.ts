@@ -8,6 +8,7 @@ import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
 import { FactoryError, fromWireError, type WireError } from './errors.js';
 import { EgressRule } from './egress.js';
+import { fanoutApiInputs, type FanoutApiOutputs } from './fanout.js';
 import { HostCheckInput, HostName, HostSaveInput, SshAlias, type HostCheckResult, type SandboxHostView, type SshConfigHost } from './sandbox-hosts.js';
 import type { LayerInfo, TaskPreflight } from './environment.js';
 import type { SandboxSample, SandboxStats } from './sandbox-stats.js';
@@ -230,6 +231,8 @@ export const apiInputs = {
   // leakcheck.run/get — defined in common/credentials.ts, implemented by
   // CredentialBroker.api() (main/credentials/broker.ts). Values are write-only.
   ...credentialApiInputs,
+  // fanout.create/compare/approve/rejectAll — a task run N ways, common/fanout.ts.
+  ...fanoutApiInputs,
 } as const;
 
 export type ApiMethod = keyof typeof apiInputs;
@@ -241,7 +244,7 @@ export interface RepoEgressRules {
 }
 export type ApiInput<M extends ApiMethod> = z.input<(typeof apiInputs)[M]>;
 
-export interface ApiOutputs extends CredentialApiOutputs {
+export interface ApiOutputs extends CredentialApiOutputs, FanoutApiOutputs {
   'system.status': SystemStatus;
   'system.activity': SystemActivity;
   'system.quit': void;

@@ -115,6 +115,17 @@ export const Decision = z.object({
 });
 export type Decision = z.infer<typeof Decision>;
 
+/** The most ways a task may be run (issue 32, common/fanout.ts). */
+export const MAX_WAYS = 8;
+
+/** What a task of a fan-out group carries: its group, which way it is, and how many ways there are. */
+export const FanoutTag = z.object({
+  group: z.string(),
+  way: z.number().int().min(1).max(MAX_WAYS),
+  ways: z.number().int().min(1).max(MAX_WAYS),
+});
+export type FanoutTag = z.infer<typeof FanoutTag>;
+
 export const Task = z.object({
   id: z.string(),
   title: z.string(),
@@ -152,6 +163,8 @@ export const Task = z.object({
   archivedAt: z.string().optional(),
   /** Where its sandbox runs: 'local', or a sandbox host's name (absent: local). At creation 'any' may be asked for. */
   host: z.string().max(32).optional(),
+  /** One way of a task run N ways (common/fanout.ts): its group and which way. */
+  fanout: FanoutTag.optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -15,6 +15,7 @@ import {
 } from '../common/contract.js';
 import { isQuickSandbox, type KeychainStatus, type SystemStatus, type Task } from '../common/domain.js';
 import { CredentialBroker, proxySocketPathFits } from './credentials/broker.js';
+import { FanoutService } from './fanout/fanout-service.js';
 import { proxyGuestForward } from './credentials/routes.js';
 import { checkEgressRules } from './credentials/egress-policy.js';
 import { WarmPool } from './pool/warm-pool.js';
@@ -243,6 +244,13 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       await broker.forgetTask(taskId);
     },
   });
+  // A task run N ways: one preparation, N sandboxes from it (main/fanout/).
+  const fanout = new FanoutService({
+    tasks,
+    leakVerdict: async (taskId) => (await broker.lastLeakReport(taskId))?.verdict,
+    log: log.child('fanout'),
+  });
+  eventListeners.add((e) => fanout.onEvent(e));
   const shells = new TaskShells({ terminals, firstShells, sandboxSsh: (taskId) => tasks.sandboxSsh(taskId), repoPath: (taskId) => tasks.get(taskId).repoPath });
   // A destination a sandbox was refused shows on its task, with an Allow.
   broker.onEgressRefused((refusal) => tasks.noteRefusal(refusal.sandboxId, refusal));
@@ -393,6 +401,18 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'tasks.archive': async ({ taskId, archived }) => tasks.archive(taskId, archived),
     ...nextStepApi((taskId) => tasks.get(taskId), () => settings.get().editorCommand),
     'tasks.preflight': async (input) => tasks.preflight(input),
+    'fanout.create': async (input) =>
+      fanout.create({
+        repoPath: input.repoPath,
+        title: input.title,
+        ways: input.ways,
+        ...(input.agents ? { agents: input.agents } : {}),
+        ...(input.baseRef !== undefined ? { baseRef: input.baseRef } : {}),
+        ...(input.egressApproval !== undefined ? { egressApproval: input.egressApproval } : {}),
+      }),
+    'fanout.compare': async ({ group }) => fanout.compare(group),
+    'fanout.approve': async ({ group, way, confirm }) => fanout.approve(group, way, confirm),
+    'fanout.rejectAll': async ({ group }) => fanout.rejectAll(group),
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     ...hostsApi({ settings, hosts: sandboxHosts, tasks: () => tasks.list() }),

@@ -5,6 +5,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { StageName } from '../../common/domain.js';
 import type { FactoryClient } from './client.js';
 import { UsageError, type Io } from './output.js';
+import { cmdRunWays, cmdWays } from './fanout-command.js';
 import { cmdDecide, cmdDiff, cmdLeakcheck, cmdList, cmdRun, cmdShow } from './task-commands.js';
 import { cmdExec, cmdLogs, cmdShell } from './terminal-commands.js';
 import { cmdSandbox } from './sandbox-command.js';
@@ -40,21 +41,40 @@ function noAppRunning(code: number): Command['noStart'] {
 
 export const COMMANDS: Record<string, Command> = {
   run: {
-    usage: 'factory run <repo> "<task>" [--agent NAME] [--base REF] [--wait] [--allow-egress SCHEME://HOST:PORT]…',
+    usage: 'factory run <repo> "<task>" [--agent NAME[,NAME…]] [--ways N] [--base REF] [--wait] [--allow-egress SCHEME://HOST:PORT]…',
     summary:
       'Start a task on a repository (with --wait: show stage progress; exit 0 when it reaches review). ' +
-      'When the repository asks its sandbox to reach destinations not allowed always for it, nothing starts unless each is named with --allow-egress (for this task only)',
-    options: { agent: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' }, 'allow-egress': { type: 'string', multiple: true } },
+      'When the repository asks its sandbox to reach destinations not allowed always for it, nothing starts unless each is named with --allow-egress (for this task only). ' +
+      '--ways N (1-8) runs it N ways from one preparation, --agent naming one agent per way or one for all; it prints the group (factory ways <group>)',
+    options: { agent: { type: 'string' }, ways: { type: 'string' }, base: { type: 'string' }, wait: { type: 'boolean' }, 'allow-egress': { type: 'string', multiple: true } },
     positionals: [2, 2],
     run: (c, io, v, p) =>
-      cmdRun(c, io, {
-        repo: p[0]!,
-        task: p[1]!,
-        wait: v.wait === true,
-        allowEgress: (v['allow-egress'] as string[] | undefined) ?? [],
-        ...(typeof v.agent === 'string' ? { agent: v.agent } : {}),
-        ...(typeof v.base === 'string' ? { base: v.base } : {}),
-      }),
+      typeof v.ways === 'string'
+        ? cmdRunWays(c, io, {
+            repo: p[0]!,
+            task: p[1]!,
+            ways: v.ways,
+            wait: v.wait === true,
+            allowEgress: (v['allow-egress'] as string[] | undefined) ?? [],
+            ...(typeof v.agent === 'string' ? { agent: v.agent } : {}),
+            ...(typeof v.base === 'string' ? { base: v.base } : {}),
+          })
+        : cmdRun(c, io, {
+            repo: p[0]!,
+            task: p[1]!,
+            wait: v.wait === true,
+            allowEgress: (v['allow-egress'] as string[] | undefined) ?? [],
+            ...(typeof v.agent === 'string' ? { agent: v.agent } : {}),
+            ...(typeof v.base === 'string' ? { base: v.base } : {}),
+          }),
+  },
+  ways: {
+    usage: 'factory ways <group> [--approve N [--confirm KIND,…]] [--reject-all]',
+    summary: 'Compare the ways of a task run N ways (tests, review, lines changed, leak check); approve one (the others are rejected and destroyed), or reject all',
+    options: { approve: { type: 'string' }, confirm: { type: 'string', multiple: true }, 'reject-all': { type: 'boolean' } },
+    positionals: [1, 1],
+    run: (c, io, v, p) =>
+      cmdWays(c, io, { group: p[0]!, confirm: (v.confirm as string[] | undefined) ?? [], rejectAll: v['reject-all'] === true, ...(typeof v.approve === 'string' ? { approve: v.approve } : {}) }),
   },
   ls: { usage: 'factory ls', summary: 'List the tasks', options: {}, positionals: [0, 0], run: (c, io) => cmdList(c, io) },
   show: { usage: 'factory show <task>', summary: `Show a task, its stages and its sandbox. ${TASK}`, options: {}, positionals: [1, 1], run: (c, io, _v, p) => cmdShow(c, io, p[0]!) },

@@ -64,7 +64,7 @@ function destination(rule: Pick<EgressRule, 'scheme' | 'host' | 'port'>): string
  * switch for "whatever it asks") means a repository changed since the user looked
  * cannot slip in another destination.
  */
-async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: string; base?: string; allowEgress: string[] }): Promise<{ rules: EgressRule[]; remember: false } | undefined> {
+export async function egressApproval(client: FactoryClient, io: Io, a: { repoPath: string; base?: string; allowEgress: string[] }): Promise<{ rules: EgressRule[]; remember: false } | undefined> {
   const preflight = await client.call('tasks.preflight', { repoPath: a.repoPath, ...(a.base ? { baseRef: a.base } : {}) });
   const asked = preflight.egressRequests.filter((r) => !r.allowedAlways).map((r) => r.rule);
   const named = new Set(a.allowEgress.map((d) => d.trim().toLowerCase()));

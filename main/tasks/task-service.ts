@@ -7,7 +7,7 @@ import fsp from 'node:fs/promises';
 import { type FactoryEvent } from '../../common/contract.js';
 import { FactoryError } from '../../common/errors.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
-import { isQuickSandbox, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { isQuickSandbox, type FanoutTag, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import type { CredentialRef } from '../../common/credentials.js';
@@ -73,6 +73,10 @@ export interface CreateTaskInput {
   host?: string;
   /** The repository's own egress requests the user approved at Start. */
   egressApproval?: { rules: EgressRule[]; remember: boolean };
+  /** One way of a task run N ways (main/fanout/): tagged so the board and the comparison group it. */
+  fanout?: FanoutTag;
+  /** Held back (shown queued, no slot taken) until this settles: a way waits for its group's preparation; a rejection fails it. */
+  startGate?: Promise<void>;
 }
 
 /** A task's background work in this app run, and the sandbox it runs in. */
@@ -155,6 +159,7 @@ export class TaskService<Image = unknown> {
     this.deps.runner.executorFor(task, config);
     task.egress = this.deps.environment.approve(repo.repoPath, plan, input.egressApproval);
     task.setup = this.deps.environment.initialSetup(plan);
+    if (input.fanout) task.fanout = input.fanout;
     // A fresh sandbox for a retry must get the same seed and environment: both are kept from the start.
     await this.deps.provisioner.rememberSeed(id, !!input.includeUncommitted);
     await this.deps.environment.save(id, plan);
@@ -162,7 +167,7 @@ export class TaskService<Image = unknown> {
     await this.book.add(record);
     const runtime: Runtime = { abort: new AbortController() };
     this.runtimes.set(id, runtime);
-    runtime.done = this.background(record, runtime, (signal) => this.provisionAndRun(record, runtime, signal, config));
+    runtime.done = this.background(record, runtime, (signal) => this.provisionAndRun(record, runtime, signal, config), input.startGate);
     return { ...task };
   }
 
@@ -434,10 +439,11 @@ export class TaskService<Image = unknown> {
   }
 
   /** Runs a task's background work in a slot of the parallel limit; its end, however it comes, is recorded. */
-  private background(record: TaskRecord, rt: Runtime, work: (signal: AbortSignal) => Promise<void>): Promise<void> {
+  private background(record: TaskRecord, rt: Runtime, work: (signal: AbortSignal) => Promise<void>, gate?: Promise<void>): Promise<void> {
     return (async () => {
       let release: (() => void) | undefined;
       try {
+        if (gate) await untilAborted(gate, rt.abort.signal);
         release = await this.slots.acquire(rt.abort.signal);
         await work(rt.abort.signal);
       } catch (err) {
@@ -586,4 +592,23 @@ export class TaskService<Image = unknown> {
     delete record.sandboxDir;
     await this.book.sandboxMove(record, 'stopped');
   }
+}
+
+/** Waits for `gate`, or throws Cancelled as soon as the signal aborts (a queued way that is cancelled stops waiting). */
+function untilAborted(gate: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(new FactoryError('Cancelled', 'the task was cancelled before it started'));
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(new FactoryError('Cancelled', 'the task was cancelled before it started'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    gate.then(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }
