@@ -162,13 +162,16 @@ export class WritePacer {
 
 /**
  * xterm.js parses each write whole before it yields to the page (it checks its
- * time budget between writes), so what is held goes in as pieces of this size:
- * about 5 ms of parsing each here, and the page answers in between. Writing 1 MiB
- * as one piece made the page's slowest script round trip during a flood two to three
- * times as long (terminal-flood e2e). A piece may end inside a UTF-8 sequence or an
- * escape sequence: xterm.js's decoder and parser carry their state across writes.
+ * 12 ms time budget between writes), so what is held goes in as pieces of this
+ * size and the page answers in between. With 128 KiB pieces a piece took up to
+ * 50 ms of CPU (200 ms under a profiler) and a 20 MB flood made 34 long tasks,
+ * longest 304 ms, on a loaded machine; with 16 KiB the longest task took 26 ms
+ * of CPU and there were 10, longest 162 ms, at the same throughput
+ * (terminal-flood e2e, which asserts the CPU time). A piece may end inside a
+ * UTF-8 sequence or an escape sequence: xterm.js's decoder and parser carry
+ * their state across writes.
  */
-export const WRITE_PIECE_BYTES = 128 * 1024;
+export const WRITE_PIECE_BYTES = 16 * 1024;
 
 /** The parts joined in order and cut into pieces of at most max bytes (a part larger than that is split). */
 export function pieces(parts: Uint8Array[], max: number): Uint8Array[] {

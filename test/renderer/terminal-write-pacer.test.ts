@@ -93,9 +93,9 @@ describe('WritePacer', () => {
     const t = pacer(DEFAULT_PACING);
     const writesDuring = (ms: number) => {
       const before = t.writes.length;
-      // 50 KB/s in 2 ms pieces: far below the held-bytes cap, so only the clock decides.
+      // 25 KB/s in 2 ms pieces: far below the held-bytes cap, and a flush is one write piece, so only the clock decides.
       for (let i = 0; i < ms / 2; i++) {
-        t.p.push(bytes('y'.repeat(100)));
+        t.p.push(bytes('y'.repeat(50)));
         t.advance(2);
       }
       return t.writes.length - before;
