@@ -1,5 +1,5 @@
 // `npm run soak`: the soak with its own command (issue 30), seeded and replayable.
-//   npm run soak -- [--profile short|medium|full] [--seed N] [--tasks N] [--out DIR]
+//   npm run soak -- [--profile short|medium|full|model] [--seed N] [--tasks N] [--out DIR]
 // The seed is printed first; the same seed replays the same choices. The report
 // (report.json, summary.md, memory.svg) goes to test-results/soak/seed-<N>/ unless
 // --out says otherwise. Exit status 1 when an invariant broke.

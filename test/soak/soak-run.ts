@@ -14,6 +14,7 @@ import { startAppProcess, type AppProcess } from '../support/app-process.js';
 import { runCli } from '../support/cli.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { bytesUnder, credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
+import { MODEL_FAULT_KINDS, runModelFaults, type ModelFault } from './model-faults.js';
 import { seededRng, type Rng } from './rng.js';
 
 export const FAULT_KINDS = [
@@ -27,13 +28,13 @@ export const FAULT_KINDS = [
   'cli-approve-vs-destroy',
   'disk-full',
   'keychain-gone',
+  ...MODEL_FAULT_KINDS,
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+const isModelFault = (f: FaultKind): f is ModelFault => (MODEL_FAULT_KINDS as readonly string[]).includes(f);
 
 /** Faults the issue asks for that this harness does not inject yet, with the reason (reported, never hidden). */
 export const NOT_INJECTED: Record<string, string> = {
-  'model-500, model-hang, model-reset, model-broken-sse':
-    "a 'command' pipeline never calls the model; these need tasks run by a real agent (Claude Code) against the scripted stub, whose proxy route the web host entry cannot point at a local stub (no test CA, loopback refused)",
   'hooks-style session': 'the agent-session code is being changed by another engineer; left out until it settles',
 };
 
@@ -53,10 +54,13 @@ export interface SoakOptions {
   log?: (line: string) => void;
 }
 
-export const PROFILES: Record<'short' | 'medium' | 'full', Omit<SoakOptions, 'seed' | 'log'>> = {
+export const PROFILES: Record<'short' | 'medium' | 'full' | 'model', Omit<SoakOptions, 'seed' | 'log'>> = {
   short: { tasks: 5, repos: 4, parallel: 3, vmMemoryMb: 512, stageSleepSec: 2, faults: ['qemu-kill-stage', 'app-kill-stage', 'cli-approve-vs-destroy', 'disk-full'] },
-  medium: { tasks: 12, repos: 5, parallel: 3, vmMemoryMb: 512, stageSleepSec: 3, faults: [...FAULT_KINDS] },
-  full: { tasks: 40, repos: 6, parallel: 3, vmMemoryMb: 512, stageSleepSec: 20, faults: [...FAULT_KINDS, ...FAULT_KINDS] },
+  // Model faults twice each in medium, three times in full: each a Claude Code task of its own.
+  medium: { tasks: 12, repos: 5, parallel: 3, vmMemoryMb: 512, stageSleepSec: 3, faults: [...FAULT_KINDS, ...MODEL_FAULT_KINDS] },
+  // The model-upstream faults alone (one task each), for replaying one of them.
+  model: { tasks: 0, repos: 1, parallel: 3, vmMemoryMb: 512, stageSleepSec: 1, faults: [...MODEL_FAULT_KINDS] },
+  full: { tasks: 40, repos: 6, parallel: 3, vmMemoryMb: 512, stageSleepSec: 20, faults: [...FAULT_KINDS, ...FAULT_KINDS, ...MODEL_FAULT_KINDS] },
 };
 
 export interface InvariantBreak {
@@ -73,6 +77,17 @@ export interface MemorySample {
   done: number;
   /** Which app process (0 the first, 1 after the first restart...). */
   life: number;
+}
+
+/** One app process's RSS once 5 tasks were done in it, against its RSS at its end. */
+export interface MemoryRatio {
+  life: number;
+  tasksDone: number;
+  rssAfter5Mb: number;
+  rssEndMb: number;
+  /** rssEndMb / rssAfter5Mb. */
+  ratio: number;
+  withinBound: boolean;
 }
 
 export interface SoakReport {
@@ -92,7 +107,7 @@ export interface SoakReport {
   leftovers: Leftover[];
   leftoverProcesses: Array<{ pid: number; command: string }>;
   credentialHits: string[];
-  memory: { samples: MemorySample[]; bound: string; verdict: string };
+  memory: { samples: MemorySample[]; bound: string; verdict: string; ratios: MemoryRatio[] };
   disk: { baselineBytes: number; endBytes: number; keptLogBytes: number };
   appRestarts: number;
   notes: string[];
@@ -209,7 +224,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     leftovers: [],
     leftoverProcesses: [],
     credentialHits: [],
-    memory: { samples: [], bound: '', verdict: '' },
+    memory: { samples: [], bound: '', verdict: '', ratios: [] },
     disk: { baselineBytes: 0, endBytes: 0, keptLogBytes: 0 },
     appRestarts: 0,
     notes: [],
@@ -378,10 +393,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
 
   // ---- plan: which task gets which fault, and what the user does with each ----
   const faultsPlanned = [...opts.faults].filter((f) => !(f in report.faultsNotInjected));
-  const taskFaults = faultsPlanned.filter((f) => f !== 'disk-full' && f !== 'keychain-gone');
-  const slots = rng.shuffle([...Array(opts.tasks).keys()]);
+  const taskFaults = faultsPlanned.filter((f) => f !== 'disk-full' && f !== 'keychain-gone' && !isModelFault(f));
   const faultOf = new Map<number, FaultKind>();
-  taskFaults.forEach((f, i) => faultOf.set(slots[i % slots.length]!, f));
+  // App kills go first, one per wave at a random place in it: the app's last life then
+  // runs long enough for its memory to be held to the bound. The rest go anywhere.
+  const appKills = taskFaults.filter((f) => f.startsWith('app-kill'));
+  appKills.forEach((f, wave) => {
+    const slot = wave * opts.parallel + rng.int(0, opts.parallel - 1);
+    if (slot < opts.tasks) faultOf.set(slot, f);
+  });
+  const slots = rng.shuffle([...Array(opts.tasks).keys()].filter((i) => !faultOf.has(i)));
+  taskFaults.filter((f) => !f.startsWith('app-kill')).forEach((f, i) => slots.length && faultOf.set(slots[i % slots.length]!, f));
   if (taskFaults.length > opts.tasks) report.notes.push(`${taskFaults.length - opts.tasks} task faults had no task of their own and were left out`);
 
   try {
@@ -652,6 +674,22 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       check('end', 'no credential value anywhere in the data folder', report.credentialHits.length === 0, () => report.credentialHits.join(', '));
     }
     sample();
+
+    // ---- model-upstream faults: Claude Code tasks against the faulty stub, in an app of their own ----
+    const modelFaults = faultsPlanned.filter(isModelFault);
+    if (modelFaults.length) {
+      say(`model-upstream faults: ${modelFaults.join(', ')}`);
+      await runModelFaults(rng.shuffle(modelFaults), {
+        rng,
+        parallel: opts.parallel,
+        vmMemoryMb: opts.vmMemoryMb,
+        say,
+        check,
+        count: (key, name) => count(report[key], name),
+        note: (line) => report.notes.push(line),
+        leftover: (kind, what) => (kind === 'file' ? report.leftovers.push({ kind: 'temp', what }) : report.leftoverProcesses.push({ pid: Number(what.split(' ')[0]), command: what })),
+      });
+    }
   } finally {
     if (stoppedKeyring !== undefined) process.kill(stoppedKeyring, 'SIGCONT');
     if (sampler) clearInterval(sampler);
@@ -663,9 +701,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         await app.exited;
       }
     }
-    report.leftoverProcesses = processesUnder([dataDir, ...repos.map((r) => r.dir)]);
-    check('after the app stopped', 'no QEMU, socat, ssh or git process is left', report.leftoverProcesses.length === 0, () => JSON.stringify(report.leftoverProcesses));
-    for (const p of report.leftoverProcesses) if (alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+    const leftProcesses = processesUnder([dataDir, ...repos.map((r) => r.dir)]);
+    report.leftoverProcesses.push(...leftProcesses);
+    check('after the app stopped', 'no QEMU, socat, ssh or git process is left', leftProcesses.length === 0, () => JSON.stringify(leftProcesses));
+    for (const p of leftProcesses) if (alive(p.pid)) process.kill(p.pid, 'SIGKILL');
     const after = leftoversIn(dataDir, { appRunning: false });
     check('after the app stopped', 'no socket, overlay, quarantine or temp file is left', after.length === 0, () => JSON.stringify(after.slice(0, 20)));
     report.disk.keptLogBytes = bytesUnder(path.join(dataDir, 'logs'));
@@ -707,9 +746,11 @@ function memoryVerdict(report: SoakReport): void {
       continue;
     }
     const ok = end.rssMb <= at5.rssMb * 1.5 + 64;
+    const ratio = Math.round((end.rssMb / at5.rssMb) * 100) / 100;
+    report.memory.ratios.push({ life: l, tasksDone: doneInLife, rssAfter5Mb: at5.rssMb, rssEndMb: end.rssMb, ratio, withinBound: ok });
     report.invariantsChecked++;
     if (!ok) report.invariantsBroken.push({ at: `app ${l}`, invariant: 'memory stays within its bound', detail: `RSS ${at5.rssMb} MiB after 5 tasks, ${end.rssMb} MiB after ${doneInLife}` });
-    verdicts.push(`app ${l}: RSS ${at5.rssMb} MiB after 5 tasks, ${end.rssMb} MiB after ${doneInLife}: ${ok ? 'within' : 'OVER'} the bound`);
+    verdicts.push(`app ${l}: RSS ${at5.rssMb} MiB after 5 tasks, ${end.rssMb} MiB after ${doneInLife} (ratio ${ratio}): ${ok ? 'within' : 'OVER'} the bound`);
   }
   report.memory.verdict = verdicts.join('; ');
 }

@@ -3,6 +3,7 @@
 // can run offline against it. Scripted per test; records every request.
 import http from 'node:http';
 import https from 'node:https';
+import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
@@ -23,6 +24,12 @@ export interface StubReply {
   errorStatus?: number;
   /** Answer only once this settles (the request is recorded at once): an agent caught mid-request. */
   hold?: Promise<unknown>;
+  /**
+   * An upstream that breaks instead of answering (after any hold): 'reset' drops
+   * the connection with a TCP reset before any byte of the answer; 'broken-sse'
+   * starts a 200 event stream and cuts it off in the middle of an event.
+   */
+  fault?: 'reset' | 'broken-sse';
 }
 
 export interface RecordedRequest {
@@ -176,6 +183,14 @@ export class AnthropicStub {
       const reply = this.pickReply(rec, mb);
       if (reply.hold) await reply.hold.catch(() => undefined); // a hold that fails only ends the wait
       if (res.destroyed || res.writableEnded) return;
+      if (reply.fault === 'reset') {
+        resetConnection(req);
+        return;
+      }
+      if (reply.fault === 'broken-sse') {
+        brokenStream(req, res, mb.model ?? 'claude-stub');
+        return;
+      }
       if (reply.errorStatus) {
         sendError(res, reply.errorStatus, errorType(reply.errorStatus), reply.text ?? 'stub error');
         return;
@@ -298,6 +313,30 @@ function errorType(status: number): string {
   if (status === 529) return 'overloaded_error';
   if (status >= 500) return 'api_error';
   return 'invalid_request_error';
+}
+
+/** A TCP reset (RST, not a clean close) on the request's connection; under TLS, on the TCP socket beneath it. */
+function resetConnection(req: http.IncomingMessage): void {
+  type Resettable = net.Socket & { _parent?: net.Socket };
+  const socket = req.socket as Resettable | null;
+  if (!socket) return;
+  const tcp = socket._parent ?? socket;
+  try {
+    tcp.resetAndDestroy();
+  } catch {
+    socket.destroy(); // no TCP handle to reset (already closing): a plain close is the nearest
+  }
+  if (tcp !== socket) socket.destroy();
+}
+
+/** A 200 event stream that starts like a real answer and is cut off in the middle of an event. */
+function brokenStream(req: http.IncomingMessage, res: http.ServerResponse, model: string): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  const id = `msg_${randomBytes(12).toString('hex')}`;
+  const start = { type: 'message_start', message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } } };
+  res.write(`event: message_start\ndata: ${JSON.stringify(start)}\n\n`);
+  res.write('event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n');
+  res.write('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_de', () => resetConnection(req));
 }
 
 function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
