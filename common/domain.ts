@@ -126,6 +126,57 @@ export const FanoutTag = z.object({
 });
 export type FanoutTag = z.infer<typeof FanoutTag>;
 
+/** The leak checks of a Claude Code session's sandbox kept with its task: the newest, so a long session's record stays small. */
+export const SESSION_CHECKS_KEPT = 200;
+
+/**
+ * One leak check of a Claude Code session's sandbox (issue 27): after a turn
+ * (Stop), at the session's end, or at a subagent's stop. What was found is
+ * named, never shown: the credential's name, where and in which form.
+ */
+export const SessionCheck = z.object({
+  /** Stop: the turn it followed (1, 2, ...); SessionEnd: the last turn; SubagentStop: the session's turn in progress. */
+  turn: z.number().int().min(0),
+  hook: z.enum(['Stop', 'SessionEnd', 'SubagentStop']),
+  at: z.string(),
+  /** 'error': the check could not finish; like 'leak' and 'incomplete' it blocks the hook and keeps the sandbox. */
+  verdict: z.enum(['clean', 'leak', 'incomplete', 'error']),
+  durationMs: z.number().optional(),
+  /** Sources scanned, their bytes, and those not scanned in full (a cap reached, an error) with why. */
+  scanned: z.object({ sources: z.number().int().min(0), bytes: z.number().min(0), limited: z.array(z.object({ source: z.string(), reason: z.string() })) }),
+  /** The first findings (credential name, source, encoding); findingCount counts them all. */
+  findings: z.array(z.object({ credentialId: z.string(), source: z.string(), encoding: z.string() })),
+  findingCount: z.number().int().min(0),
+  /** Why a check could not finish. */
+  error: z.string().optional(),
+});
+export type SessionCheck = z.infer<typeof SessionCheck>;
+
+/** What became of a subagent's sandbox at SubagentStop (or when its session ended first). */
+export const SubagentOutcome = z.object({
+  /** merged: its work is branch `branch` of the session's sandbox; no-work: nothing to bring; kept: kept for inspection; ended: went with its session. */
+  kind: z.enum(['merged', 'no-work', 'kept', 'ended']),
+  branch: z.string().optional(),
+  commits: z.number().int().min(0).optional(),
+  reason: z.string().optional(),
+});
+export type SubagentOutcome = z.infer<typeof SubagentOutcome>;
+
+/** A task that is a Claude Code session's sandbox (hooks mode), or one of its subagents'. */
+export const HookSession = z.object({
+  /** Claude Code's session id. */
+  sessionId: z.string(),
+  /** Stop checks so far (turns), also those no longer in `checks`. */
+  turns: z.number().int().min(0),
+  /** Oldest first, the last SESSION_CHECKS_KEPT. */
+  checks: z.array(SessionCheck),
+  /** Set on a subagent's sandbox: its session's task, Claude Code's agent id and type, and how it ended. */
+  subagent: z
+    .object({ parentTaskId: z.string(), agentId: z.string(), agentType: z.string().optional(), outcome: SubagentOutcome.optional() })
+    .optional(),
+});
+export type HookSession = z.infer<typeof HookSession>;
+
 export const Task = z.object({
   id: z.string(),
   title: z.string(),
@@ -161,6 +212,8 @@ export const Task = z.object({
   keep: z.boolean().optional(),
   /** Hidden from the board (listed under "Archived", restorable) since then (ISO). */
   archivedAt: z.string().optional(),
+  /** A Claude Code session's sandbox (hooks mode) or a subagent's: its per-turn leak checks (main/sessions/). */
+  session: HookSession.optional(),
   /** Where its sandbox runs: 'local', or a sandbox host's name (absent: local). At creation 'any' may be asked for. */
   host: z.string().max(32).optional(),
   /** One way of a task run N ways (common/fanout.ts): its group and which way. */

@@ -7,17 +7,19 @@
 // clean (a leak, an incomplete scan, an error) keeps the sandbox (quarantined,
 // never reaped, not destroyed by a later end) for inspection. The reaper
 // destroys the sandbox of a session whose process has been gone for the grace
-// period.
+// period. Every check is recorded with its task (session-checks.ts): the card
+// shows a verdict per turn, and each subagent's under its session.
 import { FactoryError } from '../../common/contract.js';
 import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
 import type { ExecResult } from '../../common/contract.js';
-import type { Task } from '../../common/domain.js';
+import type { HookSession, Task } from '../../common/domain.js';
 import { execInSandbox } from '../exec/sandbox-exec.js';
 import { asAgent, shellQuote } from '../guest/guest-shell.js';
 import { commitGuestWork } from '../pipeline/stage-runner.js';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
+import { checkFromError, checkFromReport, newHookSession, withCheck, type CheckHook } from './session-checks.js';
 import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
 import { GUEST_UNTAR, WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
@@ -57,7 +59,7 @@ export interface RunInput {
 }
 
 export interface SessionPorts {
-  createTask(input: { repoPath: string; title: string; agent: string }): Promise<Task>;
+  createTask(input: { repoPath: string; title: string; agent: string; session: HookSession }): Promise<Task>;
   /** Throws TaskNotFound for an unknown id. */
   getTask(taskId: string): Task;
   cancelTask(taskId: string): Promise<Task>;
@@ -65,6 +67,8 @@ export interface SessionPorts {
   leakCheck(taskId: string): Promise<LeakReport>;
   /** The live SSH connection of a task's sandbox; throws NoSandbox when it has none. */
   sandboxSsh(taskId: string): GuestSsh;
+  /** Changes a task's session record (saved with the task, shown on its card); throws TaskNotFound. */
+  noteSession(taskId: string, change: (session: HookSession | undefined) => HookSession): Promise<unknown>;
 }
 
 export interface SessionServiceDeps {
@@ -125,7 +129,7 @@ export class SessionService {
       await store.remove(input.sessionId);
     }
     const repoPath = await repoTop(input.cwd);
-    const task = await this.deps.ports.createTask({ repoPath, title: `Claude Code session ${input.sessionId}`, agent: SESSION_AGENT });
+    const task = await this.deps.ports.createTask({ repoPath, title: `Claude Code session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId) });
     await store.put({ sessionId: input.sessionId, taskId: task.id, repoPath, createdAt: new Date().toISOString(), state: 'active', ...pidOf(input) });
     this.deps.log.info('a Claude Code session got a sandbox', { sessionId: input.sessionId, taskId: task.id });
     return { task: await this.waitReady(task.id), resumed: false };
@@ -189,7 +193,12 @@ export class SessionService {
     const known = record.agents?.[input.agentId];
     if (known && this.liveTask(known)) return { task: await this.waitReady(known), parentTaskId: record.taskId };
     const kind = input.agentType ? `${input.agentType} ` : '';
-    const task = await this.deps.ports.createTask({ repoPath: record.repoPath, title: `Claude Code subagent ${kind}${input.agentId} of session ${input.sessionId}`, agent: SESSION_AGENT });
+    const task = await this.deps.ports.createTask({
+      repoPath: record.repoPath,
+      title: `Claude Code subagent ${kind}${input.agentId} of session ${input.sessionId}`,
+      agent: SESSION_AGENT,
+      session: newHookSession(input.sessionId, { parentTaskId: record.taskId, agentId: input.agentId, ...(input.agentType ? { agentType: input.agentType } : {}) }),
+    });
     const now = this.record(input.sessionId);
     await this.deps.store.put({ ...now, agents: { ...now.agents, [input.agentId]: task.id } });
     this.deps.log.info('a Claude Code subagent got a sandbox', { sessionId: input.sessionId, agentId: input.agentId, taskId: task.id });
@@ -212,23 +221,39 @@ export class SessionService {
       await this.forgetAgent(input.sessionId, input.agentId);
       return { commits: 0, destroyed: false };
     }
-    const report = await this.deps.ports.leakCheck(childId);
+    // The subagent ran during the session's turn in progress: the one after the last Stop.
+    const turn = (this.tryGet(record.taskId)?.session?.turns ?? 0) + 1;
+    let report: LeakReport;
+    try {
+      report = await this.deps.ports.leakCheck(childId);
+    } catch (err) {
+      await this.noteCheck(childId, input.sessionId, 'SubagentStop', err, turn);
+      throw err;
+    }
+    await this.noteCheck(childId, input.sessionId, 'SubagentStop', report, turn);
     if (report.verdict !== 'clean') {
       // Kept for inspection: no longer the session's (its end must not destroy it), its hold stopped as for a kept session.
       this.deps.log.warn('the leak check of a subagent sandbox was not clean; it is kept for inspection', { sessionId: input.sessionId, agentId: input.agentId, taskId: childId });
       await this.forgetAgent(input.sessionId, input.agentId);
       // A task that already ended cannot be cancelled: its sandbox is kept either way.
       await this.deps.ports.cancelTask(childId).catch(() => undefined);
+      await this.noteOutcome(childId, input.sessionId, { kind: 'kept', reason: report.verdict === 'leak' ? `the leak check found ${findingWords(report)}` : 'the leak check could not scan everything' });
       return { report, commits: 0, destroyed: false };
     }
-    const childSsh = this.deps.ports.sandboxSsh(childId);
-    const head = await commitGuestWork(childSsh, child);
     let branch: string | undefined;
     let commits = 0;
-    if (head !== child.baseCommit) {
-      branch = `factory/${input.sessionId}/${input.agentId}`;
-      commits = await carryBranch(childSsh, this.deps.ports.sandboxSsh(record.taskId), child.baseCommit, branch);
+    try {
+      const childSsh = this.deps.ports.sandboxSsh(childId);
+      const head = await commitGuestWork(childSsh, child);
+      if (head !== child.baseCommit) {
+        branch = `factory/${input.sessionId}/${input.agentId}`;
+        commits = await carryBranch(childSsh, this.deps.ports.sandboxSsh(record.taskId), child.baseCommit, branch);
+      }
+    } catch (err) {
+      await this.noteOutcome(childId, input.sessionId, { kind: 'kept', reason: `its work could not be brought over (${err instanceof Error ? err.message : String(err)}); its sandbox goes when the session ends` });
+      throw err;
     }
+    await this.noteOutcome(childId, input.sessionId, branch ? { kind: 'merged', branch, commits } : { kind: 'no-work' });
     await this.deps.ports.destroyTask(childId);
     this.syncs.delete(childId);
     await this.forgetAgent(input.sessionId, input.agentId);
@@ -251,7 +276,7 @@ export class SessionService {
   /** Stop: the leak check only. */
   async check(sessionId: string): Promise<{ task: Task; report: LeakReport }> {
     const record = this.record(sessionId);
-    const report = await this.checkOrKeep(record);
+    const report = await this.checkOrKeep(record, 'Stop');
     return { task: this.deps.ports.getTask(record.taskId), report };
   }
 
@@ -259,14 +284,16 @@ export class SessionService {
    * The leak check, failing closed: a check that did not complete and find
    * nothing (a leak, caps exceeded, an error) keeps the sandbox for inspection.
    */
-  private async checkOrKeep(record: SessionRecord): Promise<LeakReport> {
+  private async checkOrKeep(record: SessionRecord, hook: CheckHook): Promise<LeakReport> {
     let report: LeakReport;
     try {
       report = await this.deps.ports.leakCheck(record.taskId);
     } catch (err) {
+      await this.noteCheck(record.taskId, record.sessionId, hook, err);
       await this.quarantine(record, `the leak check failed: ${String(err)}`);
       throw err;
     }
+    await this.noteCheck(record.taskId, record.sessionId, hook, report);
     if (report.verdict !== 'clean') await this.quarantine(record, report.verdict === 'leak' ? 'a leak check found a credential' : 'the leak check could not scan everything');
     return report;
   }
@@ -287,14 +314,20 @@ export class SessionService {
     }
     let report: LeakReport | undefined;
     if (task.sandbox.status === 'running') {
-      report = await this.checkOrKeep(record);
+      report = await this.checkOrKeep(record, 'SessionEnd');
       if (report.verdict !== 'clean') return { report, destroyed: false };
     }
     // Kept after an earlier check that was not clean: a clean check now does not undo that; the user destroys it.
     if (LIVE.has(task.sandbox.status) && this.deps.store.get(record.sessionId)?.state === 'quarantined') return { ...(report ? { report } : {}), destroyed: false };
     // Subagents whose stop never came: their sandboxes go with the session's (kept ones, after a finding, are no longer listed).
     for (const childId of Object.values(record.agents ?? {})) {
-      if (this.liveTask(childId)) await ports.destroyTask(childId).catch((err: unknown) => this.deps.log.warn('destroying a subagent sandbox failed', { taskId: childId, err: String(err) }));
+      if (!this.liveTask(childId)) continue;
+      try {
+        await ports.destroyTask(childId);
+        await this.noteOutcome(childId, record.sessionId, { kind: 'ended', reason: 'no SubagentStop came before the session ended; its sandbox went with the session, its work was not brought over' });
+      } catch (err) {
+        this.deps.log.warn('destroying a subagent sandbox failed', { taskId: childId, err: String(err) });
+      }
     }
     if (hold.release(record.taskId)) await this.waitFinished(record.taskId);
     await ports.destroyTask(record.taskId);
@@ -302,6 +335,33 @@ export class SessionService {
     await store.remove(record.sessionId);
     this.goneSince.delete(record.sessionId);
     return { ...(report ? { report } : {}), destroyed: true };
+  }
+
+  /**
+   * Records a check with the task it scanned: Stop counts the next turn,
+   * SessionEnd follows the last one, SubagentStop gives the session's turn.
+   * The record is what the card shows; the verdict, not the record, decides:
+   * a record that cannot be saved is logged and the hook goes on.
+   */
+  private async noteCheck(taskId: string, sessionId: string, hook: CheckHook, result: unknown, subagentTurn?: number): Promise<void> {
+    const report = isLeakReport(result) ? result : undefined;
+    await this.deps.ports
+      .noteSession(taskId, (s) => {
+        const session = s ?? newHookSession(sessionId);
+        const turn = hook === 'Stop' ? session.turns + 1 : hook === 'SessionEnd' ? session.turns : (subagentTurn ?? 0);
+        return withCheck(session, report ? checkFromReport(report, { hook, turn }) : checkFromError(result, { hook, turn }));
+      })
+      .catch((err: unknown) => this.deps.log.warn('recording a leak check with its task failed', { taskId, hook, err: String(err) }));
+  }
+
+  /** What became of a subagent's sandbox, on its card. */
+  private async noteOutcome(taskId: string, sessionId: string, outcome: NonNullable<HookSession['subagent']>['outcome']): Promise<void> {
+    await this.deps.ports
+      .noteSession(taskId, (s) => {
+        const session = s ?? newHookSession(sessionId);
+        return session.subagent ? { ...session, subagent: { ...session.subagent, outcome } } : session;
+      })
+      .catch((err: unknown) => this.deps.log.warn("recording a subagent's outcome with its task failed", { taskId, err: String(err) }));
   }
 
   /** Kept for inspection: the held stage is stopped, the sandbox stays, the reaper leaves it alone. */
@@ -386,6 +446,17 @@ export class SessionService {
     const deadline = Date.now() + 5 * 60_000;
     while (!FINISHED.has(this.deps.ports.getTask(taskId).phase) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+function isLeakReport(x: unknown): x is LeakReport {
+  return typeof x === 'object' && x !== null && 'verdict' in x && Array.isArray((x as LeakReport).scanned) && Array.isArray((x as LeakReport).hits);
+}
+
+/** The credentials a check found, by name (never a value): "anthropic (memory), github (overlay)". */
+function findingWords(report: LeakReport): string {
+  const seen = [...new Set(report.hits.map((h) => `${h.credentialId} (${h.source})`))];
+  if (!seen.length) return 'a credential';
+  return seen.length > 3 ? `${seen.slice(0, 3).join(', ')} and ${seen.length - 3} more` : seen.join(', ');
 }
 
 function pidOf(input: StartInput): Pick<SessionRecord, 'pid' | 'pidStart'> {

@@ -7,7 +7,7 @@ import fsp from 'node:fs/promises';
 import { type FactoryEvent } from '../../common/contract.js';
 import { FactoryError } from '../../common/errors.js';
 import type { ReviewConfirmationKind, ReviewFileDetail } from '../../common/review.js';
-import { isQuickSandbox, type FanoutTag, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
+import { isQuickSandbox, type FanoutTag, type HookSession, type PullbackReview, type StageName, type StageResult, type Task } from '../../common/domain.js';
 import type { EgressRefusal, EgressRule } from '../../common/egress.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import type { CredentialRef } from '../../common/credentials.js';
@@ -67,6 +67,8 @@ export interface CreateTaskInput {
   baseRef?: string;
   includeUncommitted?: boolean;
   agent?: string;
+  /** A Claude Code session's sandbox (hooks mode) or a subagent's: its record of leak checks starts with the task. */
+  session?: HookSession;
   /** Git push through the proxy to refs/heads/factory/<id>/* (default off). */
   allowPush?: boolean;
   /** Where the sandbox runs: 'local' (default), a sandbox host's name or 'any' (issue 14). */
@@ -154,6 +156,7 @@ export class TaskService<Image = unknown> {
     }
     const plan = await this.deps.environment.plan(repo.repoPath, repo.baseCommit, config);
     const task = this.book.newTask({ ...repo, title, agent, allowPush: !!input.allowPush, ...(input.host ? { host: input.host } : {}) });
+    if (input.session) task.session = input.session;
     const id = task.id;
     // Fails here, not in the background, when the agent is unknown.
     this.deps.runner.executorFor(task, config);
@@ -313,6 +316,13 @@ export class TaskService<Image = unknown> {
     const work = this.destroyOnce(taskId).finally(() => this.destroying.delete(taskId));
     this.destroying.set(taskId, work);
     return work;
+  }
+
+  /** Changes the record of a Claude Code session's task (its leak checks, a subagent's outcome); saved and announced. */
+  async noteSession(taskId: string, change: (session: HookSession | undefined) => HookSession): Promise<Task> {
+    const record = this.record(taskId);
+    await this.book.update(record, { session: change(record.task.session) });
+    return { ...record.task };
   }
 
   /** Hides a task that is not running from the board, or restores it (task-archive.ts). */

@@ -57,6 +57,7 @@ beforeEach(async () => {
       sandboxSsh: () => {
         throw new Error('this test runs no command in a sandbox');
       },
+      noteSession: async () => undefined,
       leakCheck: async (id) => {
         calls.push(`leakcheck ${id}`);
         if (nextCheck instanceof Error) throw nextCheck;

@@ -26,6 +26,7 @@ const ports: SessionPorts = {
   sandboxSsh: () => {
     throw new Error('this test runs no command in a sandbox');
   },
+  noteSession: async () => undefined,
   leakCheck: async (id) => (calls.push(`leakcheck ${id}`), { verdict, hits: [], scanned: [], credentialIds: [], sandboxId: id, at: '', durationMs: 0 }) as LeakReport,
 };
 const log = { info: () => {}, warn: () => {} };

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { LeakReport } from '../../../common/credentials.js';
-import type { Task } from '../../../common/domain.js';
+import type { HookSession, Task } from '../../../common/domain.js';
 import { SessionHoldExecutor } from '../../../main/sessions/session-hold.js';
 import { SessionService } from '../../../main/sessions/session-service.js';
 import { SessionStore } from '../../../main/sessions/session-store.js';
@@ -16,13 +16,17 @@ import { SessionStore } from '../../../main/sessions/session-store.js';
 let dir: string;
 const calls: string[] = [];
 const destroyed = new Set<string>();
+/** The session records the service keeps with each task, as the task service saves them. */
+const notes = new Map<string, HookSession>();
 const task = (id: string) => ({ id, phase: 'running', baseCommit: 'a'.repeat(40), sandbox: { status: destroyed.has(id) ? 'destroyed' : 'running' } }) as unknown as Task;
-const report = (id: string, verdict: LeakReport['verdict']) => ({ verdict, hits: [], scanned: [], credentialIds: [], sandboxId: id, at: '', durationMs: 0 }) as LeakReport;
+const report = (id: string, verdict: LeakReport['verdict']) =>
+  ({ verdict, hits: verdict === 'leak' ? [{ credentialId: 'anthropic', encoding: 'base64@1', source: 'memory', offset: 4096 }] : [], scanned: [{ source: 'memory', bytes: 2048 }], credentialIds: [], sandboxId: id, at: '', durationMs: 0 }) as LeakReport;
 
 beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-keep-'));
   calls.length = 0;
   destroyed.clear();
+  notes.clear();
 });
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -43,18 +47,24 @@ it('a subagent sandbox with a finding is kept: nothing comes over, and the sessi
       sandboxSsh: (id) => {
         throw new Error(`no command may run in ${id} here`);
       },
+      noteSession: async (id, change) => notes.set(id, change(notes.get(id))),
     },
   });
+  notes.set('t2', { sessionId: 's1', turns: 0, checks: [], subagent: { parentTaskId: 't1', agentId: 'a1', agentType: 'Explore' } });
   const r = await service.subagentStop({ sessionId: 's1', agentId: 'a1' });
   expect(r).toMatchObject({ commits: 0, destroyed: false });
   expect(r.report?.verdict).toBe('leak');
   expect(calls).toEqual(['leakcheck t2', 'cancel t2']);
   expect(store.get('s1')?.agents).toEqual({ a2: 't3' });
+  // Its card says why it was kept, naming the finding (never a value), and shows the check.
+  expect(notes.get('t2')?.checks.map((c) => [c.hook, c.verdict, c.findings[0]?.credentialId])).toEqual([['SubagentStop', 'leak', 'anthropic']]);
+  expect(notes.get('t2')?.subagent?.outcome).toEqual({ kind: 'kept', reason: 'the leak check found anthropic (memory)' });
   calls.length = 0;
   await service.end('s1');
   // The leftover subagent (a2) goes with the session; the kept one (t2) stays.
   expect(calls).toContain('destroy t3');
   expect(calls).toContain('destroy t1');
   expect(calls).not.toContain('destroy t2');
+  expect(notes.get('t1')?.checks.map((c) => [c.hook, c.verdict])).toEqual([['SessionEnd', 'clean']]);
   await service.dispose();
 });
