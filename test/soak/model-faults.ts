@@ -18,7 +18,7 @@ import { GUEST_ARTIFACTS_DIR } from '../../main/pipeline/artifacts.js';
 import { stageOfRequest, type StubReply } from '../support/anthropic-stub.js';
 import { startAgentApp, waitForTask, type AgentApp } from '../support/agent-app.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
-import { credentialHits, leftoversIn, processesUnder } from './leftovers.js';
+import { credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
 import type { Rng } from './rng.js';
 
 export const MODEL_FAULT_KINDS = ['model-500', 'model-hang', 'model-reset', 'model-broken-sse'] as const;
@@ -41,7 +41,8 @@ export interface ModelFaultHooks {
   count(key: 'faultsInjected' | 'faultsMissed' | 'tasksByOutcome' | 'actions', name: string): void;
   note(line: string): void;
   /** Files and processes left behind, reported with the rest of the soak's. */
-  leftover(kind: 'file' | 'process', what: string): void;
+  leftovers(files: Leftover[]): void;
+  leftoverProcesses(procs: Array<{ pid: number; command: string }>): void;
 }
 
 const REPO = '/work/repo';
@@ -190,7 +191,7 @@ export async function runModelFaults(faults: ModelFault[], hooks: ModelFaultHook
     const live = (await app.api['terminal.list']({})).filter((x) => x.status === 'live');
     check('model faults end', 'no terminal session outlives its task', live.length === 0, () => JSON.stringify(live));
     const files = leftoversIn(dataDir, { appRunning: true });
-    for (const f of files) hooks.leftover('file', `model-fault app: ${f.kind} ${f.what}`);
+    hooks.leftovers(files.map((f) => ({ ...f, what: `model-fault app: ${f.what}` })));
     check('model faults end', 'no socket, overlay, quarantine or temp file is left', files.length === 0, () => JSON.stringify(files.slice(0, 20)));
     const hits = await credentialHits(dataDir, env.credentialId, env.apiKey);
     check('model faults end', 'no credential value anywhere in the data folder', hits.length === 0, () => hits.join(', '));
@@ -200,7 +201,8 @@ export async function runModelFaults(faults: ModelFault[], hooks: ModelFaultHook
     const roots = [env?.paths.data, repo?.dir].filter((r): r is string => !!r);
     await env?.dispose();
     const procs = processesUnder(roots);
-    for (const p of procs) hooks.leftover('process', `${p.pid} ${p.command}`);
+    hooks.leftoverProcesses(procs);
+    for (const p of procs) if (alive(p.pid)) process.kill(p.pid, 'SIGKILL'); // reported above; not left for the next run
     check('model faults, after the app stopped', 'no QEMU, socat, ssh or git process is left', procs.length === 0, () => JSON.stringify(procs));
     repo?.cleanup();
   }

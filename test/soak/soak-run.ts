@@ -687,8 +687,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         check,
         count: (key, name) => count(report[key], name),
         note: (line) => report.notes.push(line),
-        leftover: (kind, what) => (kind === 'file' ? report.leftovers.push({ kind: 'temp', what }) : report.leftoverProcesses.push({ pid: Number(what.split(' ')[0]), command: what })),
-      });
+        leftovers: (files) => report.leftovers.push(...files),
+        leftoverProcesses: (procs) => report.leftoverProcesses.push(...procs),
+      }).catch((err: Error) => check('model faults', 'the model-fault phase runs to its end', false, () => `${err.name}: ${err.message}`));
     }
   } finally {
     if (stoppedKeyring !== undefined) process.kill(stoppedKeyring, 'SIGCONT');
