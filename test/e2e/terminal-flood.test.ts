@@ -129,7 +129,7 @@ describe.skipIf(!!missing)('terminal flood in Chromium', () => {
     // Chromium's trace of every task, with the CPU time each took: on a loaded machine a task's
     // wall time also counts the time the page waited for a core, its CPU time only the page's work.
     const traced: TraceEvent[] = [];
-    cdp.on('Tracing.dataCollected', (d) => traced.push(...(d.value as TraceEvent[])));
+    cdp.on('Tracing.dataCollected', (d) => traced.push(...(d.value as unknown as TraceEvent[])));
     await cdp.send('Tracing.start', { categories: 'toplevel,__metadata', transferMode: 'ReportEvents' });
     await typeInTerminal(page, `seq 1 ${LINES}; echo "DONE-$((6*7))"\r`);
     const started = Date.now();
