@@ -2,12 +2,15 @@
 // of field descriptors: a new setting is one entry in SETTING_FIELDS. Values show
 // in human units (MiB or GiB, days, minutes), never raw bytes. The host validates:
 // its refusal is shown next to the field it names, and what the user typed stays.
+// The fields and the default egress rules are one form with one Save: the bar
+// above them names what is unsaved, and Esc (or Discard) goes back to what is saved.
 import { useRef, useState } from 'react';
 import type { ApiInput, SettingsView } from '../../common/contract.js';
 import type { ErrorInfo } from '../../common/domain.js';
 import { useFactory } from '../state/context.js';
 import { CommandLineSettings } from './CommandLineSettings.js';
-import { EgressRulesSettings } from './environment/EgressRulesSettings.js';
+import { EgressRulesFields, RULES_ERROR, fromDraft, toDraft, type RuleDraft } from './environment/EgressRulesSettings.js';
+import { RepoEgressRules } from './environment/RepoEgressRules.js';
 import { ErrorBox } from './ErrorBox.js';
 import { SandboxHostsSettings } from './hosts/SandboxHostsSettings.js';
 import { useSettingsDraft } from './settings-draft.js';
@@ -88,29 +91,44 @@ export function SettingsScreen() {
   return (
     <section className="settings panel-screen" data-testid="settings-screen" aria-labelledby="settings-heading">
       <h2 id="settings-heading">Settings</h2>
-      <GeneralSettings />
-      <EgressRulesSettings />
+      <SettingsForm />
+      <RepoEgressRules />
       <SandboxHostsSettings />
       <CommandLineSettings />
     </section>
   );
 }
 
-function GeneralSettings() {
+/** What the form holds that differs from the host's settings. */
+interface FormDraft {
+  general?: Draft;
+  rules?: RuleDraft[];
+}
+
+function SettingsForm() {
   const saved = useFactory((s) => s.settings);
-  const { draft, error, busy, done, edit: setDraft, discard, begin, save: send } = useSettingsDraft<Draft>();
+  const { draft, error, busy, done, setError, edit, discard, begin, save: send } = useSettingsDraft<FormDraft>();
   const [local, setLocal] = useState<{ key: string; problem: string }>();
   const saveButton = useRef<HTMLButtonElement>(null);
   if (!saved) return <p className="hint">Loading settings…</p>;
   // Only settings this host knows (an older host lacks some).
   const fields = SETTING_FIELDS.filter((f) => saved[f.key] !== undefined);
   const base: Draft = Object.assign({}, ...fields.map((f) => initial(f, saved[f.key])));
-  const current = { ...base, ...draft };
-  const edit = (patch: Draft) => setDraft({ ...draft, ...patch });
+  const current = { ...base, ...draft?.general };
   const changed = fields.filter((f) => current[f.key] !== base[f.key] || (f.kind === 'memory' && current[`${f.key}:unit`] !== base[`${f.key}:unit`]));
+  const savedRules = (saved.egressRules ?? []).map(toDraft);
+  const rules = draft?.rules ?? savedRules;
+  const rulesChanged = draft?.rules !== undefined && JSON.stringify(draft.rules) !== JSON.stringify(savedRules);
+  const unsaved = [...changed.map((f) => f.label), ...(rulesChanged ? ['Default egress rules'] : [])];
 
+  const discardAll = () => {
+    discard();
+    setLocal(undefined);
+    // The Discard button goes away with the changes: the focus goes to Save, not to the page body.
+    saveButton.current?.focus();
+  };
   const save = async () => {
-    if (busy || changed.length === 0) return;
+    if (busy || unsaved.length === 0) return;
     begin();
     setLocal(undefined);
     const patch: Record<string, unknown> = {};
@@ -119,56 +137,70 @@ function GeneralSettings() {
       if ('error' in v) return setLocal({ key: f.key, problem: v.error });
       patch[f.key] = v.value;
     }
+    if (rulesChanged) {
+      const built = rules.map(fromDraft);
+      const bad = built.find((b): b is { error: string } => 'error' in b);
+      if (bad) return setError({ name: 'InvalidInput', message: bad.error });
+      patch.egressRules = built.map((b) => (b as { rule: unknown }).rule);
+    }
     await send(patch as SettingsPatch);
   };
 
   const hostProblem = error ? fieldOfError(error, fields) : undefined;
+  const rulesError = error && !hostProblem && RULES_ERROR.test(error.message) ? error : undefined;
   const problemOf = (f: SettingField) => (local?.key === f.key ? local.problem : hostProblem?.field.key === f.key ? hostProblem.problem : undefined);
   return (
     <form
       className="settings-form"
       data-testid="settings-form"
-      aria-labelledby="settings-general"
+      aria-label="Settings"
+      data-unsaved={unsaved.length > 0}
       onSubmit={(e) => {
         e.preventDefault();
         void save();
       }}
+      onKeyDown={(e) => {
+        if (e.key !== 'Escape' || unsaved.length === 0 || busy) return;
+        e.preventDefault();
+        discardAll();
+      }}
     >
+      {/* First in the form and kept in view: Save is one Tab from the menu, and Enter in any field saves too. */}
+      <div className="settings-savebar" data-testid="settings-savebar">
+        <p className={unsaved.length ? 'unsaved' : 'hint'} role="status" data-testid="settings-unsaved">
+          {unsaved.length ? `Unsaved: ${unsaved.join(', ')}. Esc discards.` : done ? '' : 'No unsaved changes.'}
+          {done && !unsaved.length ? (
+            <span className="ok" data-testid="settings-saved">
+              Saved. New sandboxes use these values.
+            </span>
+          ) : null}
+        </p>
+        <div className="actions">
+          {/* aria-disabled, not disabled: a disabled button drops the keyboard focus to the page body as it saves. */}
+          <button ref={saveButton} type="submit" data-testid="settings-save" aria-disabled={busy || unsaved.length === 0}>
+            {busy ? 'Saving…' : 'Save settings'}
+          </button>
+          {unsaved.length ? (
+            <button type="button" className="secondary" data-testid="settings-undo" onClick={discardAll}>
+              Discard changes
+            </button>
+          ) : null}
+        </div>
+      </div>
       <h3 id="settings-general">Sandboxes and tasks</h3>
       <div className="settings-fields">
         {fields.map((f) => (
-          <FieldRow key={f.key} field={f} saved={saved} value={current} problem={problemOf(f)} onChange={edit} />
+          <FieldRow key={f.key} field={f} saved={saved} value={current} changed={changed.includes(f)} problem={problemOf(f)} onChange={(patch) => edit({ ...draft, general: { ...draft?.general, ...patch } })} />
         ))}
       </div>
-      <div className="actions">
-        {/* aria-disabled, not disabled: a disabled button drops the keyboard focus to the page body as it saves. */}
-        <button ref={saveButton} type="submit" data-testid="settings-save" aria-disabled={busy || changed.length === 0}>
-          {busy ? 'Saving…' : 'Save settings'}
-        </button>
-        {changed.length ? (
-          <button type="button" className="secondary" data-testid="settings-undo" onClick={() => {
-              discard();
-              setLocal(undefined);
-              // This button goes away with the changes: the focus goes to Save, not to the page body.
-              saveButton.current?.focus();
-            }}
-          >
-            Undo changes
-          </button>
-        ) : null}
-      </div>
-      {done ? (
-        <p className="ok" role="status" data-testid="settings-saved">
-          Saved. New sandboxes use these values.
-        </p>
-      ) : null}
-      {/* A refusal that names no field shows here, in full. */}
-      {error && !hostProblem ? <ErrorBox testId="settings-error" error={error} /> : null}
+      <EgressRulesFields rows={rules} onChange={(rows) => edit({ ...draft, rules: rows })} error={rulesError} />
+      {/* A refusal that names no field or rule shows here, in full. */}
+      {error && !hostProblem && !rulesError ? <ErrorBox testId="settings-error" error={error} /> : null}
     </form>
   );
 }
 
-function FieldRow({ field: f, saved, value, problem, onChange }: { field: SettingField; saved: SettingsView; value: Draft; problem?: string; onChange: (p: Draft) => void }) {
+function FieldRow({ field: f, saved, value, changed, problem, onChange }: { field: SettingField; saved: SettingsView; value: Draft; changed: boolean; problem?: string; onChange: (p: Draft) => void }) {
   const id = `setting-${f.key}`;
   const helpId = `${id}-help`;
   const errId = `${id}-error`;
@@ -220,7 +252,7 @@ function FieldRow({ field: f, saved, value, problem, onChange }: { field: Settin
       );
   }
   return (
-    <div className={`setting-row${problem ? ' invalid' : ''}`} data-testid={`${id}-row`}>
+    <div className={`setting-row${problem ? ' invalid' : ''}${changed ? ' changed' : ''}`} data-testid={`${id}-row`} data-changed={changed}>
       <label htmlFor={id} className="setting-label">
         {f.label}
       </label>

@@ -1,7 +1,8 @@
 // The Settings screen in Chromium, by keyboard only (the scripted app behind the
 // real web host, whose contract validation refuses bad values as it does for the
 // real app): a change is saved, a bad value is refused next to its field with what
-// was typed kept, and axe finds nothing critical or serious, in both colour schemes.
+// was typed kept, unsaved changes are named and Esc discards them, and axe finds
+// nothing critical or serious, in both colour schemes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -47,7 +48,8 @@ describe.skipIf(!!missing)('the Settings screen by keyboard', () => {
     expect(await page.getByTestId('settings-screen').textContent()).not.toMatch(/\d{7,}/);
 
     await retype('setting-vmCpus', '4');
-    await tabTo(page, 'settings-save');
+    // Save is above the fields, in the bar that names what is unsaved.
+    await tabTo(page, 'settings-save', { backwards: true });
     await page.keyboard.press('Enter');
     await page.getByTestId('settings-saved').waitFor();
     expect(app.settingsSaved).toEqual([{ vmCpus: 4 }]);
@@ -80,11 +82,27 @@ describe.skipIf(!!missing)('the Settings screen by keyboard', () => {
 
     // Fixed: 2 GiB is saved as 2048 MiB, with the other change that waited.
     await retype('setting-vmMemoryMb', '2', { backwards: true });
-    await tabTo(page, 'settings-save');
+    await tabTo(page, 'settings-save', { backwards: true });
     await page.keyboard.press('Enter');
     await page.getByTestId('settings-saved').waitFor();
     expect(app.settingsSaved.at(-1)).toEqual({ vmMemoryMb: 2048, terminalLogRetentionDays: 14 });
     expect(await page.getByTestId('setting-vmMemoryMb-error').count()).toBe(0);
+    expect(problems.filter((p) => !p.includes('status of 400'))).toEqual([]);
+  });
+
+  it('names what is unsaved under the one Save, and Esc discards it with the focus on Save', async () => {
+    const { page, problems } = ui.browser;
+    expect(await page.getByRole('button', { name: /^Save/ }).count()).toBe(1);
+    await retype('setting-vmCpus', '6');
+    expect(await page.getByTestId('settings-unsaved').textContent()).toBe('Unsaved: CPUs per sandbox. Esc discards.');
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await page.keyboard.press('Escape');
+    expect(await page.getByTestId('setting-vmCpus').inputValue()).toBe('4');
+    expect(await page.getByTestId('settings-unsaved').textContent()).toBe('No unsaved changes.');
+    const f = await focused(page);
+    expect(f.testId).toBe('settings-save');
+    expect(f.invisible).toBeNull();
+    expect(app.settingsSaved).toHaveLength(2);
     expect(problems.filter((p) => !p.includes('status of 400'))).toEqual([]);
   });
 });

@@ -138,8 +138,8 @@ describe('the default egress rules in Settings', () => {
     fireEvent.change(screen.getByTestId('egress-rule-1-name'), { target: { value: 'crates' } });
     fireEvent.change(screen.getByTestId('egress-rule-1-host'), { target: { value: 'Static.Crates.io' } });
     for (const s of ['request', 'plan', 'test', 'review', 'document']) fireEvent.click(screen.getByTestId(`egress-rule-1-step-${s}`));
-    fireEvent.click(screen.getByTestId('egress-rules-save'));
-    await screen.findByTestId('egress-rules-saved');
+    fireEvent.click(screen.getByTestId('settings-save'));
+    await screen.findByTestId('settings-saved');
     expect(bridge.inputs('settings.set')).toEqual([
       {
         egressRules: [
@@ -156,7 +156,7 @@ describe('the default egress rules in Settings', () => {
     fireEvent.click(screen.getByTestId('nav-settings'));
     expect(((await screen.findByTestId('egress-rule-0-addresses')) as HTMLInputElement).value).toBe('10.20.0.0/16');
     fireEvent.change(screen.getByTestId('egress-rule-1-addresses'), { target: { value: '192.168.5.0/24, fd00:1::/64' } });
-    fireEvent.click(screen.getByTestId('egress-rules-save'));
+    fireEvent.click(screen.getByTestId('settings-save'));
     await waitFor(() => expect(bridge.inputs('settings.set')).toHaveLength(1));
     const [sent] = bridge.inputs('settings.set') as Array<{ egressRules: EgressRule[] }>;
     expect(sent!.egressRules[0]!.addresses).toEqual(['10.20.0.0/16']);
@@ -173,7 +173,7 @@ describe('the default egress rules in Settings', () => {
     fireEvent.click(await screen.findByTestId('egress-rule-add'));
     fireEvent.change(screen.getByTestId('egress-rule-2-name'), { target: { value: 'intranet' } });
     fireEvent.change(screen.getByTestId('egress-rule-2-host'), { target: { value: 'intranet.example' } });
-    fireEvent.click(screen.getByTestId('egress-rules-save'));
+    fireEvent.click(screen.getByTestId('settings-save'));
     expect((await screen.findByTestId('egress-rules-error-message')).textContent).toBe('egressRules: rule "intranet": host intranet.example is on the block list');
     expect(screen.getByTestId('egress-rule-2').getAttribute('aria-invalid')).toBe('true');
     expect(screen.getByTestId('egress-rule-0').getAttribute('aria-invalid')).toBeNull();
@@ -184,12 +184,12 @@ describe('the default egress rules in Settings', () => {
     const bridge = mount({});
     fireEvent.click(screen.getByTestId('nav-settings'));
     fireEvent.change(await screen.findByTestId('egress-rule-1-port'), { target: { value: '80x' } });
-    fireEvent.click(screen.getByTestId('egress-rules-save'));
+    fireEvent.click(screen.getByTestId('settings-save'));
     expect((await screen.findByTestId('egress-rules-error-message')).textContent).toMatch(/^rule 2 \("Debian"\): port: /);
     fireEvent.change(screen.getByTestId('egress-rule-1-port'), { target: { value: '80' } });
     fireEvent.click(screen.getByTestId('egress-rule-0-step-setup'));
     fireEvent.click(screen.getByTestId('egress-rule-0-step-build'));
-    fireEvent.click(screen.getByTestId('egress-rules-save'));
+    fireEvent.click(screen.getByTestId('settings-save'));
     await waitFor(() => expect(screen.getByTestId('egress-rules-error-message').textContent).toBe('rule 1 ("npm registry"): steps: choose at least one step'));
     expect(bridge.inputs('settings.set')).toEqual([]);
   });

@@ -129,6 +129,35 @@ describe('the Settings screen', () => {
     expect(current.guestTrustsHostCertificates).toBe(false);
   });
 
+  it('has one Save for the fields and the egress rules, names what is unsaved, and Esc discards it', async () => {
+    const { bridge } = mount();
+    await screen.findByTestId('settings-form');
+    expect(screen.getAllByRole('button', { name: /^Save/ })).toHaveLength(1);
+    expect(screen.getByTestId('settings-unsaved').textContent).toBe('No unsaved changes.');
+    fireEvent.change(input('vmCpus'), { target: { value: '4' } });
+    fireEvent.click(screen.getByTestId('egress-rule-add'));
+    expect(screen.getByTestId('settings-unsaved').textContent).toBe('Unsaved: CPUs per sandbox, Default egress rules. Esc discards.');
+    expect(screen.getByTestId('setting-vmCpus-row').getAttribute('data-changed')).toBe('true');
+    expect(screen.getByTestId('setting-vmMemoryMb-row').getAttribute('data-changed')).toBe('false');
+    // Esc from any field goes back to what is saved; the focus stays in the form, on Save.
+    fireEvent.keyDown(input('vmCpus'), { key: 'Escape' });
+    expect(input('vmCpus').value).toBe('2');
+    expect(screen.queryByTestId('egress-rule-0')).toBeNull();
+    expect(screen.getByTestId('settings-unsaved').textContent).toBe('No unsaved changes.');
+    expect(document.activeElement).toBe(screen.getByTestId('settings-save'));
+    // Both kinds of change go in one settings.set.
+    fireEvent.change(input('vmCpus'), { target: { value: '3' } });
+    fireEvent.click(screen.getByTestId('egress-rule-add'));
+    fireEvent.change(screen.getByTestId('egress-rule-0-name'), { target: { value: 'mirror' } });
+    fireEvent.change(screen.getByTestId('egress-rule-0-host'), { target: { value: 'mirror.example.org' } });
+    fireEvent.click(screen.getByTestId('settings-save'));
+    await screen.findByTestId('settings-saved');
+    const sent = bridge.inputs('settings.set') as Array<Record<string, unknown>>;
+    expect(sent).toHaveLength(1);
+    expect(Object.keys(sent[0]!).sort()).toEqual(['egressRules', 'vmCpus']);
+    expect(sent[0]!.vmCpus).toBe(3);
+  });
+
   it('refuses what is not a number before asking the host', async () => {
     const { bridge } = mount();
     await screen.findByTestId('settings-form');
