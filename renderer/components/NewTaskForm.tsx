@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react';
-import type { ErrorInfo } from '../../common/domain.js';
+import { MAX_WAYS, type ErrorInfo } from '../../common/domain.js';
 import type { TaskPreflight } from '../../common/environment.js';
 import { useController, useFactory } from '../state/context.js';
 import { loadRecentRepos, loadRepoDraft, rememberRepo, saveRepoDraft } from '../state/recent-repos.js';
@@ -157,6 +157,7 @@ export function NewTaskForm() {
     }
   };
 
+  const [ways, setWays] = useState(1);
   const onSubmit = async (e: FormEvent) => {
     e.preventDefault();
     setError(undefined);
@@ -178,11 +179,16 @@ export function NewTaskForm() {
         if (pf.asked) return;
       }
       const requests = pf.result.egressRequests.length;
-      await controller.createTask(path, title, agent || undefined, {
-        allowPush,
-        ...(runOn !== 'local' ? { host: runOn } : {}),
-        ...(requests ? { egressApproval: { rules: chosenRules(pf.result, pf.choices), remember: pf.choices.remember } } : {}),
-      });
+      if (ways > 1) {
+        // Run N ways: one preparation, N sandboxes from it, compared side by side.
+        await controller.createFanout(path, title, ways, agent || undefined, requests ? { rules: chosenRules(pf.result, pf.choices), remember: pf.choices.remember } : undefined);
+      } else {
+        await controller.createTask(path, title, agent || undefined, {
+          allowPush,
+          ...(runOn !== 'local' ? { host: runOn } : {}),
+          ...(requests ? { egressApproval: { rules: chosenRules(pf.result, pf.choices), remember: pf.choices.remember } } : {}),
+        });
+      }
       setRecent(rememberRepo(repoPath));
       setTitle('');
       fold();
@@ -326,6 +332,21 @@ export function NewTaskForm() {
           ))}
         </select>
       </label>
+      <label>
+        Ways
+        <input
+          type="number"
+          data-testid="ways-input"
+          min={1}
+          max={MAX_WAYS}
+          aria-describedby="ways-does"
+          value={ways}
+          onChange={(e) => setWays(Math.max(1, Math.min(MAX_WAYS, Math.trunc(Number(e.target.value)) || 1)))}
+        />
+      </label>
+      <p className="hint" id="ways-does">
+        {ways > 1 ? `${ways} sandboxes from one preparation, compared side by side; you approve one.` : 'Run it more than once to compare the results.'}
+      </p>
       {AGENT_DOES[effectiveAgent] ? (
         <p className="hint" id="agent-does" data-testid="agent-does">
           {AGENT_DOES[effectiveAgent]}

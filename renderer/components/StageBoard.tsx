@@ -8,6 +8,7 @@ import { taskOrder } from '../state/store.js';
 import { SetupCell } from './environment/SetupCell.js';
 import { formatCost, formatDuration, formatTokens } from './format.js';
 import { shortDuration } from './short-duration.js';
+import { SessionLine } from './session/SessionLine.js';
 
 const STATUS_MARK: Record<string, string> = {
   pending: '○',
@@ -32,7 +33,8 @@ export function StageBoard() {
   };
   const all = taskOrder(tasks);
   const onBoard = all.filter((t) => !t.archivedAt);
-  const ordered = onBoard.filter((t) => matchesFilter(t, filter));
+  // A task run N ways is one row: its first way's, with a lane per way.
+  const ordered = fanoutRows(onBoard.filter((t) => matchesFilter(t, filter)));
   const repos = [...new Set(all.map((t) => t.repoPath).filter(Boolean))].sort();
   const grid = useBoardGrid(ordered.map((t) => t.id), selected);
   return (
@@ -64,7 +66,7 @@ export function StageBoard() {
             </thead>
             <tbody>
               {ordered.map((t) => (
-                <TaskRow key={t.id} task={t} selected={t.id === selected} active={grid.active} />
+                <TaskRow key={t.id} task={t} ways={t.fanout ? waysOf(onBoard, t.fanout.group) : undefined} selected={t.id === selected || (!!t.fanout && sameGroup(onBoard, selected, t.fanout.group))} active={grid.active} />
               ))}
             </tbody>
           </table>
@@ -153,10 +155,29 @@ function useBoardGrid(ids: string[], selected: string | undefined) {
   return { active, onFocus, onKeyDown };
 }
 
-function TaskRow({ task, selected, active }: { task: Task; selected: boolean; active: { id: string | undefined; col: number } }) {
+/** The board's rows: a fan-out group's ways folded into its first way shown. */
+function fanoutRows(tasks: Task[]): Task[] {
+  const seen = new Set<string>();
+  return tasks.filter((t) => {
+    if (!t.fanout) return true;
+    if (seen.has(t.fanout.group)) return false;
+    seen.add(t.fanout.group);
+    return true;
+  });
+}
+
+function waysOf(tasks: Task[], group: string): Task[] {
+  return tasks.filter((t) => t.fanout?.group === group).sort((a, b) => a.fanout!.way - b.fanout!.way);
+}
+
+function sameGroup(tasks: Task[], taskId: string | undefined, group: string): boolean {
+  return !!taskId && tasks.some((t) => t.id === taskId && t.fanout?.group === group);
+}
+
+function TaskRow({ task, ways, selected, active }: { task: Task; ways?: Task[]; selected: boolean; active: { id: string | undefined; col: number } }) {
   const controller = useController();
   // Only the grid's active cell is in the Tab order.
-  const single = task.kind === 'quick' || task.kind === 'agent';
+  const single = task.kind === 'quick' || task.kind === 'agent' || !!ways;
   const tab = (col: number) => (active.id === task.id && (active.col === col || (single && col === 1 && active.col > 1)) ? 0 : -1);
   const cellProps = (col: number) => ({ 'data-grid-row': task.id, 'data-grid-col': col, tabIndex: tab(col) });
   const phaseWords = task.phase;
@@ -166,6 +187,7 @@ function TaskRow({ task, selected, active }: { task: Task; selected: boolean; ac
         <button type="button" className="link" title={task.title} data-testid={`task-select-${task.id}`} onClick={() => controller.open(task.id)} {...cellProps(0)}>
           {task.title}
         </button>
+        <SessionLine task={task} />
         <div className="task-meta">
           <span className={`phase phase-${task.phase}`} data-testid={`task-phase-${task.id}`}>
             {phaseWords}
@@ -183,7 +205,20 @@ function TaskRow({ task, selected, active }: { task: Task; selected: boolean; ac
           ) : null}
         </div>
       </td>
-      {task.kind === 'quick' ? (
+      {ways ? (
+        // A task run N ways: one cell, a small lane per way; it opens the comparison.
+        <td className="stage fanout-lanes" colSpan={STAGE_NAMES.length + 1}>
+          <button type="button" data-testid={`fanout-cell-${task.fanout!.group}`} onClick={() => controller.open(task.id)} {...cellProps(1)}>
+            <span className="sr-only">{ways.length} ways: </span>
+            {ways.map((w) => (
+              <span key={w.id} className={`lane phase-${w.phase}`} data-testid={`fanout-lane-${w.fanout!.way}`} data-phase={w.phase}>
+                <span aria-hidden="true">{STATUS_MARK[laneStatus(w)] ?? '?'}</span> way {w.fanout!.way} {w.phase === 'creating' && w.sandbox.status === 'none' ? 'queued' : w.phase}
+                {w.fanout!.way < ways.length ? <span className="sr-only">, </span> : null}
+              </span>
+            ))}
+          </button>
+        </td>
+      ) : task.kind === 'quick' ? (
         // No setup and no pipeline: one cell says what it is and opens it.
         <td className="stage quick" colSpan={STAGE_NAMES.length + 1}>
           <button type="button" data-testid={`quick-cell-${task.id}`} onClick={() => controller.open(task.id)} {...cellProps(1)}>
@@ -248,6 +283,14 @@ function TaskRow({ task, selected, active }: { task: Task; selected: boolean; ac
       )}
     </tr>
   );
+}
+
+/** A lane's mark: how far the way got. */
+function laneStatus(t: Task): string {
+  if (t.phase === 'review' || t.phase === 'approved') return 'passed';
+  if (t.phase === 'failed' || t.phase === 'interrupted') return 'failed';
+  if (t.phase === 'cancelled' || t.phase === 'rejected') return 'cancelled';
+  return t.phase === 'creating' && t.sandbox.status === 'none' ? 'pending' : 'running';
 }
 
 /**

@@ -5,6 +5,7 @@ import { useFocusRequest } from '../state/focus.js';
 import { EgressRefusals, SetupDetails } from './environment/TaskEnvironment.js';
 import { TaskArtifacts } from './environment/TaskArtifacts.js';
 import { ErrorBox } from './ErrorBox.js';
+import { FanoutCompare } from './fanout/FanoutCompare.js';
 import { InlineConfirm } from './InlineConfirm.js';
 import { formatDuration } from './format.js';
 import { ResourceSpark } from './ResourceSpark.js';
@@ -16,6 +17,7 @@ import { StageTimeline } from './StageTimeline.js';
 import { TerminalPane } from './TerminalPane.js';
 import { AgentTranscript } from './transcript/AgentTranscript.js';
 import type { TerminalTab as Tab } from './TerminalTabs.js';
+import { SessionChecks } from './session/SessionChecks.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 
@@ -191,6 +193,7 @@ function TaskView({ task }: { task: Task }) {
             }}
           />
         ) : null}
+        {task.fanout ? <FanoutCompare task={task} /> : null}
         {task.error ? <ErrorBox testId="task-error" error={task.error} /> : null}
         {actionError ? <ErrorBox testId="action-error" error={actionError} /> : null}
         {/* In review and after the decision, the result comes first: it is what the user is here for. */}
@@ -203,6 +206,7 @@ function TaskView({ task }: { task: Task }) {
         <SetupDetails task={task} />
         <EgressRefusals task={task} />
         <TaskArtifacts task={task} />
+        <SessionChecks task={task} />
         <StageTimeline task={task} />
         {!resultFirst ? <ReviewPanel task={task} /> : null}
       </div>

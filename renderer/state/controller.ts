@@ -197,6 +197,18 @@ export class FactoryController {
     return task;
   }
 
+  /** A task run N ways (common/fanout.ts): the ways join the board; the first is selected, with the comparison on top. */
+  async createFanout(repoPath: string, title: string, ways: number, agent?: string, egressApproval?: { rules: EgressRule[]; remember: boolean }): Promise<void> {
+    askNotificationPermission();
+    const created = await this.bridge.call('fanout.create', { repoPath, title, ways, ...(agent ? { agents: [agent] } : {}), ...(egressApproval ? { egressApproval } : {}) });
+    const tasks = await this.bridge.call('tasks.list', {});
+    const s = this.store.getState();
+    const mine = Object.fromEntries(tasks.filter((t) => t.fanout?.group === created.group).map((t) => [t.id, t]));
+    const first = created.ways[0]!.taskId;
+    this.store.setState({ tasks: { ...s.tasks, ...mine }, selectedTaskId: first });
+    this.requestFocus('task-title', first);
+  }
+
   select(taskId: string | undefined, tab?: string): void {
     const s = this.store.getState();
     this.store.setState({

@@ -92,8 +92,30 @@ export function createFactoryStore(): FactoryStore {
 }
 
 /** Newest first. */
+/** Newest first; a Claude Code subagent's sandbox right after its session's (the board nests it there), its siblings newest first too. */
 export function taskOrder(tasks: Record<string, Task>): Task[] {
-  return Object.values(tasks).sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  const newest = Object.values(tasks).sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  const parentOf = (t: Task) => {
+    const p = t.session?.subagent?.parentTaskId;
+    return p && p !== t.id && tasks[p] ? p : undefined;
+  };
+  const children = new Map<string, Task[]>();
+  for (const t of newest) {
+    const p = parentOf(t);
+    if (p) children.set(p, [...(children.get(p) ?? []), t]);
+  }
+  const out: Task[] = [];
+  const placed = new Set<string>();
+  const place = (t: Task) => {
+    if (placed.has(t.id)) return;
+    placed.add(t.id);
+    out.push(t);
+    for (const c of children.get(t.id) ?? []) place(c);
+  };
+  for (const t of newest) if (!parentOf(t)) place(t);
+  // A cycle of parents (a damaged record) still shows every task.
+  for (const t of newest) place(t);
+  return out;
 }
 
 export function applyEvent(store: FactoryStore, event: FactoryEvent): void {

@@ -14,6 +14,7 @@ import { defaultEgressRules } from '../../../common/egress.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
 import { nextStepApi } from '../../../main/tasks/next-step-api.js';
+import { FanoutService } from '../../../main/fanout/fanout-service.js';
 import { agentHistory, HOSTILE_REVIEW, hostileFile, hostileReview, HUGE_REVIEW, hugeReview } from './scripted-reviews.js';
 
 export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
@@ -21,6 +22,8 @@ export const SCRIPTED_MARKER = 'FACTORY-SCRIPTED-MARKER';
 export const HELD = '[held]';
 /** In a task's title: its test stage fails with exit status 3. */
 export const FAILS = '[fails]';
+/** In the title of a task run N ways: that way's test stage fails (`[fails way 3]`); the others pass with counts. */
+export const failsWay = (way: number) => `[fails way ${way}]`;
 /** What each scripted stage "runs", as the header line of its terminal shows it. */
 export const SCRIPTED_COMMANDS: Record<(typeof STAGE_NAMES)[number], string> = {
   request: 'cat "$FACTORY_TASK_FILE"', plan: 'make plan', build: 'make build', test: 'npm test', review: 'git diff --stat', document: 'make docs',
@@ -81,6 +84,11 @@ export class ScriptedApp implements HostedApp {
       'tasks.list': async () => [...this.tasks.values()],
       'tasks.get': async ({ taskId }) => this.task(taskId),
       'tasks.create': async ({ repoPath, title }) => this.create(repoPath, title),
+      // A task run N ways: the real fan-out service over these scripted tasks.
+      'fanout.create': async (input) => this.fanout.create(input),
+      'fanout.compare': async ({ group }) => this.fanout.compare(group),
+      'fanout.approve': async ({ group, way, confirm }) => this.fanout.approve(group, way, confirm),
+      'fanout.rejectAll': async ({ group }) => this.fanout.rejectAll(group),
       // A repository with no environment and no egress requests: Start goes straight on.
       'tasks.preflight': async () => ({ source: 'none', lines: [], unsupported: [], egressRequests: [], cached: false }),
       'layers.list': async () => [],
@@ -297,7 +305,21 @@ export class ScriptedApp implements HostedApp {
     this.timers.add(t);
   }
 
-  private create(repoPath: string, title: string): Task {
+  private readonly fanout = new FanoutService({
+    tasks: {
+      create: async (input) => this.create(input.repoPath, input.title, input.fanout),
+      list: () => [...this.tasks.values()],
+      get: (taskId) => this.task(taskId),
+      review: (taskId) => this.api['tasks.review']({ taskId }),
+      approve: (taskId, opts) => this.api['tasks.approve']({ taskId, ...(opts.confirm ? { confirm: [...opts.confirm] } : {}) }),
+      reject: (taskId) => this.api['tasks.reject']({ taskId }),
+      cancel: (taskId) => this.api['tasks.cancel']({ taskId }),
+      destroy: (taskId) => this.api['tasks.destroy']({ taskId }),
+    },
+    log: { warn: () => undefined },
+  });
+
+  private create(repoPath: string, title: string, fanout?: Task['fanout']): Task {
     if (!existsSync(path.join(repoPath, '.git'))) {
       throw new FactoryError('NotAGitRepository', `${repoPath} is not a git repository`, 'git rev-parse: fatal: not a git repository');
     }
@@ -306,6 +328,7 @@ export class ScriptedApp implements HostedApp {
       id, title, repoPath, baseRef: 'HEAD', baseCommit: 'abcdef0123456789', branch: `factory/${id}`,
       createdAt: new Date().toISOString(), phase: 'provisioning', sandbox: { status: 'booting' },
       stages: STAGE_NAMES.map((name) => ({ name, status: 'pending' as const })),
+      ...(fanout ? { fanout } : {}),
     };
     this.tasks.set(id, task);
     this.later(this.stageMs, () => {
@@ -341,14 +364,15 @@ export class ScriptedApp implements HostedApp {
         this.output(info.id, text);
       });
     }
-    if (name === 'test' && this.task(id).title.includes(FAILS) && !this.failedOnce.has(id)) {
+    const way = this.task(id).fanout?.way;
+    if (name === 'test' && (this.task(id).title.includes(FAILS) || (way !== undefined && this.task(id).title.includes(failsWay(way)))) && !this.failedOnce.has(id)) {
       this.failedOnce.add(id);
       this.later(this.stageMs, () => {
         this.output(info.id, 'npm test\r\n1 failing\r\n');
         end(3);
         this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 3 });
         this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
-        set({ status: 'failed', exitCode: 3, summary: '1 failing', durationMs: this.stageMs, endedAt: new Date().toISOString() });
+        set({ status: 'failed', exitCode: 3, summary: way !== undefined ? '3 passed, 1 failed: adds numbers' : '1 failing', durationMs: this.stageMs, endedAt: new Date().toISOString() });
         this.update(id, { phase: 'failed', error: { name: 'StageFailed', message: 'stage test exited with status 3' } });
       });
       return;
@@ -357,7 +381,8 @@ export class ScriptedApp implements HostedApp {
       end(0);
       this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 0 });
       this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
-      set({ status: 'passed', exitCode: 0, durationMs: this.stageMs, endedAt: new Date().toISOString() });
+      // A way's test stage says its counts, as a real runner's line does.
+      set({ status: 'passed', exitCode: 0, durationMs: this.stageMs, endedAt: new Date().toISOString(), ...(name === 'test' && way !== undefined ? { summary: `${3 + way} passed` } : {}) });
       this.runStage(id, i + 1);
     });
   }
