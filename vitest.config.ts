@@ -19,9 +19,12 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
 // Integration files that boot no VM (keychain, proxy, quarantine, an agent CLI
-// as a host process): they run beside the unit tests instead of alone. Not
-// terminal-log-disk.test.ts: it measures event-loop delay and wants the machine.
+// as a host process, the CLI's own app with the warm pool off): they run beside
+// the unit tests instead of alone. Not terminal-log-disk.test.ts: it measures
+// event-loop delay and wants the machine.
 const NO_VM = [
+  'test/integration/cli-idle-exit.test.ts',
+  'test/integration/cli-socket.test.ts',
   'test/integration/credentials-destination.test.ts',
   'test/integration/credentials-keychain.test.ts',
   'test/integration/pullback-secrets.test.ts',
