@@ -91,13 +91,24 @@ export function createFactoryStore(): FactoryStore {
   }));
 }
 
-/** Newest first. */
-/** Newest first; a Claude Code subagent's sandbox right after its session's (the board nests it there), its siblings newest first too. */
+/**
+ * Newest first; a Claude Code subagent's sandbox right after its session's (the
+ * board nests it there), its siblings newest first too. A task whose parents
+ * loop back to it (a damaged record) heads its own group at its place by age.
+ */
 export function taskOrder(tasks: Record<string, Task>): Task[] {
   const newest = Object.values(tasks).sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
   const parentOf = (t: Task) => {
     const p = t.session?.subagent?.parentTaskId;
     return p && p !== t.id && tasks[p] ? p : undefined;
+  };
+  const onCycle = (t: Task) => {
+    const seen = new Set<string>();
+    for (let p = parentOf(t); p && !seen.has(p); p = parentOf(tasks[p]!)) {
+      if (p === t.id) return true;
+      seen.add(p);
+    }
+    return false;
   };
   const children = new Map<string, Task[]>();
   for (const t of newest) {
@@ -112,8 +123,8 @@ export function taskOrder(tasks: Record<string, Task>): Task[] {
     out.push(t);
     for (const c of children.get(t.id) ?? []) place(c);
   };
-  for (const t of newest) if (!parentOf(t)) place(t);
-  // A cycle of parents (a damaged record) still shows every task.
+  for (const t of newest) if (!parentOf(t) || onCycle(t)) place(t);
+  // Whatever a damaged record left out still shows.
   for (const t of newest) place(t);
   return out;
 }

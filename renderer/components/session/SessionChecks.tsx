@@ -83,7 +83,7 @@ function CheckItem({ check }: { check: SessionCheck }) {
         {verdictWords(check)}
       </span>{' '}
       <span className="muted check-scanned">
-        · scanned {scannedWords(check)}
+        · {scannedWords(check)}
         {check.durationMs !== undefined ? ` in ${formatDuration(check.durationMs)}` : ''}
       </span>
     </li>

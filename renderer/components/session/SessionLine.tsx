@@ -8,7 +8,11 @@ import { checkLabel, lastCheck, outcomeWords, subagentName, verdictWords } from 
 import './session.css';
 
 export function SessionLine({ task }: { task: Task }) {
-  const parentTitle = useFactory((s) => (task.session?.subagent ? s.tasks[task.session.subagent.parentTaskId]?.title : undefined));
+  // A record naming itself as its session nests under nothing (the board's order ignores it too).
+  const parentTitle = useFactory((s) => {
+    const p = task.session?.subagent?.parentTaskId;
+    return p && p !== task.id ? s.tasks[p]?.title : undefined;
+  });
   const session = task.session;
   if (!session) return null;
   const sub = session.subagent;

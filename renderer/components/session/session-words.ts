@@ -29,10 +29,10 @@ export function verdictWords(c: SessionCheck): string {
   }
 }
 
-/** "6 sources, 1.2 GiB" and the sources a cap cut short. */
+/** "scanned 6 sources, 1.2 GiB" and the sources a cap cut short, or "nothing scanned". */
 export function scannedWords(c: SessionCheck): string {
   if (c.verdict === 'error' && c.scanned.sources === 0) return 'nothing scanned';
-  const base = `${c.scanned.sources} source${c.scanned.sources === 1 ? '' : 's'}, ${formatBytes(c.scanned.bytes)}`;
+  const base = `scanned ${c.scanned.sources} source${c.scanned.sources === 1 ? '' : 's'}, ${formatBytes(c.scanned.bytes)}`;
   return c.scanned.limited.length ? `${base}; caps reached: ${c.scanned.limited.map((l) => l.source).join(', ')}` : base;
 }
 
