@@ -155,14 +155,19 @@ function useBoardGrid(ids: string[], selected: string | undefined) {
   return { active, onFocus, onKeyDown };
 }
 
-/** The board's rows: a fan-out group's ways folded into its first way shown. */
+/**
+ * The board's rows: a fan-out group's ways folded into one row, where its first
+ * way in the board's order sits, headed by its lowest way shown (way 1 unless filtered out).
+ */
 function fanoutRows(tasks: Task[]): Task[] {
+  const head = new Map<string, Task>();
+  for (const t of tasks) if (t.fanout && (head.get(t.fanout.group)?.fanout?.way ?? Infinity) > t.fanout.way) head.set(t.fanout.group, t);
   const seen = new Set<string>();
-  return tasks.filter((t) => {
-    if (!t.fanout) return true;
-    if (seen.has(t.fanout.group)) return false;
+  return tasks.flatMap((t) => {
+    if (!t.fanout) return [t];
+    if (seen.has(t.fanout.group)) return [];
     seen.add(t.fanout.group);
-    return true;
+    return [head.get(t.fanout.group)!];
   });
 }
 
