@@ -162,19 +162,20 @@ export const COMMANDS: Record<string, Command> = {
     run: (c, io) => cmdQuit(c, io),
   },
   hooks: {
-    usage: 'factory hooks install|uninstall [--project|--user] [--command CMD]',
-    summary: "Add (or remove) the Claude Code session hooks in .claude/settings.json (--project: the repository here, the default; --user: ~/.claude)",
-    options: { project: { type: 'boolean' }, user: { type: 'boolean' }, command: { type: 'string' } },
+    usage: 'factory hooks install|uninstall [--project|--user] [--command CMD] [--agent claude|codex]',
+    summary:
+      "Add (or remove) the session hooks: Claude Code's in .claude/settings.json, or with --agent codex Codex's in .codex/hooks.json (--project: the repository here, the default; --user: ~/.claude or ~/.codex)",
+    options: { project: { type: 'boolean' }, user: { type: 'boolean' }, command: { type: 'string' }, agent: { type: 'string' } },
     positionals: [1, 1],
     run: () => Promise.reject(new Error('hooks runs without the app')),
     runLocal: (io, v, p) => cmdHooks(io, v, p[0]!),
   },
   hook: {
-    usage: 'factory hook session-start|pre-tool-use --via CMD|run <routed>|subagent-start|subagent-stop|stop|session-end   (Claude Code runs these; hook input JSON on stdin)',
+    usage: 'factory hook session-start|pre-tool-use --via CMD|run <routed>|subagent-start|subagent-stop|stop|session-end [--agent codex]   (Claude Code or Codex runs these; hook input JSON on stdin)',
     summary:
       "The Claude Code session hooks: start provisions the session's sandbox, pre-tool-use routes each command into it (and denies what would run here), " +
       'run is a routed command, subagent-start/-stop give a subagent its own sandbox and bring its work back, stop runs the leak check, session-end checks and destroys',
-    options: { via: { type: 'string' } },
+    options: { via: { type: 'string' }, agent: { type: 'string' } },
     positionals: [1, 2],
     run: (c, io, v, p) => runHook(c, io, p[0]!, v, p[1]),
   },

@@ -6,17 +6,26 @@ import { shellWord } from '../../../common/shell-quote.js';
 import type { FactoryClient } from '../client.js';
 import { UsageError, printJson, type Io, type Values } from '../output.js';
 import { cmdHookEnd, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
+import { cmdCodexHookStart, runCodexPreToolUse } from './codex-hooks.js';
 import { runRoutedHook } from './routed-hooks.js';
-import { HOOK_EVENTS, installHooks, settingsPath, uninstallHooks } from './settings-file.js';
+import { HOOK_AGENTS, hookEvents, installHooks, settingsPath, uninstallHooks, type HookAgent } from './settings-file.js';
+
+/** `--agent claude|codex` (Claude Code when not given): whose hooks these are. */
+function hookAgent(v: Values, what: string): HookAgent {
+  if (v.agent === undefined) return 'claude';
+  if (typeof v.agent === 'string' && (HOOK_AGENTS as readonly string[]).includes(v.agent)) return v.agent as HookAgent;
+  throw new UsageError(`${what}: --agent must be ${HOOK_AGENTS.join(' or ')}, got ${JSON.stringify(v.agent)}`);
+}
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {
   if (action !== 'install' && action !== 'uninstall') throw new UsageError(`hooks: expected install or uninstall, got ${JSON.stringify(action)}`);
   if (v.project === true && v.user === true) throw new UsageError('hooks: --project and --user exclude each other');
+  const agent = hookAgent(v, 'hooks');
   const scope = v.user === true ? 'user' : 'project';
   const top = scope === 'project' ? await repoTop(process.cwd()) : undefined;
-  const file = settingsPath(scope, top ?? process.cwd());
+  const file = settingsPath(scope, top ?? process.cwd(), undefined, agent);
   if (action === 'uninstall') {
-    const { removed } = await uninstallHooks(file, top);
+    const { removed } = await uninstallHooks(file, top, agent);
     if (io.json) printJson(io, { file, removed });
     else io.stdout.write(removed ? `removed ${removed} factory hooks from ${file}\n` : `no factory hooks in ${file}\n`);
     return 0;
@@ -29,9 +38,11 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
     throw new UsageError(`hooks: --command ${JSON.stringify(prefix)} would print npm's banner where Claude Code reads the hooks' answers; add -s (npm run -s …)`);
   }
   if (typeof v['data-dir'] === 'string') prefix += ` --data-dir ${shellWord(path.resolve(v['data-dir']))}`;
-  const { changed } = await installHooks(file, prefix, top);
+  const { changed } = await installHooks(file, prefix, top, agent);
   if (io.json) printJson(io, { file, changed });
-  else io.stdout.write(`${changed ? 'installed' : 'already installed:'} ${Object.keys(HOOK_EVENTS).join(', ')} hooks in ${file}\n`);
+  else io.stdout.write(`${changed ? 'installed' : 'already installed:'} ${Object.keys(hookEvents(agent)).join(', ')} hooks in ${file}\n`);
+  // Codex runs hooks from a file only once the user trusted them (and, for a project, its folder).
+  if (agent === 'codex' && !io.json) io.stdout.write(CODEX_TRUST_NOTE);
   return 0;
 }
 
@@ -42,6 +53,10 @@ async function repoTop(cwd: string): Promise<string> {
   return top;
 }
 
+const CODEX_TRUST_NOTE =
+  'Codex runs these hooks only once you trust them: start codex here, trust the folder and answer its hooks review with "Trust all and continue".\n' +
+  'Until then (or after "Continue without trusting") its commands run on this computer.\n';
+
 const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd, 'subagent-start': cmdHookSubagentStart, 'subagent-stop': cmdHookSubagentStop };
 
 /**
@@ -49,9 +64,9 @@ const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-en
  * settings' timeout; for SessionEnd also CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS,
  * 60 s unless set), so it says why it gives up instead of being killed.
  */
-export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env): number {
-  let limitS: number = Object.values(HOOK_EVENTS).find((e) => e.sub === which)?.timeout ?? 60;
-  if (which === 'session-end') {
+export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env, agent: HookAgent = 'claude'): number {
+  let limitS: number = Object.values(hookEvents(agent)).find((e) => e.sub === which)?.timeout ?? 60;
+  if (which === 'session-end' && agent === 'claude') {
     const envMs = Number(env.CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS);
     limitS = Math.min(limitS, Number.isFinite(envMs) && envMs > 0 ? envMs / 1000 : 60);
   }
@@ -59,15 +74,17 @@ export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.e
 }
 
 export async function runHook(client: FactoryClient, io: Io, which: string, v: Values = {}, arg?: string): Promise<number> {
+  const agent = hookAgent(v, 'hook');
   if (which === 'run') return runRoutedHook(client, io, which, arg);
+  if (which === 'pre-tool-use' && agent === 'codex') return runCodexPreToolUse(client, io, typeof v.via === 'string' ? v.via : undefined);
   if (which === 'pre-tool-use') return runRoutedHook(client, io, which, typeof v.via === 'string' ? v.via : undefined);
-  const handler = HANDLERS[which as keyof typeof HANDLERS];
+  const handler = agent === 'codex' && which === 'session-start' ? cmdCodexHookStart : HANDLERS[which as keyof typeof HANDLERS];
   if (!handler) throw new UsageError(`hook: expected session-start, pre-tool-use, run, subagent-start, subagent-stop, stop or session-end, got ${JSON.stringify(which)}`);
   try {
     // Anything thrown (bad input, the app's error, no answer in time) fails closed: status 2 and what happened.
     return await withDeadline(
       (async () => handler(client, io, parseHookInput(await readStdin(io.stdin ?? process.stdin))))(),
-      hookDeadlineMs(which),
+      hookDeadlineMs(which, process.env, agent),
       which,
     );
   } catch (err) {

@@ -1,6 +1,7 @@
 // `factory hooks install|uninstall`: our entries in Claude Code's settings.json
-// (project: <repo>/.claude/settings.json; user: ~/.claude/settings.json), in
-// Claude Code's hooks format: {"hooks": {"<Event>": [{"hooks": [{"type":
+// (project: <repo>/.claude/settings.json; user: ~/.claude/settings.json) or, with
+// `--agent codex`, in Codex's hooks.json (project: <repo>/.codex/hooks.json;
+// user: $CODEX_HOME/hooks.json, ~/.codex by default), both in the same format: {"hooks": {"<Event>": [{"hooks": [{"type":
 // "command", "command": "...", "timeout": s}]}]}}. Each command we add ends with
 // a shell comment (MARK) so uninstall removes exactly what install added and
 // nothing the user wrote. A file that is not valid JSON, or whose hooks are not
@@ -27,13 +28,41 @@ export const HOOK_EVENTS = {
 } as const;
 export type HookEvent = keyof typeof HOOK_EVENTS;
 
+/** The agents whose hooks we install. */
+export type HookAgent = 'claude' | 'codex';
+export const HOOK_AGENTS: readonly HookAgent[] = ['claude', 'codex'];
+
+/**
+ * Codex's events (the pinned 0.171): the same names and input as Claude Code's.
+ * Codex cuts SessionEnd hooks at 3 s whatever they ask for; a hook that times
+ * out or fails counts as no decision, so the time limits are kept under Codex's.
+ */
+export const CODEX_HOOK_EVENTS = {
+  SessionStart: { sub: 'session-start', timeout: 900 },
+  PreToolUse: { sub: 'pre-tool-use', timeout: 120, matcher: '*' },
+  SubagentStart: { sub: 'subagent-start', timeout: 900 },
+  SubagentStop: { sub: 'subagent-stop', timeout: 600 },
+  Stop: { sub: 'stop', timeout: 300 },
+  SessionEnd: { sub: 'session-end', timeout: 3 },
+} as const satisfies Record<HookEvent, { sub: string; timeout: number; matcher?: string }>;
+
+export function hookEvents(agent: HookAgent): Record<HookEvent, { sub: string; timeout: number; matcher?: string }> {
+  return agent === 'codex' ? CODEX_HOOK_EVENTS : HOOK_EVENTS;
+}
+
 export type Scope = 'project' | 'user';
 
-export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME || os.homedir()): string {
+export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME || os.homedir(), agent: HookAgent = 'claude', env: NodeJS.ProcessEnv = process.env): string {
+  if (agent === 'codex') return scope === 'user' ? path.join(env.CODEX_HOME || path.join(home, '.codex'), 'hooks.json') : path.join(cwd, '.codex', 'hooks.json');
   return scope === 'user' ? path.join(home, '.claude', 'settings.json') : path.join(cwd, '.claude', 'settings.json');
 }
 
-export function hookCommand(prefix: string, event: HookEvent): string {
+export function hookCommand(prefix: string, event: HookEvent, agent: HookAgent = 'claude'): string {
+  if (agent === 'codex') {
+    // Codex lets a call run when its PreToolUse hook fails, and also on status 2 without a reason on stderr: every failure becomes 2 with one.
+    if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --agent codex --via ${shellWord(prefix)} || { echo 'factory: the PreToolUse hook failed, so the call is blocked' >&2; exit 2; } ${MARK}`;
+    return `${prefix} hook ${CODEX_HOOK_EVENTS[event].sub} --agent codex ${MARK}`;
+  }
   // A PreToolUse hook that exits with any status but 0 or 2 would let the call run (a mere warning): every failure becomes 2.
   if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --via ${shellWord(prefix)} || exit 2 ${MARK}`;
   return `${prefix} hook ${HOOK_EVENTS[event].sub} ${MARK}`;
@@ -62,14 +91,14 @@ function checkShape(settings: unknown, file: string): asserts settings is Json {
   }
 }
 
-/** Adds (or updates) our three entries; everything else stays as it was. Pure. */
-export function mergeHooks(settings: Json, prefix: string): { settings: Json; changed: boolean } {
+/** Adds (or updates) our entries; everything else stays as it was. Pure. */
+export function mergeHooks(settings: Json, prefix: string, agent: HookAgent = 'claude'): { settings: Json; changed: boolean } {
   const out = structuredClone(settings);
   const hooks = (out.hooks ??= {}) as Record<string, Json[]>;
   let changed = false;
-  for (const [event, { timeout }] of Object.entries(HOOK_EVENTS) as Array<[HookEvent, (typeof HOOK_EVENTS)[HookEvent]]>) {
-    const want = { type: 'command', command: hookCommand(prefix, event), timeout };
-    const matcher = 'matcher' in HOOK_EVENTS[event] ? (HOOK_EVENTS[event] as { matcher: string }).matcher : undefined;
+  const events = hookEvents(agent);
+  for (const [event, { timeout, matcher }] of Object.entries(events) as Array<[HookEvent, (typeof events)[HookEvent]]>) {
+    const want = { type: 'command', command: hookCommand(prefix, event, agent), timeout };
     const groups = (hooks[event] ??= []);
     const ourGroups = groups.filter((g) => (g.hooks as Json[]).some((h) => isOurCommand(h.command)));
     const ours = ourGroups.flatMap((g) => (g.hooks as Json[]).filter((h) => isOurCommand(h.command)));
@@ -81,7 +110,7 @@ export function mergeHooks(settings: Json, prefix: string): { settings: Json; ch
   }
   // Claude Code runs the `!` lines of slash commands and skills on this computer with no tool
   // call for the PreToolUse hook to route: off while the hooks are installed.
-  if (out.disableSkillShellExecution !== true) {
+  if (agent === 'claude' && out.disableSkillShellExecution !== true) {
     out.disableSkillShellExecution = true;
     changed = true;
   }
@@ -89,7 +118,7 @@ export function mergeHooks(settings: Json, prefix: string): { settings: Json; ch
 }
 
 /** Removes our entries only: a group is dropped when it held nothing but ours, an event and "hooks" when we emptied them. Pure. */
-export function removeHooks(settings: Json): { settings: Json; removed: number } {
+export function removeHooks(settings: Json, agent: HookAgent = 'claude'): { settings: Json; removed: number } {
   const out = structuredClone(settings);
   if (!isObject(out.hooks)) return { settings: out, removed: 0 };
   const hooks = out.hooks as Record<string, Json[]>;
@@ -97,7 +126,7 @@ export function removeHooks(settings: Json): { settings: Json; removed: number }
   for (const event of Object.keys(HOOK_EVENTS)) removed += removeFrom(hooks, event);
   if (removed > 0 && Object.keys(hooks).length === 0) delete out.hooks;
   // Set by install (a user who had set it loses it with the hooks: the README says so).
-  if (removed > 0 && out.disableSkillShellExecution === true) delete out.disableSkillShellExecution;
+  if (agent === 'claude' && removed > 0 && out.disableSkillShellExecution === true) delete out.disableSkillShellExecution;
   return { settings: out, removed };
 }
 
@@ -222,17 +251,17 @@ function writeSettings(file: string, settings: Json, root: string | undefined): 
   writeAtomicNoFollow(target, JSON.stringify(settings, null, 2) + '\n');
 }
 
-/** `root`: the repository whose .claude/settings.json this is (project scope); nothing outside it is read or written. */
-export async function installHooks(file: string, prefix: string, root?: string): Promise<{ changed: boolean }> {
-  const { settings, changed } = mergeHooks(readSettings(root !== undefined ? resolveInRepository(file, root) : file) ?? {}, prefix);
+/** `root`: the repository whose .claude/settings.json (or .codex/hooks.json) this is (project scope); nothing outside it is read or written. */
+export async function installHooks(file: string, prefix: string, root?: string, agent: HookAgent = 'claude'): Promise<{ changed: boolean }> {
+  const { settings, changed } = mergeHooks(readSettings(root !== undefined ? resolveInRepository(file, root) : file) ?? {}, prefix, agent);
   if (changed) writeSettings(file, settings, root);
   return { changed };
 }
 
-export async function uninstallHooks(file: string, root?: string): Promise<{ removed: number }> {
+export async function uninstallHooks(file: string, root?: string, agent: HookAgent = 'claude'): Promise<{ removed: number }> {
   const current = readSettings(root !== undefined ? resolveInRepository(file, root) : file);
   if (!current) return { removed: 0 };
-  const { settings, removed } = removeHooks(current);
+  const { settings, removed } = removeHooks(current, agent);
   if (removed > 0) writeSettings(file, settings, root);
   return { removed };
 }
