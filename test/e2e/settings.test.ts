@@ -1,8 +1,9 @@
 // The Settings screen in Chromium, by keyboard only (the scripted app behind the
 // real web host, whose contract validation refuses bad values as it does for the
 // real app): a change is saved, a bad value is refused next to its field with what
-// was typed kept, unsaved changes are named and Esc discards them, and axe finds
-// nothing critical or serious, in both colour schemes.
+// was typed kept, unsaved changes are named and Esc discards them, the one Save
+// stays in view for a change at the foot of the form (the egress rules), and axe
+// finds nothing critical or serious, in both colour schemes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -27,7 +28,7 @@ describe.skipIf(!!missing)('the Settings screen by keyboard', () => {
   });
 
   /** Focuses a field by Tab and replaces what it holds, as a user selecting all and typing. */
-  async function retype(testId: string, text: string, opts: { backwards?: boolean } = {}) {
+  async function retype(testId: string, text: string, opts: { backwards?: boolean; max?: number } = {}) {
     const { page } = ui.browser;
     await tabTo(page, testId, { max: 60, ...opts });
     await page.keyboard.press('ControlOrMeta+A');
@@ -103,6 +104,45 @@ describe.skipIf(!!missing)('the Settings screen by keyboard', () => {
     expect(f.testId).toBe('settings-save');
     expect(f.invisible).toBeNull();
     expect(app.settingsSaved).toHaveLength(2);
+    expect(problems.filter((p) => !p.includes('status of 400'))).toEqual([]);
+  });
+
+  it('keeps the one Save in view at 1280×800 for a change at the foot of the form, and saves the rules with it', async () => {
+    const { page, problems } = ui.browser;
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(ui.host.url);
+    await page.getByTestId('nav-settings').click();
+    await page.getByTestId('settings-form').waitFor();
+    const rulesBefore = (app.settings.egressRules as unknown[]).length;
+    // The last field of the default egress rules is far below the bar.
+    const last = rulesBefore - 1;
+    await page.getByTestId('settings-save').focus();
+    await retype(`egress-rule-${last}-addresses`, '10.20.0.0/16', { max: 200 });
+    // The page scrolled to the field: the screen's heading, just above the bar, is gone off the top.
+    expect((await page.locator('#settings-heading').boundingBox())!.y).toBeLessThan(0);
+    // The bar is on screen and on top: what is at its Save button's centre is that button.
+    const onTop = await page.evaluate(() => {
+      const save = document.querySelector('[data-testid="settings-save"]')!;
+      const r = save.getBoundingClientRect();
+      const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+      return { inView: r.top >= 0 && r.bottom <= innerHeight, hit: !!hit && save.contains(hit) };
+    });
+    expect(onTop).toEqual({ inView: true, hit: true });
+    expect(await page.getByTestId('settings-unsaved').textContent()).toBe('Unsaved: Default egress rules. Esc discards.');
+    expect(await page.getByTestId(`egress-rule-${last}-addresses`).evaluate((e) => e.closest('[data-testid="settings-form"]') !== null)).toBe(true);
+    // Enter in the field saves the whole form: the rules go in the one settings.set.
+    await page.keyboard.press('Enter');
+    await page.getByTestId('settings-saved').waitFor();
+    const sent = app.settingsSaved.at(-1) as { egressRules: Array<{ addresses?: string[] }> };
+    expect(Object.keys(sent)).toEqual(['egressRules']);
+    expect(sent.egressRules).toHaveLength(rulesBefore);
+    expect(sent.egressRules[last]!.addresses).toEqual(['10.20.0.0/16']);
+    expect(await page.getByTestId('settings-unsaved').textContent()).not.toContain('Unsaved');
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      expect(describeViolations(await seriousViolations(page)), scheme).toEqual([]);
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
     expect(problems.filter((p) => !p.includes('status of 400'))).toEqual([]);
   });
 });
