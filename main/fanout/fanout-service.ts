@@ -156,13 +156,15 @@ export class FanoutService {
       if (t.id === keep || t.phase === 'approved' || t.phase === 'rejected') continue;
       if (t.phase === 'review') {
         const rejected = await this.deps.tasks.reject(t.id);
-        // Rejected with a keep-after-decision deadline: the task's lifetime destroys it then.
-        if (!rejected.sandbox.keptUntil && rejected.sandbox.status === 'running') await this.deps.tasks.destroy(t.id);
+        // Rejected with a keep-after-decision deadline: the task's lifetime destroys it then. Without
+        // one, the rejection has started destroying it; waiting on that (one destroy per task) means
+        // the decision returns with the sandbox gone.
+        if (!rejected.sandbox.keptUntil && hasSandbox(rejected)) await this.deps.tasks.destroy(t.id);
         continue;
       }
       if (!ENDED.has(t.phase)) await this.deps.tasks.cancel(t.id);
       const now = this.deps.tasks.get(t.id);
-      if (now.sandbox.status === 'running' || now.sandbox.status === 'lost' || now.sandbox.status === 'booting') await this.deps.tasks.destroy(t.id);
+      if (!now.sandbox.keptUntil && hasSandbox(now)) await this.deps.tasks.destroy(t.id);
     }
   }
 
@@ -186,6 +188,11 @@ export class FanoutService {
       prep.settle(new FactoryError('SetupFailed', `the preparation these ways boot from did not finish (${why})`));
     }
   }
+}
+
+/** A sandbox that is up, on its way up or down, or lost with leftovers: destroying it still does something. */
+function hasSandbox(t: Task): boolean {
+  return t.sandbox.status !== 'none' && t.sandbox.status !== 'destroyed';
 }
 
 function groupSuffix(): string {
