@@ -2,6 +2,7 @@
 // its subagents' sandboxes nested under it (issue 27, sections 3 and 5), in
 // jsdom with a recording bridge.
 import { cleanup, fireEvent, screen, within } from '@testing-library/react';
+import axe from 'axe-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { STAGE_NAMES, type HookSession, type SessionCheck, type Task } from '../../common/domain.js';
 import { taskOrder } from '../../renderer/state/store.js';
@@ -212,6 +213,25 @@ describe('subagents on the board', () => {
     expect(screen.getByTestId('subagent-line-self').hasAttribute('data-nested')).toBe(false);
     expect(screen.getByTestId('subagent-line-orphan').hasAttribute('data-nested')).toBe(false);
     expect(screen.getByTestId('subagent-line-orphan').textContent).toContain('Subagent: ');
+  });
+});
+
+describe('the session card and its checks under axe (jsdom: structure, names and roles; colour contrast needs a browser)', () => {
+  it('has no serious or critical violation on the board with a session and a subagent, nor in the checks list', async () => {
+    const subagent = task('c1', '2026-01-01T11:00:00.000Z', {
+      title: 'Subagent c1',
+      session: { sessionId: 'sess-1', turns: 0, checks: [{ ...threeTurns.checks[1]!, hook: 'SubagentStop' }], subagent: { parentTaskId: 's1', agentId: 'ag1', agentType: 'Explore', outcome: { kind: 'kept', reason: 'the leak check found a key' } } },
+    });
+    mount([task('s1', '2026-01-01T10:00:00.000Z', { title: 'Claude Code session sess-1', session: threeTurns }), subagent]);
+    await screen.findByTestId('subagent-line-c1');
+    fireEvent.click(screen.getByTestId('task-select-s1'));
+    await screen.findByTestId('session-checks');
+    const serious = async (el: Element) => {
+      const r = await axe.run(el, { resultTypes: ['violations'], rules: { 'color-contrast': { enabled: false } } });
+      return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}`));
+    };
+    expect(await serious(screen.getByTestId('stage-board'))).toEqual([]);
+    expect(await serious(screen.getByTestId('session-checks'))).toEqual([]);
   });
 });
 
