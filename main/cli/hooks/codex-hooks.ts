@@ -6,7 +6,8 @@
 // - Codex's shell tool (exec_command, also inside code mode's `exec`) reaches
 //   the hook as tool_name "Bash" with {command}: routed as Claude Code's Bash is.
 // - apply_patch edits files here, like Write: each file the patch names is
-//   judged as a Write of it (inside the repository, never a guarded file).
+//   judged as a Write of it (inside the repository, never a guarded file,
+//   never .codex, whose hooks.json and config.toml Codex obeys).
 // - view_image reads a file here: judged as a Read of its path.
 // - a namespaced tool arrives with its namespace glued to its name
 //   ("collaborationspawn_agent"); the subagent, goal, clock and question tools
@@ -18,6 +19,7 @@
 // - a failed hook lets the call run in Codex (also status 2 without a reason
 //   on stderr), so every failure here answers status 2 with its reason.
 // - SessionStart's context tells Codex its own tool names.
+import path from 'node:path';
 import type { FactoryClient } from '../client.js';
 import { UsageError, type Io } from '../output.js';
 import { cmdHookPreToolUse, cmdHookStart, readStdin, withDeadline, type HookInput } from './hook-commands.js';
@@ -71,6 +73,9 @@ export function claudeCallsFor(input: Json): Json[] | { deny: string } {
     const patch = toolInput.command ?? toolInput.input ?? toolInput.patch;
     const files = typeof patch === 'string' ? patchFiles(patch) : [];
     if (files.length === 0) return { deny: 'Factory in a Box: this apply_patch names no file it could check, so it is not applied on this computer. Write the patch with *** Add File / *** Update File / *** Delete File lines.' };
+    const cwd = typeof input.cwd === 'string' ? input.cwd : '/';
+    const own = files.find((f) => path.resolve(cwd, f).split(path.sep).some((part) => part.replace(/[. ]+$/, '').toLowerCase() === '.codex'));
+    if (own !== undefined) return { deny: `Factory in a Box: ${JSON.stringify(own.slice(0, 200))} is inside .codex, whose hooks and config Codex on this computer obeys (a changed hooks.json turns the hooks off until reviewed), so the patch is not applied. Change it in the sandbox through exec_command, where it comes back through the review.` };
     return files.map((file_path) => ({ ...input, tool_name: 'Write', tool_input: { file_path } }));
   }
   if (input.tool_name === 'view_image') return [{ ...input, tool_name: 'Read', tool_input: { file_path: toolInput.path } }];

@@ -139,6 +139,12 @@ describe('factory hook pre-tool-use --agent codex', () => {
     expect(outside.answer!.permissionDecisionReason).toMatch(/outside the repository.*checked as Write of "\.\.\/\.\.\/elsewhere\.txt"/s);
     const git = await preToolUse('apply_patch', { command: '*** Begin Patch\n*** Add File: ../.git/hooks/pre-commit\n+#!/bin/sh\n*** End Patch\n' });
     expect(git.answer!.permissionDecisionReason).toContain('inside .git');
+    // Codex's own hooks and config: a changed hooks.json would switch the hooks off until the user reviews it again.
+    for (const file of ['../.codex/hooks.json', '../.CODEX./config.toml']) {
+      const own = await preToolUse('apply_patch', { command: `*** Begin Patch\n*** Update File: ${file}\n@@\n-a\n+b\n*** End Patch\n` });
+      expect(own.answer!.permissionDecision, file).toBe('deny');
+      expect(own.answer!.permissionDecisionReason).toContain('inside .codex');
+    }
     const none = await preToolUse('apply_patch', { command: 'rm -rf /' });
     expect(none.answer!.permissionDecisionReason).toContain('names no file');
   });
