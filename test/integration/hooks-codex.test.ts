@@ -1,0 +1,198 @@
+// The Codex session hooks with the real Codex CLI (the pinned version) on this
+// host, headless (`codex exec`), against the Responses API stub (the one
+// double: no model API exists here), and the real app with a real sandbox
+// under QEMU. A user runs `factory hooks install --agent codex` in a
+// repository, then Codex: the session start gives the session a sandbox; the
+// model's shell call (exec_command from code mode, which reaches the hook as
+// "Bash") is rewritten by the PreToolUse hook into a routed command, so
+// `touch <marker>; cat /etc/machine-id` leaves no marker on this computer and
+// prints the sandbox's machine id; a file apply_patch wrote here reaches the
+// sandbox before the next command; a patch into .codex is refused with the
+// reason shown to the model; the Stop hook's leak check passes; and
+// once Codex has ended, its sandbox is gone (Codex gives SessionEnd 3 s, the
+// app finishes the teardown). Codex asks the user to trust hooks from a file:
+// here --dangerously-bypass-hook-trust stands for that answer, and the
+// repository is marked trusted in Codex's own config as its prompt would.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Task } from '../../common/domain.js';
+import { FactoryClient } from '../../main/cli/client.js';
+import { CODEX_QUIET_CONFIG } from '../../main/pipeline/agents/codex.js';
+import { qemuProcessesUnder } from '../e2e/support/processes.js';
+import { CLI_ENTRY, ROOT, runCli, stopApp } from '../support/cli.js';
+import { codexBinary } from '../support/codex-host.js';
+import { testImage } from '../support/image.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { addFilePatch, codeModeJs, ResponsesStub, toolResultsOf } from '../support/responses-stub.js';
+
+const GRACE_SEC = 5;
+const API_KEY = 'fiab-placeholder-codex-hooks';
+
+let binary: string | undefined;
+let dataDir: string;
+let root: string;
+let repo: FixtureRepo;
+let stub: ResponsesStub;
+let client: FactoryClient;
+let wrapperLog: string;
+let factoryBin: string;
+const started: ChildProcess[] = [];
+/** The code-mode cell the model sends as its first turn; then it is done. */
+let cell = '';
+
+/** Every `factory` invocation (the hooks and the routed commands), with its status and stderr. */
+function calls(): Array<{ args: string; status: number; stderr: string }> {
+  if (!fs.existsSync(wrapperLog)) return [];
+  return fs
+    .readFileSync(wrapperLog, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [args, status, err] = l.split('\t');
+      return { args: args!.replace(/^(--data-dir \S+ )+/, ''), status: Number(status), stderr: Buffer.from(err ?? '', 'base64').toString('utf8') };
+    });
+}
+
+const sessionTasks = async () => (await client.call('tasks.list', {})).filter((t: Task) => t.agent === 'claude-session');
+
+async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+function runCodex(): Promise<{ code: number | null; out: string; pid: number }> {
+  const codexHome = path.join(root, 'codex-home');
+  const args = [
+    'exec', '--json', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--dangerously-bypass-hook-trust', '--cd', repo.dir,
+    '-c', 'model_provider=stub', '-c', 'model_providers.stub.name=stub', '-c', `model_providers.stub.base_url="${stub.url}/v1"`,
+    '-c', 'model_providers.stub.env_key=OPENAI_API_KEY', '-c', 'model_providers.stub.wire_api=responses',
+    ...CODEX_QUIET_CONFIG.flatMap((kv) => ['-c', kv]), '-',
+  ];
+  const child = spawn(binary!, args, {
+    cwd: repo.dir,
+    env: { HOME: path.join(root, 'home'), CODEX_HOME: codexHome, PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', OPENAI_API_KEY: API_KEY },
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
+  started.push(child);
+  child.stdin!.end('Work in the sandbox.');
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out, pid: child.pid! })));
+}
+
+beforeAll(async () => {
+  binary = await codexBinary({ allowFetch: process.env.FACTORY_OFFLINE !== '1' });
+  if (!binary) return;
+  await testImage();
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'hooks-codex-'));
+  dataDir = path.join(root, 'data');
+  wrapperLog = path.join(root, 'factory-calls.log');
+  for (const d of ['home', 'bin', 'codex-home']) fs.mkdirSync(path.join(root, d));
+  repo = await makeRepo({ files: { 'README.md': '# Fixture\n' } });
+  // The repository is trusted, as the user's answer to Codex's folder prompt would record it.
+  fs.writeFileSync(path.join(root, 'codex-home', 'config.toml'), `[projects.${JSON.stringify(repo.dir)}]\ntrust_level = "trusted"\n`);
+  // `factory`, as the package's bin would be, logging each call's status and stderr for the test.
+  factoryBin = path.join(root, 'bin', 'factory');
+  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs');
+  fs.writeFileSync(
+    factoryBin,
+    [
+      '#!/bin/bash',
+      'err=$(mktemp)',
+      `${JSON.stringify(process.execPath)} --import ${JSON.stringify(tsx)} ${JSON.stringify(CLI_ENTRY)} --data-dir ${JSON.stringify(dataDir)} "$@" 2>"$err"`,
+      's=$?',
+      'cat "$err" >&2',
+      `printf '%s\\t%s\\t%s\\n' "$*" "$s" "$(base64 -w0 < "$err")" >> ${JSON.stringify(wrapperLog)}`,
+      'rm -f "$err"',
+      'exit $s',
+      '',
+    ].join('\n'),
+    { mode: 0o755 },
+  );
+  stub = await ResponsesStub.start({ apiKey: API_KEY, script: (req) => (toolResultsOf(req).length === 0 && cell ? { toolCalls: [{ input: cell }] } : { text: 'Done in the sandbox.' }) });
+  const ls = await runCli(dataDir, ['ls'], { env: { FACTORY_SESSION_GRACE_SEC: String(GRACE_SEC) } });
+  expect(ls.code, ls.stderr).toBe(0);
+  client = await FactoryClient.connect(path.join(dataDir, 'factory.sock'));
+}, 10 * 60_000);
+
+afterAll(async () => {
+  for (const c of started) {
+    if (c.exitCode === null && c.signalCode === null) {
+      try {
+        process.kill(-c.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+  client?.close();
+  if (dataDir) await stopApp(dataDir);
+  await stub?.close();
+  repo?.cleanup();
+  if (root && process.env.FACTORY_KEEP_TEST_DIR !== '1') fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and a real sandbox', () => {
+  it("a Codex session gets a sandbox; its shell command runs there, not here; apply_patch's file reaches it; the sandbox is gone after the session", async (ctx) => {
+    if (!binary) ctx.skip(); // offline and not cached: FACTORY_OFFLINE=1 without a fetched CLI
+    // The absolute command: Codex runs the model's commands in a login shell, whose PATH need not hold the test's bin folder.
+    const install = await new Promise<number | null>((resolve) =>
+      spawn(factoryBin, ['hooks', 'install', '--agent', 'codex', '--command', factoryBin], { cwd: repo.dir, stdio: 'ignore' }).on('exit', resolve),
+    );
+    expect(install).toBe(0);
+    expect(Object.keys(JSON.parse(fs.readFileSync(path.join(repo.dir, '.codex', 'hooks.json'), 'utf8')).hooks)).toHaveLength(6);
+    const marker = path.join(root, 'MARKER-must-not-appear-here');
+    const hostMachineId = fs.existsSync('/etc/machine-id') ? fs.readFileSync('/etc/machine-id', 'utf8').trim() : 'no-machine-id-here';
+    cell = codeModeJs({ patches: [addFilePatch('notes/from-host.txt', 'written by apply_patch on the host')], commands: [`touch ${marker}; cat /etc/machine-id; pwd; cat notes/from-host.txt`] });
+    // Then a patch the hook must refuse (Codex's own hooks folder), the refusal caught so the model reads it.
+    cell += `\ntry { await tools.apply_patch(${JSON.stringify(addFilePatch('.codex/planted.txt', 'x'))}); text('APPLIED'); } catch (e) { text('REFUSED: ' + String(e)); }`;
+    const t0 = Date.now();
+    const { code, out, pid } = await runCodex();
+    expect(code, out.slice(-3000)).toBe(0);
+    const byArgs = (s: string) => calls().filter((c) => c.args.startsWith(s));
+    expect(byArgs('hook session-start').map((c) => c.status), byArgs('hook session-start')[0]?.stderr).toEqual([0]);
+    // Three tool calls went through the hook (apply_patch, the shell command, the refused patch); the shell command ran as a routed one.
+    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0]);
+    expect(byArgs('hook run').map((c) => c.status)).toEqual([0]);
+    const [task] = await sessionTasks();
+    expect(task).toBeDefined();
+    // The app watches the Codex process itself, not the shell or the factory script between it and the hook.
+    const records = JSON.parse(fs.readFileSync(path.join(dataDir, 'sessions.json'), 'utf8')) as { sessions: Array<{ taskId: string; pid: number }> };
+    const record = records.sessions.find((s) => s.taskId === task!.id);
+    if (record) expect(record.pid).toBe(pid);
+    // Nothing ran here: no marker; the machine id and the folder are the sandbox's.
+    expect(fs.existsSync(marker)).toBe(false);
+    const result = stub.responseRequests().flatMap((r) => toolResultsOf(r)).join('\n');
+    const ids = result.match(/\b[0-9a-f]{32}\b/g) ?? [];
+    expect(ids.length, result.slice(0, 2000)).toBeGreaterThan(0);
+    expect(ids).not.toContain(hostMachineId);
+    expect(result).toContain('/work/repo');
+    // apply_patch wrote here, on the user's working tree, and the routed command saw the file in the sandbox.
+    expect(fs.readFileSync(path.join(repo.dir, 'notes', 'from-host.txt'), 'utf8')).toBe('written by apply_patch on the host\n');
+    expect(result).toContain('written by apply_patch on the host');
+    // The refused patch: not applied here, and the model was told why.
+    expect(fs.existsSync(path.join(repo.dir, '.codex', 'planted.txt'))).toBe(false);
+    expect(result).not.toContain('APPLIED');
+    expect(result).toMatch(/REFUSED: .*inside \.codex/);
+    // The session start told the model about its sandbox, in Codex's terms.
+    expect(stub.responseRequests().some((r) => r.rawBody.includes('This session has its own sandbox') && r.rawBody.includes('exec_command'))).toBe(true);
+    const stop = byArgs('hook stop');
+    expect(stop.map((c) => c.status), stop[0]?.stderr).toEqual([0]);
+    // Codex gives SessionEnd 3 s: the app finishes the check and the teardown (or reaps the session once Codex is gone).
+    await waitFor('the session sandbox to be destroyed', async () => (await client.call('tasks.get', { taskId: task!.id })).sandbox.status === 'destroyed', 5 * 60_000);
+    expect(qemuProcessesUnder(dataDir)).toEqual([]);
+    const report = await client.call('leakcheck.get', { taskId: task!.id });
+    expect(report?.verdict).toBe('clean');
+    console.log(`codex session with hooks, from start to a destroyed sandbox: ${Date.now() - t0} ms; session-end hook: ${JSON.stringify(byArgs('hook session-end').map((c) => [c.status, c.stderr.slice(0, 200)]))}`);
+  }, 10 * 60_000);
+});
