@@ -1,8 +1,9 @@
 // axe-core in Chromium on every screen a user meets (the scripted app behind the
 // real web host): no critical and no serious violation on the landing page, the
-// board with finished and failed tasks, a task's view, the review pane and the
+// board with finished and failed tasks, a task's view, the review pane, a
+// Claude Code session with a nested subagent and its leak checks, the
 // credentials screen (with the keychain unavailable, its most coloured state),
-// in the light and the dark colour scheme (playwright's colorScheme, as the
+// the environments and settings screens and the shortcuts dialog, in the light and the dark colour scheme (playwright's colorScheme, as the
 // system would set it). Each screen is also saved as a screenshot at 1400×900, and
 // checked again and saved at 1280×800 and 1920×1080.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,6 +102,22 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
     await page.getByTestId('destroy-cancel-button').click();
   });
 
+  it('a Claude Code session on the board, its subagent nested, and its leak checks', async () => {
+    const { page } = ui.browser;
+    const { sessionId, subagentId } = app.addSession(ui.repo);
+    // On the board: the session's line shows the check that was not clean, the subagent's its clean one.
+    await page.getByTestId(`session-line-${sessionId}`).waitFor();
+    expect(await page.getByTestId(`session-verdict-${sessionId}`).getAttribute('data-verdict')).toBe('incomplete');
+    expect(await page.getByTestId(`subagent-line-${subagentId}`).getAttribute('data-nested')).toBe('');
+    expect(await page.getByTestId(`subagent-verdict-${subagentId}`).getAttribute('data-verdict')).toBe('clean');
+    await page.getByTestId(`task-select-${sessionId}`).click();
+    await expect.poll(() => page.getByTestId('session-check').evaluateAll((els) => els.map((e) => e.getAttribute('data-verdict')))).toEqual(['incomplete', 'leak', 'clean']);
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await shot(page, 'session-board');
+    await page.getByTestId('session-checks').scrollIntoViewIfNeeded();
+    await shot(page, 'session-checks');
+  });
+
   it('the credentials screen', async () => {
     const { page, problems } = ui.browser;
     await page.getByTestId('nav-credentials').click();
@@ -109,6 +126,22 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
     expect(await page.getByTestId('keychain-status').getAttribute('data-state')).toBe('unavailable');
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await shot(page, 'credentials');
+    expect(problems).toEqual([]);
+  });
+
+  it('the environments and settings screens, and the shortcuts dialog', async () => {
+    const { page, problems } = ui.browser;
+    await page.getByTestId('nav-environments').click();
+    await page.getByTestId('environments-heading').waitFor();
+    await shot(page, 'environments');
+    await page.getByTestId('nav-settings').click();
+    await page.getByTestId('settings-form').waitFor();
+    await shot(page, 'settings');
+    await page.getByTestId('nav-tasks').click();
+    await page.keyboard.press('Alt+Slash');
+    await page.getByTestId('shortcuts-dialog').waitFor();
+    await shot(page, 'shortcuts');
+    await page.keyboard.press('Escape');
     expect(problems).toEqual([]);
   });
 });

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
 import { FactoryError } from '../../../common/errors.js';
-import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type Task, type TerminalInfo } from '../../../common/domain.js';
+import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type SessionCheck, type Task, type TerminalInfo } from '../../../common/domain.js';
 import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
 import type { ReviewConfirmationKind } from '../../../common/review.js';
@@ -199,6 +199,49 @@ export class ScriptedApp implements HostedApp {
   release(taskId: string): void {
     if (!this.held.delete(taskId)) throw new Error(`${taskId} is not held`);
     this.update(taskId, { phase: 'review' });
+  }
+
+  /**
+   * A Claude Code session's sandbox (hooks mode) as the host records it, with one
+   * subagent's sandbox nested under it: the session's turns checked clean, then a
+   * leak, then a check that could not scan everything; the subagent's check clean
+   * and its work merged. Both running, as while the session goes on.
+   */
+  addSession(repoPath: string): { sessionId: string; subagentId: string } {
+    const at = (min: number) => new Date(Date.now() - (10 - min) * 60_000).toISOString();
+    const MIB = 2 ** 20;
+    const check = (turn: number, hook: SessionCheck['hook'], verdict: SessionCheck['verdict'], min: number, over: Partial<SessionCheck> = {}): SessionCheck => ({
+      turn, hook, at: at(min), verdict, durationMs: 1400, scanned: { sources: 6, bytes: 40 * MIB, limited: [] }, findings: [], findingCount: 0, ...over,
+    });
+    const base = (id: string, title: string): Task => ({
+      id, title, repoPath, baseRef: 'HEAD', baseCommit: 'abcdef0123456789', branch: `factory/${id}`, createdAt: new Date().toISOString(),
+      phase: 'running', sandbox: { status: 'running', accel: 'tcg', bootMs: 1234 }, agent: 'claude-session',
+      stages: STAGE_NAMES.map((name) => ({ name, status: 'pending' as const })),
+    });
+    const sessionId = `task-${++this.seq}`;
+    this.tasks.set(sessionId, {
+      ...base(sessionId, 'Claude Code session 5f0c2a'),
+      session: {
+        sessionId: '5f0c2a', turns: 3,
+        checks: [
+          check(1, 'Stop', 'clean', 1),
+          check(2, 'Stop', 'leak', 3, { findings: [{ credentialId: 'anthropic-main', source: 'disk', encoding: 'base64' }], findingCount: 1 }),
+          check(3, 'Stop', 'incomplete', 5, { scanned: { sources: 6, bytes: 512 * MIB, limited: [{ source: 'memory', reason: 'cap of 512 MiB reached' }] } }),
+        ],
+      },
+    });
+    this.update(sessionId, {});
+    const subagentId = `task-${++this.seq}`;
+    this.tasks.set(subagentId, {
+      ...base(subagentId, 'Subagent ag1 of Claude Code session 5f0c2a'),
+      session: {
+        sessionId: '5f0c2a', turns: 0,
+        checks: [check(2, 'SubagentStop', 'clean', 2)],
+        subagent: { parentTaskId: sessionId, agentId: 'ag1', agentType: 'Explore', outcome: { kind: 'merged', branch: 'factory/ag1', commits: 2 } },
+      },
+    });
+    this.update(subagentId, {});
+    return { sessionId, subagentId };
   }
 
   /** Whether a HELD task finished its stages and waits for release(). */
