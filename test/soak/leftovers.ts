@@ -13,25 +13,25 @@ export interface Leftover {
 
 /** Every file under dir (not following links), with its stat. */
 export function walk(dir: string): Array<{ file: string; stat: Stats }> {
-  const out: Array<{ file: string; stat: Stats }> = [];
+  return entries(dir).flatMap((e) => (e.stat.isDirectory() ? walk(e.file) : [e]));
+}
+
+/** One folder's entries with their lstat; what goes away between the listing and the stat is left out. */
+function entries(dir: string): Array<{ name: string; file: string; stat: Stats }> {
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
-    return out;
+    return [];
   }
-  for (const name of names) {
+  return names.flatMap((name) => {
     const file = path.join(dir, name);
-    let stat: Stats;
     try {
-      stat = lstatSync(file);
+      return [{ name, file, stat: lstatSync(file) }];
     } catch {
-      continue; // gone between the listing and the stat
+      return [];
     }
-    if (stat.isDirectory()) out.push(...walk(file));
-    else out.push({ file, stat });
-  }
-  return out;
+  });
 }
 
 /** QEMU, socat, ssh and git processes whose command line or working folder names one of `roots`. */
@@ -72,20 +72,7 @@ export function isTempName(name: string): boolean {
 export function leftoversIn(dataDir: string, opts: { appRunning: boolean }): Leftover[] {
   const out: Leftover[] = [];
   const visit = (dir: string) => {
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      const file = path.join(dir, name);
-      let stat: Stats;
-      try {
-        stat = lstatSync(file);
-      } catch {
-        continue; // gone between the listing and the stat
-      }
+    for (const { name, file, stat } of entries(dir)) {
       const rel = path.relative(dataDir, file);
       if (isTempName(name)) out.push({ kind: 'temp', what: stat.isDirectory() ? `${rel}/` : rel });
       else if (stat.isDirectory()) visit(file);
@@ -116,4 +103,13 @@ export function bytesUnder(dir: string, skip: (rel: string) => boolean = () => f
   let n = 0;
   for (const { file, stat } of walk(dir)) if (!skip(path.relative(dir, file))) n += stat.blocks * 512;
   return n;
+}
+
+/** A process that exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
 }

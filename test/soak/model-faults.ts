@@ -18,7 +18,7 @@ import { GUEST_ARTIFACTS_DIR } from '../../main/pipeline/artifacts.js';
 import { stageOfRequest, type StubReply } from '../support/anthropic-stub.js';
 import { startAgentApp, waitForTask, type AgentApp } from '../support/agent-app.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
-import { credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
+import { alive, credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
 import type { Rng } from './rng.js';
 
 export const MODEL_FAULT_KINDS = ['model-500', 'model-hang', 'model-reset', 'model-broken-sse'] as const;
@@ -68,14 +68,6 @@ function qemuPidOf(dataDir: string, id: string): number | undefined {
     return TaskRecord.parse(JSON.parse(fs.readFileSync(path.join(dataDir, 'state', 'tasks', `${id}.json`), 'utf8'))).qemuPid;
   } catch {
     return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    return !fs.readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
   }
 }
 

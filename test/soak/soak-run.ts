@@ -13,7 +13,7 @@ import { TaskRecord } from '../../main/state/state-store.js';
 import { startAppProcess, type AppProcess } from '../support/app-process.js';
 import { runCli } from '../support/cli.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
-import { bytesUnder, credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
+import { alive, bytesUnder, credentialHits, leftoversIn, processesUnder, type Leftover } from './leftovers.js';
 import { MODEL_FAULT_KINDS, runModelFaults, type ModelFault } from './model-faults.js';
 import { seededRng, type Rng } from './rng.js';
 
@@ -191,14 +191,6 @@ function ourKeyringDaemon(): number | undefined {
     }
   }
   return undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    return !fs.readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
 }
 
 export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
