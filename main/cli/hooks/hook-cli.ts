@@ -38,11 +38,14 @@ export async function cmdHooks(io: Io, v: Values, action: string): Promise<numbe
     throw new UsageError(`hooks: --command ${JSON.stringify(prefix)} would print npm's banner where Claude Code reads the hooks' answers; add -s (npm run -s …)`);
   }
   if (typeof v['data-dir'] === 'string') prefix += ` --data-dir ${shellWord(path.resolve(v['data-dir']))}`;
-  const { changed } = await installHooks(file, prefix, top, agent);
-  if (io.json) printJson(io, { file, changed });
+  const { changed, rules } = await installHooks(file, prefix, top, agent);
+  if (io.json) printJson(io, { file, changed, ...(rules ? { rules } : {}) });
   else io.stdout.write(`${changed ? 'installed' : 'already installed:'} ${Object.keys(hookEvents(agent)).join(', ')} hooks in ${file}\n`);
-  // Codex runs hooks from a file only once the user trusted them (and, for a project, its folder).
-  if (agent === 'codex' && !io.json) io.stdout.write(CODEX_TRUST_NOTE);
+  if (agent === 'codex' && !io.json) {
+    io.stdout.write(rules ? `and the rule that lets the routed commands reach the app from inside Codex's sandbox: ${rules}\n` : CODEX_NO_RULE_NOTE);
+    // Codex runs hooks from a file only once the user trusted them (and, for a project, its folder).
+    io.stdout.write(CODEX_TRUST_NOTE);
+  }
   return 0;
 }
 
@@ -52,6 +55,10 @@ async function repoTop(cwd: string): Promise<string> {
   if (!top) throw new FactoryError('NotAGitRepository', `${cwd} is not inside a git repository; run this in the repository Claude Code works in, or use --user`);
   return top;
 }
+
+const CODEX_NO_RULE_NOTE =
+  "--command is not plain words, so no Codex rule can name it: in Codex's own sandbox (workspace-write) the routed commands cannot reach the app and fail. " +
+  'Give --command as plain words (a path to factory), or run Codex with --sandbox danger-full-access (its commands still run in the session\'s sandbox).\n';
 
 const CODEX_TRUST_NOTE =
   'Codex runs these hooks only once you trust them: start codex here, trust the folder and answer its hooks review with "Trust all and continue".\n' +

@@ -251,15 +251,106 @@ function writeSettings(file: string, settings: Json, root: string | undefined): 
   writeAtomicNoFollow(target, JSON.stringify(settings, null, 2) + '\n');
 }
 
+/**
+ * Codex runs a command inside its own sandbox on this computer, which (in its
+ * default workspace-write mode) refuses to connect to the app's socket: a
+ * routed `<prefix> hook run …` would fail there. A rule file beside hooks.json
+ * lets exactly that command run outside Codex's sandbox; Codex applies a rule
+ * only when every command of a shell line matches, so `… hook run X && other`
+ * stays sandboxed. The file is wholly ours.
+ */
+export function codexRulesPath(hooksFile: string): string {
+  return path.join(path.dirname(hooksFile), 'rules', 'factory-in-a-box.rules');
+}
+
+/** The words a shell makes of `line` (blanks, quotes, backslashes), or undefined when it holds anything a shell would expand, run or redirect. */
+export function shellWords(line: string): string[] | undefined {
+  const words: string[] = [];
+  let word: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i]!;
+    if (ch === ' ' || ch === '\t') {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (ch === "'") {
+      const end = line.indexOf("'", i + 1);
+      if (end < 0) return undefined;
+      word = (word ?? '') + line.slice(i + 1, end);
+      i = end;
+    } else if (ch === '"') {
+      let j = i + 1;
+      let text = '';
+      for (; j < line.length && line[j] !== '"'; j++) {
+        if (line[j] === '$' || line[j] === '`') return undefined;
+        if (line[j] === '\\' && j + 1 < line.length && '"\\'.includes(line[j + 1]!)) j++;
+        text += line[j];
+      }
+      if (j >= line.length) return undefined;
+      word = (word ?? '') + text;
+      i = j;
+    } else if (ch === '\\' && i + 1 < line.length) {
+      word = (word ?? '') + line[++i];
+    } else if (/[$`;&|<>(){}*?[\]~#!\n\r\\]/.test(ch)) {
+      return undefined;
+    } else {
+      word = (word ?? '') + ch;
+    }
+  }
+  if (word !== undefined) words.push(word);
+  return words;
+}
+
+/** The rule file's text for `prefix`, or undefined when the prefix is not plain words (no rule can name it). */
+export function codexRules(prefix: string): string | undefined {
+  const words = shellWords(prefix);
+  if (!words || words.length === 0) return undefined;
+  return [
+    `${MARK} --agent codex: routed commands (they run in the session's sandbox) reach the app from outside Codex's own sandbox.`,
+    `prefix_rule(pattern = ${JSON.stringify([...words, 'hook', 'run'])}, decision = "allow", justification = "Factory in a Box runs this command in the session's sandbox")`,
+    '',
+  ].join('\n');
+}
+
+/** Our rule file for Codex: written (or removed, with `text` undefined) when it differs; a file there that is not ours is left alone. */
+function syncRulesFile(file: string, text: string | undefined, root: string | undefined): boolean {
+  const target = root !== undefined ? resolveInRepository(file, root) : file;
+  let now: string | undefined;
+  try {
+    if (fs.lstatSync(target).isSymbolicLink()) throw new FactoryError('HookSettingsOutside', `${target} is a symlink; Factory in a Box writes its own rule file there and left it alone`);
+    now = fs.readFileSync(target, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (now !== undefined && !now.startsWith(MARK)) {
+    if (text === undefined) return false;
+    throw new FactoryError('HookSettingsInvalid', `${target} was not written by factory hooks install; it was left as it is`);
+  }
+  if (now === text) return false;
+  if (text === undefined) {
+    fs.rmSync(target);
+    return true;
+  }
+  fs.mkdirSync(path.dirname(target), { recursive: true });
+  writeAtomicNoFollow(target, text);
+  return true;
+}
+
 /** `root`: the repository whose .claude/settings.json (or .codex/hooks.json) this is (project scope); nothing outside it is read or written. */
-export async function installHooks(file: string, prefix: string, root?: string, agent: HookAgent = 'claude'): Promise<{ changed: boolean }> {
+export async function installHooks(file: string, prefix: string, root?: string, agent: HookAgent = 'claude'): Promise<{ changed: boolean; rules?: string }> {
   const { settings, changed } = mergeHooks(readSettings(root !== undefined ? resolveInRepository(file, root) : file) ?? {}, prefix, agent);
+  if (agent !== 'codex') {
+    if (changed) writeSettings(file, settings, root);
+    return { changed };
+  }
+  const rules = codexRules(prefix);
+  const rulesChanged = syncRulesFile(codexRulesPath(file), rules, root);
   if (changed) writeSettings(file, settings, root);
-  return { changed };
+  return { changed: changed || rulesChanged, ...(rules ? { rules: codexRulesPath(file) } : {}) };
 }
 
 export async function uninstallHooks(file: string, root?: string, agent: HookAgent = 'claude'): Promise<{ removed: number }> {
   const current = readSettings(root !== undefined ? resolveInRepository(file, root) : file);
+  if (agent === 'codex') syncRulesFile(codexRulesPath(file), undefined, root);
   if (!current) return { removed: 0 };
   const { settings, removed } = removeHooks(current, agent);
   if (removed > 0) writeSettings(file, settings, root);

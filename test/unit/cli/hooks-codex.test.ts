@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FactoryError } from '../../../common/errors.js';
 import type { FactoryClient } from '../../../main/cli/client.js';
 import { patchFiles } from '../../../main/cli/hooks/codex-hooks.js';
-import { MARK, installHooks, settingsPath, uninstallHooks } from '../../../main/cli/hooks/settings-file.js';
+import { MARK, codexRules, installHooks, settingsPath, shellWords, uninstallHooks } from '../../../main/cli/hooks/settings-file.js';
 import { runCli } from '../../../main/cli/run-cli.js';
 import { parseRoutedCommand } from '../../../main/sessions/tool-policy.js';
 
@@ -37,7 +37,8 @@ describe('factory hooks install --agent codex', () => {
     fs.mkdirSync(path.dirname(file));
     const mine = { hooks: { Stop: [{ hooks: [{ type: 'command', command: 'notify-send done', timeout: 5 }] }] } };
     fs.writeFileSync(file, JSON.stringify(mine));
-    expect(await installHooks(file, 'factory', repo, 'codex')).toEqual({ changed: true });
+    const rules = path.join(repo, '.codex', 'rules', 'factory-in-a-box.rules');
+    expect(await installHooks(file, 'factory', repo, 'codex')).toEqual({ changed: true, rules });
     const s = JSON.parse(fs.readFileSync(file, 'utf8'));
     expect(Object.keys(s.hooks).sort()).toEqual(['PreToolUse', 'SessionEnd', 'SessionStart', 'Stop', 'SubagentStart', 'SubagentStop']);
     // Codex lets a call run when the hook fails or exits 2 without a reason: every failure is 2 with one.
@@ -50,9 +51,27 @@ describe('factory hooks install --agent codex', () => {
     expect(s.hooks.Stop[0]).toEqual(mine.hooks.Stop[0]);
     // Claude Code's own setting is not Codex's.
     expect(s.disableSkillShellExecution).toBeUndefined();
-    expect(await installHooks(file, 'factory', repo, 'codex')).toEqual({ changed: false });
+    // The rule that lets `factory hook run` (and nothing chained to it) out of Codex's own sandbox.
+    expect(fs.readFileSync(rules, 'utf8')).toContain('prefix_rule(pattern = ["factory","hook","run"], decision = "allow"');
+    expect(await installHooks(file, 'factory', repo, 'codex')).toEqual({ changed: false, rules });
     expect(await uninstallHooks(file, repo, 'codex')).toEqual({ removed: 6 });
     expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual(mine);
+    expect(fs.existsSync(rules)).toBe(false);
+  });
+
+  it('names the command in the rule word by word, writes no rule for a line a shell would expand, and leaves a rule file it did not write', async () => {
+    expect(codexRules(`/opt/my factory/bin/factory --data-dir '/srv/fiab data'`)).toContain('pattern = ["/opt/my","factory/bin/factory","--data-dir","/srv/fiab data","hook","run"]');
+    expect(shellWords(`npm run -s "fac\\"tory" -- a\\ b`)).toEqual(['npm', 'run', '-s', 'fac"tory', '--', 'a b']);
+    for (const line of ['factory; rm -rf ~', 'factory $(id)', 'f "$HOME"', 'f `id`', "f 'open", 'f > x']) expect(shellWords(line), line).toBeUndefined();
+    const file = settingsPath('project', repo, dir, 'codex');
+    expect(await installHooks(file, 'factory $(x)', repo, 'codex')).toEqual({ changed: true });
+    const rules = path.join(repo, '.codex', 'rules', 'factory-in-a-box.rules');
+    expect(fs.existsSync(rules)).toBe(false);
+    fs.mkdirSync(path.dirname(rules), { recursive: true });
+    fs.writeFileSync(rules, 'prefix_rule(pattern = ["git"], decision = "prompt")\n');
+    await expect(installHooks(file, 'factory', repo, 'codex')).rejects.toThrow(/not written by factory hooks install/);
+    await uninstallHooks(file, repo, 'codex');
+    expect(fs.readFileSync(rules, 'utf8')).toContain('"git"');
   });
 
   it('refuses a .codex that links outside the repository and writes nothing there', async () => {
