@@ -10,7 +10,9 @@
 // sandbox before the next command; a patch into .codex is refused with the
 // reason shown to the model; the Stop hook's leak check passes; and
 // once Codex has ended, its sandbox is gone (Codex gives SessionEnd 3 s, the
-// app finishes the teardown). Codex asks the user to trust hooks from a file:
+// app finishes the teardown). Codex runs in its own default sandbox
+// (workspace-write), from which only the rule install writes lets the routed
+// command reach the app. Codex asks the user to trust hooks from a file:
 // here --dangerously-bypass-hook-trust stands for that answer, and the
 // repository is marked trusted in Codex's own config as its prompt would.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -71,7 +73,8 @@ async function waitFor<T>(what: string, probe: () => T | undefined | false | Pro
 function runCodex(): Promise<{ code: number | null; out: string; pid: number }> {
   const codexHome = path.join(root, 'codex-home');
   const args = [
-    'exec', '--json', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--dangerously-bypass-hook-trust', '--cd', repo.dir,
+    // Codex's own default sandbox on this computer: the routed command reaches the app only through the rule install writes.
+    'exec', '--json', '--skip-git-repo-check', '--sandbox', 'workspace-write', '--dangerously-bypass-hook-trust', '--cd', repo.dir,
     '-c', 'model_provider=stub', '-c', 'model_providers.stub.name=stub', '-c', `model_providers.stub.base_url="${stub.url}/v1"`,
     '-c', 'model_providers.stub.env_key=OPENAI_API_KEY', '-c', 'model_providers.stub.wire_api=responses',
     ...CODEX_QUIET_CONFIG.flatMap((kv) => ['-c', kv]), '-',
@@ -151,6 +154,7 @@ describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and
     );
     expect(install).toBe(0);
     expect(Object.keys(JSON.parse(fs.readFileSync(path.join(repo.dir, '.codex', 'hooks.json'), 'utf8')).hooks)).toHaveLength(6);
+    expect(fs.readFileSync(path.join(repo.dir, '.codex', 'rules', 'factory-in-a-box.rules'), 'utf8')).toContain(`pattern = ${JSON.stringify([factoryBin, '--data-dir', dataDir, 'hook', 'run'])}`);
     const marker = path.join(root, 'MARKER-must-not-appear-here');
     const hostMachineId = fs.existsSync('/etc/machine-id') ? fs.readFileSync('/etc/machine-id', 'utf8').trim() : 'no-machine-id-here';
     cell = codeModeJs({ patches: [addFilePatch('notes/from-host.txt', 'written by apply_patch on the host')], commands: [`touch ${marker}; cat /etc/machine-id; pwd; cat notes/from-host.txt`] });
