@@ -81,9 +81,10 @@ const DENIED: Record<string, string> = {
  * written by the model (.git is not read either). Claude Code's own list of
  * such paths (2.1.332) and a few more; compared without case (a case-insensitive
  * disk, as macOS's, makes `.GIT` the same folder), ignoring the characters a
- * file system drops.
+ * file system drops. `.codex` too: its hooks.json and config.toml run programs
+ * here for a later Codex session.
  */
-const GUARDED_FOLDERS = new Set(['.git', '.claude', '.husky', '.githooks', '.vscode', '.idea', '.cargo', '.devcontainer', '.yarn', '.mvn', '.direnv']);
+const GUARDED_FOLDERS = new Set(['.git', '.claude', '.codex', '.husky', '.githooks', '.vscode', '.idea', '.cargo', '.devcontainer', '.yarn', '.mvn', '.direnv']);
 const GUARDED_FILES = new Set([
   '.mcp.json', '.envrc', '.gitconfig', '.gitmodules', '.bashrc', '.bash_profile', '.bash_login', '.profile', '.zshrc', '.zshenv', '.zprofile',
   '.zlogin', '.ripgreprc', '.npmrc', '.yarnrc', '.yarnrc.yml', '.pnpmfile.cjs', 'bunfig.toml', '.bazelrc', '.bazelversion', '.bazeliskrc',

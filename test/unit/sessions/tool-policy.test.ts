@@ -127,7 +127,7 @@ describe('file tools act on the working tree, inside the repository only', () =>
     expect(denied(decide('Write', { file_path: path.join(repo, rel) }))).toMatch(/inside \.git/);
   });
 
-  it.each(['.claude/settings.json', '.mcp.json', '.husky/pre-commit', '.envrc', '.vscode/tasks.json'])('refuses writing %s (run or obeyed here by itself), allows reading it', (rel) => {
+  it.each(['.claude/settings.json', '.codex/hooks.json', '.codex/config.toml', '.mcp.json', '.husky/pre-commit', '.envrc', '.vscode/tasks.json'])('refuses writing %s (run or obeyed here by itself), allows reading it', (rel) => {
     expect(denied(decide('Write', { file_path: path.join(repo, rel) }))).toMatch(/by themselves/);
     expect(decide('Read', { file_path: path.join(repo, rel) })).toEqual({ kind: 'allow' });
   });
