@@ -1,11 +1,12 @@
 // axe-core in Chromium on every screen a user meets (the scripted app behind the
 // real web host): no critical and no serious violation on the landing page, the
-// board with finished and failed tasks, a task's view, the review pane, a
-// Claude Code session with a nested subagent and its leak checks, the
-// credentials screen (with the keychain unavailable, its most coloured state),
-// the environments and settings screens and the shortcuts dialog, in the light and the dark colour scheme (playwright's colorScheme, as the
-// system would set it). Each screen is also saved as a screenshot at 1400×900, and
-// checked again and saved at 1280×800 and 1920×1080.
+// board with finished and failed tasks, a task's view, the review pane and
+// Approve's confirmation, a Claude Code session with a nested subagent and its
+// leak checks, the credentials screen (with the keychain unavailable, its most
+// coloured state), the environments and settings screens and the shortcuts
+// dialog, in the light and the dark colour scheme (playwright's colorScheme, as
+// the system would set it). Each screen is also saved as a screenshot at
+// 1400×900, and checked again and saved at 1280×800 and 1920×1080.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -91,6 +92,14 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await page.getByTestId('approve-button').scrollIntoViewIfNeeded();
     await shot(page, 'review');
+    // Approve's confirmation (Alt+A asks before the branch is made), then cancelled.
+    await page.keyboard.press('Alt+KeyA');
+    await page.getByTestId('approve-confirm').waitFor();
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await shot(page, 'approve-confirm');
+    await page.keyboard.press('Escape');
+    await expect.poll(() => page.getByTestId('approve-confirm').count()).toBe(0);
+    expect(app.approvals.map((a) => a.taskId)).not.toContain(ids.review);
   });
 
   it('the destroy confirmation', async () => {
