@@ -1,9 +1,13 @@
 // Ten sandboxes at once, as a user running a batch of tasks would see them: the
 // board keeps every row current and the page keeps answering while all ten
 // pipelines run and print. The app behind the web host is the scripted one, so
-// the browser (not ten TCG guests on two cores) is what is measured.
+// the browser (not ten TCG guests on two cores) is what is measured. With the
+// ten on it, the board is still one Tab stop, fits 1280 px without a sideways
+// scroll, and axe finds nothing serious in either colour scheme.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
+import { focused } from './support/keyboard.js';
 import { ScriptedApp } from './support/scripted-app.js';
 import { ScriptedUi } from './support/scripted-ui.js';
 import { openNewTask, startTask, terminalText, waitForAllStagesPassed } from './support/ui-driver.js';
@@ -74,6 +78,50 @@ describe.skipIf(!!missing)('stage board with ten sandboxes', () => {
     await expect.poll(() => page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(seventh);
     await page.getByTestId('terminal-tab-build').click();
     await expect.poll(() => terminalText(page)).toContain(`${seventh} build line 599`);
+    expect(problems).toEqual([]);
+  });
+
+  it('with the ten on it: one Tab stop for the whole board, no sideways scroll at 1280, axe clean in both schemes', async () => {
+    const { page, problems } = ui.browser;
+    const grid = page.locator('[data-testid="stage-board"] table[role="grid"]');
+    expect(await grid.locator('[data-testid^="task-row-"]').count()).toBe(TASKS);
+    // What Tab can reach inside the grid: one cell (roving tabindex), however many tasks.
+    const stops = () =>
+      grid.evaluate((t) =>
+        [...t.querySelectorAll<HTMLElement>('*')].filter((e) => e.tabIndex >= 0 && !(e as HTMLButtonElement).disabled && e.getClientRects().length > 0).length,
+      );
+    expect(await stops()).toBe(1);
+    // And by the keys: from the grid's one stop, Tab and Shift+Tab both leave it.
+    await grid.locator('[tabindex="0"]').focus();
+    const inGrid = () => page.evaluate(() => !!document.activeElement?.closest('[data-testid="stage-board"] table[role="grid"]'));
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await inGrid()).toBe(true);
+    expect((await focused(page)).invisible).toBeNull();
+    expect(await stops()).toBe(1);
+    await page.keyboard.press('Tab');
+    expect(await inGrid()).toBe(false);
+    await page.keyboard.press('Shift+Tab');
+    expect(await inGrid()).toBe(true);
+    await page.keyboard.press('Shift+Tab');
+    expect(await inGrid()).toBe(false);
+
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const size of [{ width: 1280, height: 800 }, { width: 1920, height: 1080 }]) {
+        await page.setViewportSize(size);
+        await page.evaluate(() => window.scrollTo(0, 0));
+        const overflow = await page.evaluate(() => {
+          const scroller = document.querySelector('[data-testid="stage-board"] .board-scroll')!;
+          return { page: document.documentElement.scrollWidth - innerWidth, board: scroller.scrollWidth - scroller.clientWidth };
+        });
+        expect(overflow.page, `page at ${size.width}`).toBeLessThanOrEqual(0);
+        expect(overflow.board, `board at ${size.width}`).toBeLessThanOrEqual(0);
+        expect(describeViolations(await seriousViolations(page)), `${scheme} ${size.width}×${size.height}`).toEqual([]);
+        await screenshot(page, `board-ten${scheme === 'light' ? '' : '-dark'}-${size.width}x${size.height}`);
+      }
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
     expect(problems).toEqual([]);
   });
 });
