@@ -183,8 +183,9 @@ export class SessionService {
   }
 
   /**
-   * SubagentStart: a sandbox of the subagent's own, fresh from the repository
-   * (as the session's was), ready when this returns. It takes a slot of the
+   * SubagentStart: a sandbox of the subagent's own, forked from the session's
+   * running one by the task service (fresh from the repository when it cannot
+   * be), ready when this returns. It takes a slot of the
    * parallel-task limit like any task and waits for one past it.
    */
   async subagentStart(input: SubagentInput): Promise<{ task: Task; parentTaskId: string }> {

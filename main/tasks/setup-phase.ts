@@ -29,6 +29,8 @@ export interface SetupPhaseRun {
   notCacheable?: string;
   /** The cached layer the sandbox booted on, if any. */
   cached?: { id: string; createdAt: string };
+  /** The task whose running sandbox this one was forked from (set up there already). */
+  forkedFrom?: string;
   /** Records a cancelled or interrupted run (the task service's own ending). */
   aborted: () => Promise<void>;
 }
@@ -40,6 +42,11 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
   const base: SetupInfo = task().setup ?? deps.environment.initialSetup(plan);
   const setSetup = (patch: Partial<SetupInfo>) => deps.book.update(record, { setup: { ...(task().setup ?? base), ...patch } });
   const now = () => new Date().toISOString();
+  // A fork is what its parent was, set up or not: no setup of its own.
+  if (run.forkedFrom !== undefined) {
+    await setSetup({ status: 'skipped', summary: `forked from the sandbox of task ${run.forkedFrom}, set up there`, startedAt: now(), endedAt: now() });
+    return true;
+  }
   if (!plan.steps.length) {
     await setSetup({ status: 'skipped', summary: 'nothing to set up: no environment in the repository config and nothing detected', startedAt: now(), endedAt: now() });
     return true;

@@ -36,6 +36,7 @@ import { SandboxLifetime } from './sandbox-lifetime.js';
 import { setArchived } from './task-archive.js';
 import { TaskReviews } from './task-review.js';
 import { runSetupPhase } from './setup-phase.js';
+import { adoptForkedRepo, forkPoint, type ForkPoint } from './sandbox-fork.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -471,22 +472,34 @@ export class TaskService<Image = unknown> {
   private async provisionAndRun(record: TaskRecord, rt: Runtime, signal: AbortSignal, config: PipelineConfig, startAt?: StageName): Promise<void> {
     const task = () => record.task;
     const provisioner = this.deps.provisioner;
+    // A subagent's sandbox is forked from its session's running one when it can be: no seed, no setup.
+    const fork = await this.forkFromParent(task());
+    checkAborted(signal);
     // Seed bundle first: it reads the host repo as it is now (a retry reuses the first one).
-    const bundlePath = await provisioner.seedBundle(task());
+    const bundlePath = fork ? undefined : await provisioner.seedBundle(task());
     checkAborted(signal);
 
     const env = this.deps.environment;
     const plan = await env.load(task().id);
     // A layer only for the tree it was made from: a seed with uncommitted changes is another tree.
-    const seedCommit = await provisioner.seedCommit(task().id);
-    const cached = await env.layerFor(plan, seedCommit);
+    const seedCommit = fork ? undefined : await provisioner.seedCommit(task().id);
+    const cached = fork ? undefined : await env.layerFor(plan, seedCommit);
     rt.releaseLayer?.();
     rt.releaseLayer = cached?.release;
 
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
-    const onLayer = cached ? { backingDisk: cached.layer.disk, ...(cached.layer.warm ? { warm: cached.layer.warm } : {}) } : {};
-    const vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...onLayer, ...(plan.memoryMb ? { memoryMb: plan.memoryMb } : {}) });
+    const onLayer = fork
+      ? { backingDisk: fork.backingDisk, ...(fork.warm ? { warm: fork.warm } : {}), ...(fork.memoryMb ? { memoryMb: fork.memoryMb } : {}) }
+      : cached
+        ? { backingDisk: cached.layer.disk, ...(cached.layer.warm ? { warm: cached.layer.warm } : {}) }
+        : {};
+    let vm;
+    try {
+      vm = await provisioner.boot(sandbox, signal, { egress: env.rulesFor(task()), ...(plan.memoryMb ? { memoryMb: plan.memoryMb } : {}), ...onLayer });
+    } finally {
+      await fork?.dropMemory().catch((err: unknown) => this.deps.log.warn('removing a fork’s saved memory failed', { taskId: task().id, err }));
+    }
     void vm.exited
       .then(() => this.onVmExited(record, rt, sandbox))
       .catch((err: Error) => this.deps.log.warn("recording its sandbox's end failed", { taskId: record.task.id, err }));
@@ -499,7 +512,13 @@ export class TaskService<Image = unknown> {
     );
     checkAborted(signal);
 
-    await provisioner.seed(sandbox, task(), bundlePath, cached ? { onLayer: { installDirs: plan.installDirs ?? [] } } : {});
+    if (bundlePath) await provisioner.seed(sandbox, task(), bundlePath, cached ? { onLayer: { installDirs: plan.installDirs ?? [] } } : {});
+    // A fork has the session's repository as it was: its work is what comes after the session's HEAD then.
+    else {
+      const ssh = await provisioner.connect(sandbox);
+      await this.book.update(record, { baseCommit: await adoptForkedRepo(ssh, task().branch, sandbox.guestEnv.FACTORY_GIT_URL) });
+      sandbox.seeded = true;
+    }
     checkAborted(signal);
     await this.book.transition(record, 'seeded');
     const ready = await runSetupPhase({ book: this.book, environment: env, setup: this.deps.setup, log: this.deps.log }, {
@@ -507,12 +526,34 @@ export class TaskService<Image = unknown> {
       sandbox: rt.sandbox,
       signal: rt.abort.signal,
       plan,
-      cacheable: env.layerAllowed(plan, seedCommit),
+      cacheable: !fork && env.layerAllowed(plan, seedCommit),
       ...(cached ? { cached: cached.layer } : {}),
+      ...(fork ? { forkedFrom: task().session?.subagent?.parentTaskId ?? '' } : {}),
       aborted: () => this.aborted(record),
     });
     if (!ready) return;
     await this.runPipelineAndPullback(record, rt, config, startAt);
+  }
+
+  /**
+   * A subagent's fork point: its session's running local sandbox, frozen with its memory.
+   * Undefined (a fresh sandbox from the repository) when there is none or it cannot be
+   * forked (a remote sandbox, a driver without freezing): the reason is logged.
+   */
+  private async forkFromParent(task: Task): Promise<ForkPoint | undefined> {
+    const parentId = task.session?.subagent?.parentTaskId;
+    if (!parentId) return undefined;
+    const parent = this.runtimes.get(parentId)?.sandbox;
+    if (!parent?.vm || this.book.find(parentId)?.task.sandbox.status !== 'running') {
+      this.deps.log.info('the session has no running sandbox to fork: the subagent gets a fresh one', { taskId: task.id, parentTaskId: parentId });
+      return undefined;
+    }
+    try {
+      return await forkPoint(parent);
+    } catch (err) {
+      this.deps.log.warn('forking the session’s sandbox failed: the subagent gets a fresh one', { taskId: task.id, parentTaskId: parentId, err });
+      return undefined;
+    }
   }
 
   /** A retry in the sandbox whose setup did not finish: setup runs again there, then the whole pipeline. */

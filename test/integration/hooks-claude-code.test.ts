@@ -271,11 +271,12 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     fs.writeFileSync(wrapperLog, '');
     const machineId = /\b[0-9a-f]{32}\b/;
     plan = [
-      bash('echo SESSION-ID $(cat /etc/machine-id)'),
+      // A file only the session's sandbox has: a subagent forked from it has it too.
+      bash('echo SESSION-ID $(cat /etc/machine-id); echo made-in-the-session > ~/fork-marker'),
       { toolUses: [{ name: 'Agent', input: { description: 'Commit in a sandbox', prompt: SUBAGENT_PROMPT, subagent_type: 'general-purpose', run_in_background: false } }] },
       bash("git branch --list 'factory/*' && git log --all --format=%s | sort -u && ls"),
     ];
-    subPlan = [bash('echo SUB-ID $(cat /etc/machine-id) && echo from-the-subagent > sub.txt && git add sub.txt && git commit -qm "work of the subagent" && echo committed')];
+    subPlan = [bash('echo SUB-ID $(cat /etc/machine-id) FORK=$(cat ~/fork-marker 2>/dev/null || echo none) && echo from-the-subagent > sub.txt && git add sub.txt && git commit -qm "work of the subagent" && echo committed')];
     const peak: { qemu: number } = { qemu: 0 };
     const watch = setInterval(() => (peak.qemu = Math.max(peak.qemu, qemuProcessesUnder(dataDir).length)), 500);
     let out = '';
@@ -293,6 +294,8 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(subId, 'the subagent printed its machine id').toMatch(machineId);
     // Two machines: the subagent's command did not run in the session's sandbox (nor here).
     expect(subId).not.toBe(sessionId);
+    // Forked from the session's sandbox as it was: its file is there, without a seed or a setup of its own.
+    expect(/SUB-ID [0-9a-f]{32} FORK=([a-z-]+)/.exec(all)?.[1]).toBe('made-in-the-session');
     expect(peak.qemu).toBe(2);
     const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^(--data-dir \S+ )+/, '').startsWith(s));
     expect(byArgs('hook subagent-start').map((c) => c.status)).toEqual([0]);
@@ -311,6 +314,7 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     const subTasks = (await sessionTasks()).filter((t) => t.title.includes('subagent'));
     expect(subTasks).toHaveLength(1);
     expect(subTasks[0]!.sandbox.status).toBe('destroyed');
+    expect(subTasks[0]!.setup?.summary).toMatch(/^forked from the sandbox of task /);
   }, 10 * 60_000);
 
   it('a session that copies the credential into its sandbox: the hooks exit 2 naming it, and the sandbox is kept', async (ctx) => {
