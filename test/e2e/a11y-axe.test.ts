@@ -12,7 +12,7 @@ import { describeViolations, screenshot, seriousViolations } from './support/axe
 import { chromiumMissingReason } from './support/browser.js';
 import { FAILS, ScriptedApp } from './support/scripted-app.js';
 import { ScriptedUi } from './support/scripted-ui.js';
-import { startTask } from './support/ui-driver.js';
+import { startTask, terminalText } from './support/ui-driver.js';
 
 const missing = chromiumMissingReason();
 if (missing) console.log(`a11y-axe skipped: ${missing}`);
@@ -78,7 +78,16 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
 
     await page.getByTestId(`task-select-${ids.failed}`).click();
     await page.getByTestId('task-error').waitFor();
-    await page.getByTestId('terminal-pane').waitFor();
+    // The failed stage's terminal, with the runner's ANSI green, red and grey lines drawn.
+    await page.getByTestId(`stage-${ids.failed}-test`).click();
+    await expect.poll(() => terminalText(page)).toContain('at Context.<anonymous>');
+    const pane = page.getByTestId('terminal-pane');
+    // Drawn in the DOM (no WebGL here), so axe sees each coloured run of text; each keeps 4.5:1 on the terminal's background.
+    expect(await page.evaluate((id) => (window as unknown as { __factoryTerminals: { renderer(id: string): string } }).__factoryTerminals.renderer(id), (await pane.getAttribute('data-session-id'))!)).toBe('dom');
+    const colours = await pane.locator('.xterm-rows span').evaluateAll((spans) =>
+      spans.filter((s) => /passing|failing|at Context/.test(s.textContent ?? '')).map((s) => getComputedStyle(s).color),
+    );
+    expect(new Set(colours).size, colours.join(' ')).toBe(3);
     expect(describeViolations(await seriousViolations(page))).toEqual([]);
     await shot(page, 'board');
     await page.getByTestId('task-detail').scrollIntoViewIfNeeded();

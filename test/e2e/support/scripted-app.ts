@@ -411,7 +411,8 @@ export class ScriptedApp implements HostedApp {
     if (name === 'test' && (this.task(id).title.includes(FAILS) || (way !== undefined && this.task(id).title.includes(failsWay(way)))) && !this.failedOnce.has(id)) {
       this.failedOnce.add(id);
       this.later(this.stageMs, () => {
-        this.output(info.id, 'npm test\r\n1 failing\r\n');
+        // Coloured as a test runner prints it: the terminal must keep ANSI red and grey readable (4.5:1).
+        this.output(info.id, 'npm test\r\n\x1b[32m  3 passing\x1b[0m\r\n\x1b[31m  1 failing\x1b[0m\r\n\x1b[90m    at Context.<anonymous> (test/add.test.js:7:12)\x1b[0m\r\n');
         end(3);
         this.terminals.set(info.id, { ...info, status: 'exited', exitCode: 3 });
         this.emit({ type: 'terminal.status', info: this.terminals.get(info.id)! });
