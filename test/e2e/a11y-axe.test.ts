@@ -2,11 +2,12 @@
 // real web host): no critical and no serious violation on the landing page, the
 // board with finished and failed tasks, a task's view, the review pane and
 // Approve's confirmation, a Claude Code session with a nested subagent and its
-// leak checks, the credentials screen (with the keychain unavailable, its most
-// coloured state), the environments and settings screens and the shortcuts
-// dialog, in the light and the dark colour scheme (playwright's colorScheme, as
-// the system would set it). Each screen is also saved as a screenshot at
-// 1400×900, and checked again and saved at 1280×800 and 1920×1080.
+// leak checks, an agent's conversation read from its stream, the credentials
+// screen (with the keychain unavailable, its most coloured state), the
+// environments and settings screens and the shortcuts dialog, in the light and
+// the dark colour scheme (playwright's colorScheme, as the system would set
+// it). Each screen is also saved as a screenshot at 1400×900, and checked again
+// and saved at 1280×800 and 1920×1080.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -134,6 +135,25 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
     await shot(page, 'session-board');
     await page.getByTestId('session-checks').scrollIntoViewIfNeeded();
     await shot(page, 'session-checks');
+  });
+
+  it("an agent's conversation: Claude Code's event stream read as a transcript", async () => {
+    const { page } = ui.browser;
+    const id = await startTask(page, ui.repo, 'Write hello.txt', { agent: 'claude-code' });
+    await expect.poll(() => phase(id), { timeout: 30_000 }).toBe('review');
+    await page.getByTestId(`stage-${id}-build`).click();
+    const transcript = page.getByTestId('agent-transcript');
+    // The real CLI's recorded stream, as it came through the terminal: its messages, two tool calls and the run's end.
+    await expect
+      .poll(() => transcript.locator('ol > li').evaluateAll((els) => els.map((e) => e.getAttribute('data-testid'))))
+      .toEqual(['transcript-message', 'transcript-tool', 'transcript-tool', 'transcript-message', 'transcript-end']);
+    expect(await transcript.getByTestId('transcript-end').textContent()).toContain('37,278 tokens in');
+    // A tool call unfolds to its input and its result.
+    await transcript.getByTestId('transcript-tool').first().locator('summary').click();
+    expect(await transcript.getByTestId('transcript-tool-result').first().textContent()).toContain('File created successfully');
+    await transcript.scrollIntoViewIfNeeded();
+    expect(describeViolations(await seriousViolations(page))).toEqual([]);
+    await shot(page, 'transcript');
   });
 
   it('the credentials screen', async () => {

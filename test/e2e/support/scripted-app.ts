@@ -2,8 +2,9 @@
 // Chromium (CSP, token handling, escaping, the flow of the screens). The real
 // app is driven by web-ui.test.ts; this one never boots a VM.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { type FactoryApi, type FactoryEvent, type TerminalDataEvent } from '../../../common/contract.js';
 import { FactoryError } from '../../../common/errors.js';
 import { STAGE_NAMES, type KeychainStatus, type PullbackReview, type SessionCheck, type Task, type TerminalInfo } from '../../../common/domain.js';
@@ -28,6 +29,11 @@ export const failsWay = (way: number) => `[fails way ${way}]`;
 export const SCRIPTED_COMMANDS: Record<(typeof STAGE_NAMES)[number], string> = {
   request: 'cat "$FACTORY_TASK_FILE"', plan: 'make plan', build: 'make build', test: 'npm test', review: 'git diff --stat', document: 'make docs',
 };
+/**
+ * What a task run by Claude Code prints in its build stage: the event stream the
+ * real CLI printed (test/fixtures/agents), which the task view reads as a transcript.
+ */
+export const CLAUDE_STREAM = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../fixtures/agents/claude-success.jsonl'), 'utf8');
 export const HOSTILE_PATCH_LINE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">';
 
 export class ScriptedApp implements HostedApp {
@@ -83,7 +89,7 @@ export class ScriptedApp implements HostedApp {
       }),
       'tasks.list': async () => [...this.tasks.values()],
       'tasks.get': async ({ taskId }) => this.task(taskId),
-      'tasks.create': async ({ repoPath, title }) => this.create(repoPath, title),
+      'tasks.create': async ({ repoPath, title, agent }) => this.create(repoPath, title, undefined, agent),
       // A task run N ways: the real fan-out service over these scripted tasks.
       'fanout.create': async (input) => this.fanout.create(input),
       'fanout.compare': async ({ group }) => this.fanout.compare(group),
@@ -362,7 +368,7 @@ export class ScriptedApp implements HostedApp {
     log: { warn: () => undefined },
   });
 
-  private create(repoPath: string, title: string, fanout?: Task['fanout']): Task {
+  private create(repoPath: string, title: string, fanout?: Task['fanout'], agent?: string): Task {
     if (!existsSync(path.join(repoPath, '.git'))) {
       throw new FactoryError('NotAGitRepository', `${repoPath} is not a git repository`, 'git rev-parse: fatal: not a git repository');
     }
@@ -372,6 +378,7 @@ export class ScriptedApp implements HostedApp {
       createdAt: new Date().toISOString(), phase: 'provisioning', sandbox: { status: 'booting' },
       stages: STAGE_NAMES.map((name) => ({ name, status: 'pending' as const })),
       ...(fanout ? { fanout } : {}),
+      ...(agent ? { agent } : {}),
     };
     this.tasks.set(id, task);
     this.later(this.stageMs, () => {
@@ -399,6 +406,7 @@ export class ScriptedApp implements HostedApp {
     const end = (code: number) => this.output(info.id, stageExitLine({ code, lost: false, timedOut: false, cancelled: false }));
     this.output(info.id, `\x1b[1m== ${name}\x1b[0m\r\n`);
     if (name === 'build') this.output(info.id, `${SCRIPTED_MARKER}\r\n`);
+    if (name === 'build' && this.task(id).agent === 'claude-code') this.output(info.id, CLAUDE_STREAM.replace(/\r?\n/g, '\r\n'));
     for (let n = 0; n < this.chatterLines; n += 50) {
       const upTo = Math.min(n + 50, this.chatterLines);
       this.later((this.stageMs * n) / this.chatterLines, () => {

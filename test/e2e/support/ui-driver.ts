@@ -3,13 +3,14 @@ import { expect } from 'vitest';
 import type { Page } from 'playwright-core';
 import { STAGE_NAMES } from '../../../common/domain.js';
 
-export async function startTask(page: Page, repoPath: string, text: string): Promise<string> {
+export async function startTask(page: Page, repoPath: string, text: string, opts: { agent?: string } = {}): Promise<string> {
   const detail = page.getByTestId('task-detail');
   // The view may still show the task started before this one: wait for the new one.
   const shownBefore = (await detail.count()) > 0 ? await detail.getAttribute('data-task-id') : null;
   await openNewTask(page);
   await page.getByTestId('repo-path-input').fill(repoPath);
   await page.getByTestId('task-text-input').fill(text);
+  if (opts.agent) await page.getByTestId('agent-select').selectOption(opts.agent);
   await page.getByTestId('start-button').click();
   await expect
     .poll(async () => ((await detail.count()) > 0 ? await detail.getAttribute('data-task-id') : null), { timeout: 60_000 })
