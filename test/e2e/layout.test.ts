@@ -2,7 +2,8 @@
 // 1000×700), in Chromium with the scripted app behind the real web host: the
 // board's setup and six stage cells all show beside the task column with no
 // sideways scroll (not the page, not the board), a new task's terminal is in
-// the window after Start, and Approve is on screen once the review is open.
+// the window after Start, and Approve is on screen once the review is open. The
+// new-task form's buttons stay on one line next to a long repository name.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STAGE_NAMES } from '../../common/domain.js';
 import { screenshot } from './support/axe.js';
@@ -10,7 +11,7 @@ import { chromiumMissingReason } from './support/browser.js';
 import { HELD, ScriptedApp } from './support/scripted-app.js';
 import { HOSTILE_REVIEW } from './support/scripted-reviews.js';
 import { ScriptedUi } from './support/scripted-ui.js';
-import { startTask } from './support/ui-driver.js';
+import { openNewTask, startTask } from './support/ui-driver.js';
 
 const missing = chromiumMissingReason();
 if (missing) console.log(`layout skipped: ${missing}`);
@@ -104,4 +105,41 @@ describe.skipIf(!!missing)('layout at 1280×800, 1920×1080 and 1000×700', () =
       await screenshot(page, `review-${size.width}x${size.height}`);
     });
   }
+
+  it('the new-task form keeps each button and the keep box on one line next to a long repository name, at every size', async () => {
+    const { page } = ui.browser;
+    await openNewTask(page);
+    await page.getByTestId('repo-path-input').fill('/home/me/src/the-billing-service-with-a-rather-long-repository-name');
+    // The button names the repository in full (its accessible name); only what shows may be cut.
+    expect(await page.getByTestId('quick-sandbox-button').textContent()).toContain('the-billing-service-with-a-rather-long-repository-name');
+    for (const size of SIZES) {
+      await page.setViewportSize(size);
+      await page.getByTestId('quick-sandbox-button').scrollIntoViewIfNeeded();
+      const m = await page.evaluate(() => {
+        // Lines an element's text takes: the tops of its text's boxes, those within 8 px of each other as one.
+        const lines = (e: Element) => {
+          const tops: number[] = [];
+          const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+          for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+            if (!n.textContent?.trim()) continue;
+            const r = document.createRange();
+            r.selectNodeContents(n);
+            tops.push(...[...r.getClientRects()].filter((b) => b.width > 0).map((b) => b.top));
+          }
+          return tops.sort((a, b) => a - b).filter((t, i) => i === 0 || t - tops[i - 1]! > 8).length;
+        };
+        const form = document.querySelector('[data-testid="new-task-form"]')!;
+        const actions = [...form.querySelectorAll<HTMLElement>('.actions > button, .actions > label')];
+        const side = document.querySelector('.side')!;
+        return {
+          lines: Object.fromEntries(actions.map((e) => [e.dataset.testid ?? e.querySelector('[data-testid]')?.getAttribute('data-testid'), lines(e)])),
+          sideOverflow: side.scrollWidth - side.clientWidth,
+        };
+      });
+      expect(Object.keys(m.lines)).toEqual(['start-button', 'quick-sandbox-button', 'agent-session-button', 'quick-sandbox-keep']);
+      expect(m.lines, `${size.width}×${size.height}`).toEqual({ 'start-button': 1, 'quick-sandbox-button': 1, 'agent-session-button': 1, 'quick-sandbox-keep': 1 });
+      expect(m.sideOverflow).toBeLessThanOrEqual(0);
+      await screenshot(page, `form-long-repo-${size.width}x${size.height}`);
+    }
+  });
 });
