@@ -229,6 +229,16 @@ export class QemuDriver {
     if (!existsSync(files.overlay)) await this.createOverlay(backingDisk ?? opts.image.disk, files.overlay);
     try {
       const vm = await this.coldBoot(ctx, keys, started + bootTimeoutMs - Date.now(), bootTimeoutMs);
+      // A layer's disk holds the machine id of the sandbox it was made in: a cold boot on it takes
+      // a new identity as a restore does, or two sandboxes of one layer would share it.
+      if (backingDisk) {
+        try {
+          await vm.rekey(keys, Math.max(10_000, started + bootTimeoutMs - Date.now()));
+        } catch (err) {
+          await vm.kill();
+          throw err;
+        }
+      }
       vm.bootMs = Date.now() - started;
       vm.backingDisk = backingDisk;
       vm.coldBootReason = notRestored;

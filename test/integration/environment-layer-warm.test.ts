@@ -24,6 +24,7 @@ describe('warm environment layers', () => {
   let store: LayerStore;
   let layer: FoundLayer;
   let frozenAt = 0;
+  let layerMachineId = '';
   const driver = new QemuDriver({ snapshotsDir: appPaths().snapshots });
   const vms: RunningVm[] = [];
   const timings: string[] = [];
@@ -38,6 +39,8 @@ describe('warm environment layers', () => {
     const ssh = await first.ssh();
     const setup = await ssh.run('mkdir -p /opt/env && echo installed > /opt/env/marker && sync; echo 3 > /proc/sys/vm/drop_caches', { timeoutMs: 120_000 });
     expect(setup.code, setup.stderr).toBe(0);
+    layerMachineId = (await ssh.run('cat /etc/machine-id')).stdout.trim();
+    expect(layerMachineId).toMatch(/^[0-9a-f]{32}$/);
     const frozen = await first.freezeDisk({ memory: true });
     frozenAt = Date.now();
     expect(frozen.memoryError).toBeUndefined();
@@ -105,9 +108,12 @@ describe('warm environment layers', () => {
     // The task says why this start was slow, and what makes the next ones fast again.
     expect(vm.coldBootReason).toMatch(/^booted cold on the cached environment: its saved memory was made for another setup .*delete the environment/);
     const ssh = await vm.ssh();
-    const seen = await ssh.run("cat /opt/env/marker; free -m | awk '/Mem:/ {print $2}'");
-    const [marker, totalMb] = seen.stdout.trim().split('\n');
+    const seen = await ssh.run("cat /opt/env/marker; free -m | awk '/Mem:/ {print $2}'; cat /etc/machine-id");
+    const [marker, totalMb, machineId] = seen.stdout.trim().split('\n');
     expect(marker).toBe('installed');
+    // Booted cold on the layer's disk, it still takes an identity of its own, not the setup sandbox's.
+    expect(machineId).toMatch(/^[0-9a-f]{32}$/);
+    expect(machineId).not.toBe(layerMachineId);
     // The guest really has the smaller memory it was started with, not the saved machine's 2 GiB.
     expect(Number(totalMb)).toBeGreaterThan(1000);
     expect(Number(totalMb)).toBeLessThan(1536);
