@@ -66,8 +66,12 @@ describe.skipIf(!!missing)('an agent without its credential', () => {
     await expect.poll(() => note.textContent()).toContain(
       'No Anthropic credential is stored: add an Anthropic API key or a Claude Code token (claude setup-token) in Credentials.',
     );
-    expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'agent-credential-missing-1280');
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      expect(describeViolations(await seriousViolations(page)), scheme).toEqual([]);
+      await screenshot(page, scheme === 'light' ? 'agent-credential-missing-1280' : 'agent-credential-missing-1280-dark');
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
 
     // Start: nothing is created, and the focus goes to the note that says why.
     await page.getByTestId('start-button').click();
