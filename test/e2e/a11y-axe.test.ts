@@ -169,8 +169,27 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
 
   it('the environments and settings screens, and the shortcuts dialog', async () => {
     const { page, problems } = ui.browser;
+    // Two environment layers, one in use: the table, its sizes and its in-use mark.
+    const GiB = 1024 ** 3;
+    const layer = { repo: ui.repo, imageVersion: 'scripted-1', createdAt: '2026-01-01T09:00:00.000Z', lastUsedAt: '2026-01-02T10:30:00.000Z', summary: ['Node 22.12.0 (.nvmrc)', 'npm ci'] };
+    app.layers = [
+      { ...layer, id: 'l1', sizeBytes: 1.5 * GiB, inUse: true, made: { commit: '0123456789abcdef0123', tree: 'fedcba9876543210fedc' } },
+      { ...layer, id: 'l2', repo: '/home/me/src/billing', sizeBytes: 0.4 * GiB, inUse: false, summary: ['Python 3.12 (.python-version)', 'pip install -r requirements.txt'] },
+    ];
     await page.getByTestId('nav-environments').click();
     await page.getByTestId('environments-heading').waitFor();
+    await expect.poll(() => page.getByTestId('layers-table').locator('tbody tr').count()).toBe(2);
+    // Each Delete keeps its label on one line beside a long path, at 1280 px too.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const deleteLines = await page.locator('[data-testid^="layer-delete-"]').evaluateAll((buttons) =>
+      buttons.map((b) => {
+        const r = document.createRange();
+        r.selectNodeContents(b);
+        return new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+      }),
+    );
+    expect(deleteLines).toEqual([1, 1]);
+    await page.setViewportSize({ width: 1400, height: 900 });
     await shot(page, 'environments');
     await page.getByTestId('nav-settings').click();
     await page.getByTestId('settings-form').waitFor();

@@ -12,6 +12,7 @@ import type { HostedApp } from '../../../main/host/hosted-app.js';
 import { Listeners } from '../../../common/listeners.js';
 import type { ReviewConfirmationKind } from '../../../common/review.js';
 import { defaultEgressRules } from '../../../common/egress.js';
+import type { LayerInfo } from '../../../common/environment.js';
 import { SandboxStatsMonitor } from '../../../main/tasks/sandbox-stats.js';
 import { attemptTitle, stageExitLine, stageHeader } from '../../../main/pipeline/stage-frame.js';
 import { nextStepApi } from '../../../main/tasks/next-step-api.js';
@@ -49,6 +50,8 @@ export class ScriptedApp implements HostedApp {
   readonly approvals: Array<{ taskId: string; confirm?: ReviewConfirmationKind[] }> = [];
   /** Everything the UI wrote to each terminal session, as sent. */
   readonly written = new Map<string, string>();
+  /** The environment layers layers.list answers (none unless a spec lists some). */
+  layers: LayerInfo[] = [];
   /** What system.status says of the keychain (absent: nothing, as an older host); a spec sets it. */
   keychain?: KeychainStatus;
   /** The settings as settings.get answers (the web host validates settings.set with the real contract first). */
@@ -97,7 +100,7 @@ export class ScriptedApp implements HostedApp {
       'fanout.rejectAll': async ({ group }) => this.fanout.rejectAll(group),
       // A repository with no environment and no egress requests: Start goes straight on.
       'tasks.preflight': async () => ({ source: 'none', lines: [], unsupported: [], egressRequests: [], cached: false }),
-      'layers.list': async () => [],
+      'layers.list': async () => this.layers,
       'tasks.review': async ({ taskId }) => this.review(taskId),
       'tasks.reviewFile': async ({ taskId, path }) => {
         const file = this.task(taskId).title.includes(HOSTILE_REVIEW) ? hostileFile(path) : undefined;
