@@ -54,6 +54,8 @@ const ENDED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 
 
 export class FanoutService {
   private readonly preparations = new Map<string, Preparation>();
+  /** Approved ways whose others are being or have been ended (by approve, or on seeing the approval). */
+  private readonly decided = new Set<string>();
 
   constructor(private readonly deps: FanoutServiceDeps) {}
 
@@ -98,10 +100,18 @@ export class FanoutService {
     return this.compare(group);
   }
 
-  /** Every task event: a preparation whose setup ended lets its held ways start. */
+  /**
+   * Every task event: a preparation whose setup ended lets its held ways start; a way
+   * approved on its own (its review's Approve, `factory approve`) ends the others as approve does.
+   */
   onEvent(e: FactoryEvent): void {
     if (e.type !== 'task.updated' || !e.task.fanout) return;
-    this.check(e.task.fanout.group, e.task);
+    const group = e.task.fanout.group;
+    this.check(group, e.task);
+    if (e.task.phase === 'approved' && !this.decided.has(e.task.id)) {
+      this.decided.add(e.task.id);
+      void this.endAll(group, e.task.id).catch((err: unknown) => this.deps.log.warn('ending the other ways of an approved way failed', { group, err }));
+    }
   }
 
   async compare(group: string): Promise<FanoutComparison> {
@@ -122,7 +132,14 @@ export class FanoutService {
     const chosen = tasks.find((t) => t.fanout?.way === way);
     if (!chosen) throw new FactoryError('NotFound', `fan-out ${group} has no way ${way} (it has ${tasks.length})`);
     if (chosen.phase !== 'review') throw new FactoryError('InvalidTransition', `way ${way} of ${group} is ${chosen.phase}, not in review; only a way in review can be approved`);
-    await this.deps.tasks.approve(chosen.id, confirm ? { confirm } : {});
+    // Its approval's event must not end the others a second time, beside this call.
+    this.decided.add(chosen.id);
+    try {
+      await this.deps.tasks.approve(chosen.id, confirm ? { confirm } : {});
+    } catch (err) {
+      this.decided.delete(chosen.id);
+      throw err;
+    }
     await this.endAll(group, chosen.id);
     return this.compare(group);
   }

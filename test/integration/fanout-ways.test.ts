@@ -155,4 +155,19 @@ describe('a task run three ways', () => {
     // The failed way stays with its failure.
     expect((await api['tasks.get']({ taskId: id3 })).error).toBeDefined();
   }, 40 * 60_000);
+
+  it('a way approved on its own, as its review panel or `factory approve` does, ends the others too', async () => {
+    const api = env.app.api;
+    // The repository's layer is cached now: both ways boot from it.
+    const created = await api['fanout.create']({ repoPath: repo.dir, title: 'Add a test again', ways: 2 });
+    for (const w of created.ways) wayOfTask.set(w.taskId, w.way);
+    const [id1, id2] = created.ways.map((w) => w.taskId) as [string, string];
+    await Promise.all([id1, id2].map((id) => waitForTask(env.app, id, ended, 15 * 60_000)));
+    expect((await api['fanout.compare']({ group: created.group })).ways.map((w) => w.state)).toEqual(['review', 'review']);
+
+    await api['tasks.approve']({ taskId: id1 });
+    const other = await waitForTask(env.app, id2, (t) => t.phase === 'rejected' && t.sandbox.status === 'destroyed', 2 * 60_000);
+    expect(other.decision?.kind).toBe('rejected');
+    expect((await api['fanout.compare']({ group: created.group })).ways.map((w) => w.state)).toEqual(['approved', 'rejected']);
+  }, 30 * 60_000);
 });
