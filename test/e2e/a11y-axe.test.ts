@@ -72,6 +72,15 @@ describe.skipIf(!!missing).each(SCHEMES)('accessibility of every screen (axe-cor
     await page.goto(ui.host.url);
     await page.getByTestId('qemu-status').waitFor();
     await page.getByTestId('board-empty').waitFor();
+    // The empty app says what to do, in order; a model credential is stored here, so the first step is done.
+    const steps = page.getByTestId('board-empty').locator('li');
+    await expect.poll(() => steps.first().textContent()).toBe('A model credential is stored. ');
+    expect(await steps.first().getAttribute('data-done')).toBe('');
+    const [, pick, write] = await steps.allTextContents();
+    expect([pick, write]).toEqual([
+      'Pick a repository in New task: type its path, or drop its folder.',
+      'Describe the task, choose the agent and press Start. Its stages show here, its terminal on the right.',
+    ]);
     // The scheme took effect: the page's background is light or dark as asked.
     const bg = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
     const [r, g, b] = bg.match(/\d+/g)!.map(Number) as [number, number, number];

@@ -55,6 +55,9 @@ describe.skipIf(!!missing)('an agent without its credential', () => {
   it('is named before Start, Start creates nothing and offers the fix, and a stored key clears it', async () => {
     const { page, problems } = browser;
     await page.goto(host.url);
+    // The empty app's first step: no model credential yet, so it offers Credentials or the Command agent.
+    await expect.poll(() => page.getByTestId('board-empty').locator('li').first().textContent()).toContain('or use the Command agent, which needs none');
+    expect(await page.getByTestId('first-run-credentials').count()).toBe(1);
     await page.getByTestId('repo-path-input').fill(repo.dir);
     await page.getByTestId('task-text-input').fill('Add a greeting');
     // The Command agent (the default) needs no credential, and says what it will skip.
