@@ -38,11 +38,7 @@ export const HOOK_AGENTS: readonly HookAgent[] = ['claude', 'codex'];
  * out or fails counts as no decision, so the time limits are kept under Codex's.
  */
 export const CODEX_HOOK_EVENTS = {
-  SessionStart: { sub: 'session-start', timeout: 900 },
-  PreToolUse: { sub: 'pre-tool-use', timeout: 120, matcher: '*' },
-  SubagentStart: { sub: 'subagent-start', timeout: 900 },
-  SubagentStop: { sub: 'subagent-stop', timeout: 600 },
-  Stop: { sub: 'stop', timeout: 300 },
+  ...HOOK_EVENTS,
   SessionEnd: { sub: 'session-end', timeout: 3 },
 } as const satisfies Record<HookEvent, { sub: string; timeout: number; matcher?: string }>;
 
