@@ -149,9 +149,16 @@ export class SessionService {
   async run(input: RunInput): Promise<ExecResult & { sync: SyncResult; taskId: string }> {
     const record = this.record(input.sessionId);
     if (record.state === 'quarantined') throw new FactoryError('InvalidTransition', `session ${input.sessionId}'s sandbox (task ${record.taskId}) is kept for inspection after a leak check that was not clean; it runs no more commands`);
-    // A subagent with a sandbox of its own runs there; any other command in the session's.
+    // A subagent's command runs in its own sandbox or nowhere: never in the session's, whose
+    // files and branch the subagent was not given. The session's own commands run there.
     const child = input.agentId ? record.agents?.[input.agentId] : undefined;
-    const taskId = child && this.liveTask(child) ? child : record.taskId;
+    if (input.agentId && !(child && this.liveTask(child))) {
+      throw new FactoryError(
+        'NoSandbox',
+        `subagent ${input.agentId} of session ${input.sessionId} has no running sandbox of its own (its SubagentStart did not give it one, or it was kept after a leak check); its commands run nowhere else`,
+      );
+    }
+    const taskId = child ?? record.taskId;
     const ssh = this.deps.ports.sandboxSsh(taskId);
     let sync = this.syncs.get(taskId);
     if (!sync) this.syncs.set(taskId, (sync = new WorkingTreeSync(record.repoPath)));

@@ -56,6 +56,8 @@ it('a subagent sandbox with a finding is kept: nothing comes over, and the sessi
   expect(r.report?.verdict).toBe('leak');
   expect(calls).toEqual(['leakcheck t2', 'cancel t2']);
   expect(store.get('s1')?.agents).toEqual({ a2: 't3' });
+  // Its later commands are refused, not run in the session's sandbox instead.
+  await expect(service.run({ sessionId: 's1', agentId: 'a1', command: 'true', dir: '' })).rejects.toThrow(/subagent a1 of session s1 has no running sandbox of its own/);
   // Its card says why it was kept, naming the finding (never a value), and shows the check.
   expect(notes.get('t2')?.checks.map((c) => [c.hook, c.verdict, c.findings[0]?.credentialId])).toEqual([['SubagentStop', 'leak', 'anthropic']]);
   expect(notes.get('t2')?.subagent?.outcome).toEqual({ kind: 'kept', reason: 'the leak check found anthropic (memory)' });
