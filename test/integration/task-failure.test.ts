@@ -78,7 +78,8 @@ describe('failing and cancelled pipelines', () => {
     expect(test.attempt).toBe(1);
     expect(test.summary).toBe('assertion failed: boom (test counts not recognised)');
     expect(failed.error).toMatchObject({ name: 'StageFailed', message: 'stage test failed with exit status 3: assertion failed: boom (test counts not recognised)' });
-    expect(failed.error?.detail).toContain('1 test ran');
+    // Under the error, the failure explained: its first assertion, not the log's raw end.
+    expect(failed.error?.detail).toContain('First assertion:\nassertion failed: boom');
     await expect(app.api['tasks.review']({ taskId: a.id })).rejects.toMatchObject({ name: 'NoReview' });
 
     // A retry runs again from the failed stage in the same sandbox; earlier stages keep their results.
