@@ -22,7 +22,8 @@ import { FactoryClient } from '../../main/cli/client.js';
 import { qemuProcessesUnder } from '../e2e/support/processes.js';
 import { AnthropicStub, type RecordedRequest, type StubReply } from '../support/anthropic-stub.js';
 import { claudeCodeBinary } from '../support/claude-code-host.js';
-import { CLI_ENTRY, ROOT, runCli, stopApp } from '../support/cli.js';
+import { runCli, stopApp } from '../support/cli.js';
+import { factoryCalls, killStarted, waitFor, writeFactoryWrapper } from '../support/factory-wrapper.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 
@@ -41,24 +42,8 @@ let firstTurnHeld: Promise<void> | undefined;
 /** Claude Code processes started here: a failed test must not leave one running. */
 const started: ChildProcess[] = [];
 
-interface Call {
-  args: string;
-  status: number;
-  stderr: string;
-}
-
 /** Every `factory` invocation (hooks and the model's Bash calls), as the wrapper logged it. */
-function calls(): Call[] {
-  if (!fs.existsSync(wrapperLog)) return [];
-  return fs
-    .readFileSync(wrapperLog, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => {
-      const [args, status, err] = l.split('\t');
-      return { args: args!, status: Number(status), stderr: Buffer.from(err ?? '', 'base64').toString('utf8') };
-    });
-}
+const calls = () => factoryCalls(wrapperLog);
 
 const hookCalls = (which: string) => calls().filter((c) => c.args.replace(/^--data-dir \S+ /, '') === `hook ${which}`);
 
@@ -124,16 +109,6 @@ function startClaude(): { child: ChildProcess; done: Promise<{ code: number | nu
   return { child, done };
 }
 
-async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 const overlays = () => (fs.existsSync(path.join(dataDir, 'sandboxes')) ? fs.readdirSync(path.join(dataDir, 'sandboxes'), { recursive: true }).map(String).filter((f) => f.endsWith('.qcow2')) : []);
 const sessionTasks = async () => (await client.call('tasks.list', {})).filter((t: Task) => t.agent === 'claude-session');
 
@@ -148,22 +123,7 @@ beforeAll(async () => {
   fs.mkdirSync(path.join(root, 'bin'));
   repo = await makeRepo({ files: { 'README.md': '# Fixture\n' } });
   // `factory` on Claude Code's PATH, as the package's bin would be; it logs each call's status and stderr for the test.
-  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs');
-  fs.writeFileSync(
-    path.join(root, 'bin', 'factory'),
-    [
-      '#!/bin/bash',
-      'err=$(mktemp)',
-      `${JSON.stringify(process.execPath)} --import ${JSON.stringify(tsx)} ${JSON.stringify(CLI_ENTRY)} --data-dir ${JSON.stringify(dataDir)} "$@" 2>"$err"`,
-      's=$?',
-      'cat "$err" >&2',
-      `printf '%s\\t%s\\t%s\\n' "$*" "$s" "$(base64 -w0 < "$err")" >> ${JSON.stringify(wrapperLog)}`,
-      'rm -f "$err"',
-      'exit $s',
-      '',
-    ].join('\n'),
-    { mode: 0o755 },
-  );
+  writeFactoryWrapper(path.join(root, 'bin', 'factory'), { dataDir, log: wrapperLog });
   stub = await AnthropicStub.start({ script: (req, ctx) => model(req, ctx), sideReply: { text: 'ok' } });
   // The app, started by the CLI with a short grace period; the credential every sandbox could use.
   const ls = await runCli(dataDir, ['ls'], { env: { FACTORY_SESSION_GRACE_SEC: String(GRACE_SEC) } });
@@ -173,15 +133,7 @@ beforeAll(async () => {
 }, 10 * 60_000);
 
 afterAll(async () => {
-  for (const c of started) {
-    if (c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(-c.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
-  }
+  killStarted(started);
   client?.close();
   if (dataDir) await stopApp(dataDir);
   await stub?.close();

@@ -24,7 +24,8 @@ import type { Task } from '../../common/domain.js';
 import { FactoryClient } from '../../main/cli/client.js';
 import { CODEX_QUIET_CONFIG } from '../../main/pipeline/agents/codex.js';
 import { qemuProcessesUnder } from '../e2e/support/processes.js';
-import { CLI_ENTRY, ROOT, runCli, stopApp } from '../support/cli.js';
+import { runCli, stopApp } from '../support/cli.js';
+import { factoryCalls, killStarted, waitFor, writeFactoryWrapper } from '../support/factory-wrapper.js';
 import { codexBinary } from '../support/codex-host.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
@@ -46,29 +47,9 @@ const started: ChildProcess[] = [];
 let cell = '';
 
 /** Every `factory` invocation (the hooks and the routed commands), with its status and stderr. */
-function calls(): Array<{ args: string; status: number; stderr: string }> {
-  if (!fs.existsSync(wrapperLog)) return [];
-  return fs
-    .readFileSync(wrapperLog, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => {
-      const [args, status, err] = l.split('\t');
-      return { args: args!.replace(/^(--data-dir \S+ )+/, ''), status: Number(status), stderr: Buffer.from(err ?? '', 'base64').toString('utf8') };
-    });
-}
+const calls = () => factoryCalls(wrapperLog).map((c) => ({ ...c, args: c.args.replace(/^(--data-dir \S+ )+/, '') }));
 
 const sessionTasks = async () => (await client.call('tasks.list', {})).filter((t: Task) => t.agent === 'claude-session');
-
-async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 function runCodex(): Promise<{ code: number | null; out: string; pid: number }> {
   const codexHome = path.join(root, 'codex-home');
@@ -106,22 +87,7 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(root, 'codex-home', 'config.toml'), `[projects.${JSON.stringify(repo.dir)}]\ntrust_level = "trusted"\n`);
   // `factory`, as the package's bin would be, logging each call's status and stderr for the test.
   factoryBin = path.join(root, 'bin', 'factory');
-  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs');
-  fs.writeFileSync(
-    factoryBin,
-    [
-      '#!/bin/bash',
-      'err=$(mktemp)',
-      `${JSON.stringify(process.execPath)} --import ${JSON.stringify(tsx)} ${JSON.stringify(CLI_ENTRY)} --data-dir ${JSON.stringify(dataDir)} "$@" 2>"$err"`,
-      's=$?',
-      'cat "$err" >&2',
-      `printf '%s\\t%s\\t%s\\n' "$*" "$s" "$(base64 -w0 < "$err")" >> ${JSON.stringify(wrapperLog)}`,
-      'rm -f "$err"',
-      'exit $s',
-      '',
-    ].join('\n'),
-    { mode: 0o755 },
-  );
+  writeFactoryWrapper(factoryBin, { dataDir, log: wrapperLog });
   stub = await ResponsesStub.start({ apiKey: API_KEY, script: (req) => (toolResultsOf(req).length === 0 && cell ? { toolCalls: [{ input: cell }] } : { text: 'Done in the sandbox.' }) });
   const ls = await runCli(dataDir, ['ls'], { env: { FACTORY_SESSION_GRACE_SEC: String(GRACE_SEC) } });
   expect(ls.code, ls.stderr).toBe(0);
@@ -129,15 +95,7 @@ beforeAll(async () => {
 }, 10 * 60_000);
 
 afterAll(async () => {
-  for (const c of started) {
-    if (c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(-c.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
-  }
+  killStarted(started);
   client?.close();
   if (dataDir) await stopApp(dataDir);
   await stub?.close();
@@ -193,7 +151,7 @@ describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and
     const stop = byArgs('hook stop');
     expect(stop.map((c) => c.status), stop[0]?.stderr).toEqual([0]);
     // Codex gives SessionEnd 3 s: the app finishes the check and the teardown (or reaps the session once Codex is gone).
-    await waitFor('the session sandbox to be destroyed', async () => (await client.call('tasks.get', { taskId: task!.id })).sandbox.status === 'destroyed', 5 * 60_000);
+    await waitFor('the session sandbox to be destroyed', async () => (await client.call('tasks.get', { taskId: task!.id })).sandbox.status === 'destroyed', 5 * 60_000, 500);
     expect(qemuProcessesUnder(dataDir)).toEqual([]);
     const report = await client.call('leakcheck.get', { taskId: task!.id });
     expect(report?.verdict).toBe('clean');
