@@ -170,6 +170,11 @@ describe.skipIf(!!missing)('after the decision, in Chromium', () => {
     await page.getByTestId(`task-select-${ids.failed}`).click();
     await page.getByTestId('remove-button').click();
     await page.getByTestId('remove-confirm').waitFor();
+    // The confirmation passes axe in both colour schemes.
+    for (const colorScheme of ['dark', 'light'] as const) {
+      await page.emulateMedia({ colorScheme });
+      expect(describeViolations(await seriousViolations(page)), `remove confirmation, ${colorScheme}`).toEqual([]);
+    }
     await page.getByTestId('remove-cancel-button').click();
     expect(await rows(page)).toContain(ids.failed);
     await page.getByTestId('remove-button').click();
