@@ -81,6 +81,10 @@ async function keepBackup(file: string): Promise<void> {
   try {
     await fs.rename(tmp, backupOf(file));
   } catch {
+    // a backup is a help, not a condition of the write
+  } finally {
+    // rename(2) between two links of one file does nothing and leaves `tmp`: the case after a
+    // crash between this backup and the write's own rename. Gone either way.
     await fs.rm(tmp, { force: true });
   }
 }
