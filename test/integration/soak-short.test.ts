@@ -1,5 +1,5 @@
 // The short soak (issue 30) inside `npm test`: a few tasks over four repositories
-// with the parallel setting at 3, a quick sandbox, approvals and rejections,
+// with the parallel setting at 3, a quick sandbox, a hooks-style session, approvals and rejections,
 // and a few faults (QEMU killed mid-stage, the app SIGKILLed mid-stage and
 // restarted, two CLI clients racing approve and destroy, the data folder's disk
 // full) — then every invariant of the soak must hold. A new seed each run,

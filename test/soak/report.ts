@@ -44,7 +44,7 @@ export function summaryText(report: SoakReport): string {
     `# Soak report, seed ${report.seed}`,
     '',
     `Replay: \`npm run soak -- --profile ${report.options.profile ?? 'medium'} --seed ${report.seed} --tasks ${report.options.tasks}\``,
-    `Started ${report.startedAt}, ran ${report.durationSec} s; ${report.options.tasks} tasks over ${report.options.repos} repositories, parallel ${report.options.parallel}, ${report.quickSandboxes} quick sandboxes, ${report.appRestarts} app restarts.`,
+    `Started ${report.startedAt}, ran ${report.durationSec} s; ${report.options.tasks} tasks over ${report.options.repos} repositories, parallel ${report.options.parallel}, ${report.quickSandboxes} quick sandboxes, ${report.hookSessions ?? 0} hooks sessions, ${report.appRestarts} app restarts.`,
     '',
     `- Tasks by outcome: ${kv(report.tasksByOutcome)}`,
     `- User actions: ${kv(report.actions)}`,

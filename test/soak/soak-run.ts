@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { StageResult, Task, TaskPhase } from '../../common/domain.js';
 import { TaskRecord } from '../../main/state/state-store.js';
@@ -34,9 +35,7 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 const isModelFault = (f: FaultKind): f is ModelFault => (MODEL_FAULT_KINDS as readonly string[]).includes(f);
 
 /** Faults the issue asks for that this harness does not inject yet, with the reason (reported, never hidden). */
-export const NOT_INJECTED: Record<string, string> = {
-  'hooks-style session': 'the agent-session code is being changed by another engineer; left out until it settles',
-};
+export const NOT_INJECTED: Record<string, string> = {};
 
 export interface SoakOptions {
   seed: number;
@@ -97,6 +96,8 @@ export interface SoakReport {
   durationSec: number;
   tasksByOutcome: Record<string, number>;
   quickSandboxes: number;
+  /** Hooks-style sessions (SessionStart, a routed command, SessionEnd). */
+  hookSessions: number;
   actions: Record<string, number>;
   faultsInjected: Record<string, number>;
   /** Planned faults whose moment never came (e.g. a pull-back too quick to catch), by kind. */
@@ -207,6 +208,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     durationSec: 0,
     tasksByOutcome: {},
     quickSandboxes: 0,
+    hookSessions: 0,
     actions: {},
     faultsInjected: {},
     faultsMissed: {},
@@ -566,7 +568,38 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       if (end) count(report.tasksByOutcome, `quick:${end.phase}`);
     };
 
-    // ---- waves: `parallel` tasks at a time, a quick sandbox now and then ----
+    // A hooks-style session, as `factory hooks install` drives it: SessionStart provisions, the
+    // PreToolUse hook routes a command into the sandbox (never run here), SessionEnd checks for
+    // leaks and destroys. An app kill may cut it: a named refusal then is an answer, not a finding.
+    const sessionLife = async () => {
+      const repo = rng.pick(repos);
+      const sessionId = `soak-session-${rng.int(0, 1e9)}`;
+      const at = `session ${sessionId}`;
+      const marker = path.join(os.tmpdir(), `factory-${sessionId}-ran-here`);
+      const started = await call<{ task: Task }>('sessions.start', { sessionId, cwd: repo.dir });
+      known.set(started.task.id, started.task);
+      report.hookSessions++;
+      say(`${at}: sandbox ${started.task.id}`);
+      const ran = await call<{ exitCode: number | null; stdout: string }>('sessions.run', { sessionId, command: `touch ${marker}; hostname; test -d .git && echo IN-REPO`, dir: '' }).catch((err: Error) => err);
+      if (ran instanceof Error) {
+        check(at, 'a refused routed command says why, by name', ran.name !== 'Error' && !!ran.message, () => `${ran.name}: ${ran.message}`);
+      } else {
+        const out = Buffer.from(ran.stdout, 'base64').toString('utf8'); // streams come base64, as tasks.exec's
+        check(at, "a routed command runs in the session's sandbox, in its repository", ran.exitCode === 0 && out.includes('IN-REPO') && !out.includes(os.hostname()), () => `exit ${ran.exitCode}: ${out.slice(0, 500)}`);
+      }
+      check(at, 'a routed command never runs on this computer', !fs.existsSync(marker), () => `${marker} exists`);
+      fs.rmSync(marker, { force: true });
+      const ended = await call<{ destroyed: boolean }>('sessions.end', { sessionId }).catch((err: Error) => err);
+      if (ended instanceof Error) say(`${at}: end: ${ended.name}: ${ended.message}`);
+      const last = await get(started.task.id);
+      // Work a session brought back waits in review; the user rejects it here (no file changed).
+      if (last.phase === 'review') await call('tasks.reject', { taskId: last.id }).catch((err: Error) => say(`${at}: reject: ${err.name}: ${err.message}`));
+      if (SETTLED.includes(last.phase) === false || last.sandbox.status === 'running') await call('tasks.destroy', { taskId: last.id }).catch(() => undefined);
+      const end = await waitFor(last.id, 'the session sandbox to go', (x) => SETTLED.includes(x.phase) && !['running', 'booting', 'stopping'].includes(x.sandbox.status), 120_000);
+      if (end) count(report.tasksByOutcome, `session:${end.phase}`);
+    };
+
+    // ---- waves: `parallel` tasks at a time, a quick sandbox or a hooks session now and then ----
     let next = 0;
     let wave = 0;
     while (next < opts.tasks) {
@@ -584,6 +617,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       say(`wave ${wave}: tasks ${indices.join(', ')}`);
       const lives = indices.map((i) => lifeOf(i).catch((err: Error) => check(`task #${i}`, 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
       if (wave % 2 === 0) lives.push(quickLife().catch((err: Error) => check('quick sandbox', 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
+      else lives.push(sessionLife().catch((err: Error) => check('hooks session', 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
       await Promise.all(lives);
       checkNoOrphans(`after wave ${wave}`);
       for (const t of await call<Task[]>('tasks.list')) checkTaskShape(t, `after wave ${wave}`);
