@@ -66,8 +66,12 @@ describe.skipIf(!!skipReason)('Retry after a failed setup (real sandbox)', () =>
     expect(await card.getAttribute('data-status')).toBe('failed');
     expect(await card.getAttribute('title')).toContain('E: left-pad is gone');
     expect(await page.getByTestId('task-error-title').textContent()).toBeTruthy();
-    expect(describeViolations(await seriousViolations(page))).toEqual([]);
-    await screenshot(page, 'setup-failed-1280x800');
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      expect(describeViolations(await seriousViolations(page)), scheme).toEqual([]);
+      await screenshot(page, scheme === 'light' ? 'setup-failed-1280x800' : 'setup-failed-dark-1280x800');
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
     const firstSession = (await app.api['tasks.get']({ taskId: id })).setup?.sessionId;
 
     await page.getByTestId('retry-button').click();
