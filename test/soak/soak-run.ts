@@ -508,7 +508,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         if (fault === 'cli-approve-vs-destroy') {
           count(report.faultsInjected, fault);
           say(`${at}: two CLI clients race approve and destroy`);
-          const [a, d] = await Promise.all([runCli(dataDir, ['approve', id, '--json']), runCli(dataDir, ['destroy', id, '--json'])]);
+          // --no-start: an app kill of another task's fault landing meanwhile must not make a client
+          // start an app of its own (the CLI's default), which would hold the data folder the harness restarts on.
+          if (restarting) await restarting;
+          const [a, d] = await Promise.all([runCli(dataDir, ['--no-start', 'approve', id, '--json']), runCli(dataDir, ['--no-start', 'destroy', id, '--json'])]);
           say(`${at}: approve exit ${a.code}, destroy exit ${d.code}`);
           check(at, 'a refused CLI call says why', (a.code === 0 || a.stderr.trim().length > 0) && (d.code === 0 || d.stderr.trim().length > 0), () => `approve: ${a.code} ${a.stderr}; destroy: ${d.code} ${d.stderr}`);
           checkRepo(repo, await get(id), at, files);
@@ -744,12 +747,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     for (const r of repos) r.cleanup();
     if (disk.mounted) {
       try {
-        execFileSync('umount', [dataDir], { stdio: 'pipe' });
+        execFileSync('umount', ['--lazy', dataDir], { stdio: 'pipe' });
       } catch (err) {
         report.notes.push(`unmounting the data folder failed: ${(err as Error).message.split('\n')[0]}`);
       }
     }
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    try {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    } catch (err) {
+      // The report is written either way: a folder that will not go is a note, not a lost run.
+      report.notes.push(`removing the data folder failed: ${(err as Error).message.split('\n')[0]}`);
+    }
   }
   return report;
 }
