@@ -210,6 +210,8 @@ export const apiInputs = {
     source: z.string().max(32).optional(),
     pid: z.number().int().positive().optional(),
     pidStart: z.string().max(32).regex(/^[0-9]+$/).optional(),
+    /** Whose session: names the sandbox (Claude Code when absent). */
+    agent: z.enum(['claude', 'codex']).optional(),
   }),
   'sessions.check': z.object({ sessionId: id }),
   'sessions.end': z.object({ sessionId: id }),
@@ -224,7 +226,12 @@ export const apiInputs = {
     timeoutSec: z.number().int().min(1).max(7200).optional(),
   }),
   // SubagentStart / SubagentStop: a sandbox per subagent; its work comes back into the session's as a branch.
-  'sessions.subagentStart': z.object({ sessionId: id, agentId: id, agentType: z.string().max(128).regex(/^[A-Za-z0-9 ._:-]*$/, 'must be letters, digits, space, dot, colon, dash or underscore').optional() }),
+  'sessions.subagentStart': z.object({
+    sessionId: id,
+    agentId: id,
+    agentType: z.string().max(128).regex(/^[A-Za-z0-9 ._:-]*$/, 'must be letters, digits, space, dot, colon, dash or underscore').optional(),
+    agent: z.enum(['claude', 'codex']).optional(),
+  }),
   'sessions.subagentStop': z.object({ sessionId: id, agentId: id }),
 
   // Credential broker (issue 3): credentials.list/set/delete/test, audit.list,

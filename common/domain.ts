@@ -164,8 +164,10 @@ export type SubagentOutcome = z.infer<typeof SubagentOutcome>;
 
 /** A task that is a Claude Code session's sandbox (hooks mode), or one of its subagents'. */
 export const HookSession = z.object({
-  /** Claude Code's session id. */
+  /** The agent's session id. */
   sessionId: z.string(),
+  /** Whose session: Codex's, or Claude Code's when absent. */
+  agent: z.literal('codex').optional(),
   /** Stop checks so far (turns), also those no longer in `checks`. */
   turns: z.number().int().min(0),
   /** Oldest first, the last SESSION_CHECKS_KEPT. */

@@ -64,6 +64,6 @@ export function withCheck(session: HookSession, check: SessionCheck): HookSessio
 }
 
 /** The record a session's task starts with (a subagent's names its session's task and the agent). */
-export function newHookSession(sessionId: string, subagent?: HookSession['subagent']): HookSession {
-  return { sessionId, turns: 0, checks: [], ...(subagent ? { subagent } : {}) };
+export function newHookSession(sessionId: string, subagent?: HookSession['subagent'], agent?: 'claude' | 'codex'): HookSession {
+  return { sessionId, turns: 0, checks: [], ...(agent === 'codex' ? { agent } : {}), ...(subagent ? { subagent } : {}) };
 }

@@ -44,7 +44,13 @@ export interface SubagentInput {
   sessionId: string;
   agentId: string;
   agentType?: string | undefined;
+  agent?: SessionAgentName | undefined;
 }
+
+export type SessionAgentName = 'claude' | 'codex';
+/** The agent's name on a session's card (Claude Code when the hook did not say). */
+const AGENT_WORDS: Record<SessionAgentName, string> = { claude: 'Claude Code', codex: 'Codex' };
+const agentWords = (agent: SessionAgentName | undefined) => AGENT_WORDS[agent ?? 'claude'];
 
 /** The most a subagent's work may weigh on its way into the session's sandbox (a git bundle, guest to guest). */
 const SUBAGENT_BUNDLE_MAX_BYTES = 512 * 1024 * 1024;
@@ -88,6 +94,7 @@ export interface StartInput {
   source?: string | undefined;
   pid?: number | undefined;
   pidStart?: string | undefined;
+  agent?: SessionAgentName | undefined;
 }
 
 const FINISHED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted']);
@@ -129,7 +136,7 @@ export class SessionService {
       await store.remove(input.sessionId);
     }
     const repoPath = await repoTop(input.cwd);
-    const task = await this.deps.ports.createTask({ repoPath, title: `Claude Code session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId) });
+    const task = await this.deps.ports.createTask({ repoPath, title: `${agentWords(input.agent)} session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId, undefined, input.agent) });
     await store.put({ sessionId: input.sessionId, taskId: task.id, repoPath, createdAt: new Date().toISOString(), state: 'active', ...pidOf(input) });
     this.deps.log.info('a Claude Code session got a sandbox', { sessionId: input.sessionId, taskId: task.id });
     return { task: await this.waitReady(task.id), resumed: false };
@@ -203,9 +210,9 @@ export class SessionService {
     const kind = input.agentType ? `${input.agentType} ` : '';
     const task = await this.deps.ports.createTask({
       repoPath: record.repoPath,
-      title: `Claude Code subagent ${kind}${input.agentId} of session ${input.sessionId}`,
+      title: `${agentWords(input.agent)} subagent ${kind}${input.agentId} of session ${input.sessionId}`,
       agent: SESSION_AGENT,
-      session: newHookSession(input.sessionId, { parentTaskId: record.taskId, agentId: input.agentId, ...(input.agentType ? { agentType: input.agentType } : {}) }),
+      session: newHookSession(input.sessionId, { parentTaskId: record.taskId, agentId: input.agentId, ...(input.agentType ? { agentType: input.agentType } : {}) }, input.agent),
     });
     const now = this.record(input.sessionId);
     await this.deps.store.put({ ...now, agents: { ...now.agents, [input.agentId]: task.id } });

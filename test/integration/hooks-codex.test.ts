@@ -128,6 +128,9 @@ describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and
     expect(byArgs('hook run').map((c) => c.status)).toEqual([0]);
     const [task] = await sessionTasks();
     expect(task).toBeDefined();
+    // Its card names Codex, not Claude Code.
+    expect(task!.title).toMatch(/^Codex session /);
+    expect(task!.session?.agent).toBe('codex');
     // The app watches the Codex process itself, not the shell or the factory script between it and the hook.
     const records = JSON.parse(fs.readFileSync(path.join(dataDir, 'sessions.json'), 'utf8')) as { sessions: Array<{ taskId: string; pid: number }> };
     const record = records.sessions.find((s) => s.taskId === task!.id);

@@ -146,6 +146,15 @@ describe('a Claude Code session on the board', () => {
     expect(verdict.className).toBe('check-ok');
     expect(screen.getByTestId('session-line-s2').textContent).toContain('no leak check yet');
   });
+
+  it("names the agent whose session it is: Codex's, or Claude Code's", async () => {
+    mount([
+      task('s1', '2026-01-01T10:00:00.000Z', { session: { sessionId: 'a', agent: 'codex', turns: 1, checks: [clean(1, MIB)] } }),
+      task('s2', '2026-01-01T11:00:00.000Z', { session: { sessionId: 'b', turns: 0, checks: [] } }),
+    ]);
+    expect((await screen.findByTestId('session-line-s1')).textContent).toMatch(/^Codex session · 1 turn · /);
+    expect(screen.getByTestId('session-line-s2').textContent).toMatch(/^Claude Code session · 0 turns/);
+  });
 });
 
 describe('subagents on the board', () => {

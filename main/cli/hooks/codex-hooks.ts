@@ -150,7 +150,7 @@ const CODEX_TOOLS =
 /** SessionStart for Codex: the sandbox as for Claude Code, with the context as JSON (Codex's SessionStart output) naming Codex's tools. */
 export async function cmdCodexHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
   const out = capture({ ...io, json: true });
-  const code = await cmdHookStart(client, out.io, input);
+  const code = await cmdHookStart(client, out.io, input, 'codex');
   const answer = JSON.parse(out.text()) as { hookSpecificOutput: { additionalContext: string } };
   answer.hookSpecificOutput.additionalContext += CODEX_TOOLS + '\n';
   io.stdout.write(JSON.stringify(answer) + '\n');

@@ -90,7 +90,7 @@ export async function runHook(client: FactoryClient, io: Io, which: string, v: V
   try {
     // Anything thrown (bad input, the app's error, no answer in time) fails closed: status 2 and what happened.
     return await withDeadline(
-      (async () => handler(client, io, parseHookInput(await readStdin(io.stdin ?? process.stdin))))(),
+      (async () => handler(client, io, parseHookInput(await readStdin(io.stdin ?? process.stdin)), agent))(),
       hookDeadlineMs(which, process.env, agent),
       which,
     );

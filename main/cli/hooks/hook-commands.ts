@@ -16,6 +16,7 @@ import { sessionProcess } from '../../sessions/session-process.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
 import { HOOK_ID_RE, hookJson } from './routed-hooks.js';
+import type { HookAgent } from './settings-file.js';
 
 // The hooks on every command's path live in routed-hooks.ts (a lean module); their callers and tests find them here too.
 export { cmdHookPreToolUse, cmdHookRun, readStdin, withDeadline } from './routed-hooks.js';
@@ -94,11 +95,12 @@ export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown, 
   return 2;
 }
 
-export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput, agent: HookAgent = 'claude'): Promise<number> {
   const proc = sessionProcess();
   const r = await client.call('sessions.start', {
     sessionId: input.session_id,
     cwd: input.cwd,
+    ...(agent !== 'claude' ? { agent } : {}),
     ...(input.source ? { source: input.source } : {}),
     pid: proc.pid,
     ...(proc.start ? { pidStart: proc.start } : {}),
@@ -161,13 +163,13 @@ export function subagentContext(task: Task, parentTaskId: string, sessionId: str
 }
 
 /** SubagentStart: the subagent's own sandbox; a session without one gives none (its commands are refused or go to the session's). */
-export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
+export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: HookInput, agent: HookAgent = 'claude'): Promise<number> {
   if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStart input has no agent_id');
   let r;
   try {
     // The agent type only names the sandbox: one with other characters is left out rather than refused.
     const agentType = input.agent_type && /^[A-Za-z0-9 ._:-]{1,128}$/.test(input.agent_type) ? input.agent_type : undefined;
-    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(agentType ? { agentType } : {}) });
+    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(agentType ? { agentType } : {}), ...(agent !== 'claude' ? { agent } : {}) });
   } catch (err) {
     if (err instanceof Error && err.name === 'SessionNotFound') return 0;
     throw err;

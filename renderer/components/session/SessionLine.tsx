@@ -49,7 +49,7 @@ export function SessionLine({ task }: { task: Task }) {
   const shown = bad ?? lastCheck(task);
   return (
     <div className="session-line" data-testid={`session-line-${task.id}`}>
-      Claude Code session · {session.turns} turn{session.turns === 1 ? '' : 's'}
+      {session.agent === 'codex' ? 'Codex' : 'Claude Code'} session · {session.turns} turn{session.turns === 1 ? '' : 's'}
       {shown ? (
         <>
           {' · '}

@@ -3,6 +3,7 @@
 // session's end, which destroys the subagents' sandboxes left over, leaves it
 // alone. The task service is a recording double (the Claude Code integration
 // test boots the real sandboxes).
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -68,5 +69,34 @@ it('a subagent sandbox with a finding is kept: nothing comes over, and the sessi
   expect(calls).toContain('destroy t1');
   expect(calls).not.toContain('destroy t2');
   expect(notes.get('t1')?.checks.map((c) => [c.hook, c.verdict])).toEqual([['SessionEnd', 'clean']]);
+  await service.dispose();
+});
+
+it("a Codex session's sandbox and its subagent's are named Codex's; a hook that names no agent gets Claude Code's", async () => {
+  execFileSync('git', ['init', '-q', dir]);
+  const titles: string[] = [];
+  const store = new SessionStore(path.join(dir, 'sessions.json'));
+  const service = new SessionService({
+    store,
+    // Every sandbox is ready at once (held for the session, as the task service's hold does).
+    hold: { holding: () => true, release: () => false } as unknown as SessionHoldExecutor,
+    graceMs: 60_000,
+    log: { info: () => {}, warn: () => {} },
+    ports: {
+      createTask: async (input) => (titles.push(input.title ?? ''), task(`t${titles.length}`)),
+      getTask: (id) => task(id),
+      cancelTask: async (id) => task(id),
+      destroyTask: async (id) => task(id),
+      leakCheck: async (id) => report(id, 'clean'),
+      sandboxSsh: (id) => {
+        throw new Error(`no command may run in ${id} here`);
+      },
+      noteSession: async (id, change) => notes.set(id, change(notes.get(id))),
+    },
+  });
+  await service.start({ sessionId: 'cx', cwd: dir, agent: 'codex' });
+  await service.subagentStart({ sessionId: 'cx', agentId: 'a1', agentType: 'worker', agent: 'codex' });
+  await service.start({ sessionId: 'cc', cwd: dir });
+  expect(titles).toEqual(['Codex session cx', 'Codex subagent worker a1 of session cx', 'Claude Code session cc']);
   await service.dispose();
 });
