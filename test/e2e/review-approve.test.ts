@@ -5,6 +5,7 @@
 // names what was not seen.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumMissingReason } from './support/browser.js';
+import { screenshot } from './support/axe.js';
 import { ScriptedApp } from './support/scripted-app.js';
 import { HOSTILE_REVIEW, HOSTILE_SHOWN, NUL_SCRIPT, UNSHOWN_FILE } from './support/scripted-reviews.js';
 import { ScriptedUi } from './support/scripted-ui.js';
@@ -46,6 +47,10 @@ describe.skipIf(!!missing)('review of hostile returned work in Chromium', () => 
     const trojan = page.locator('[data-testid="review-patch"] .patch-row.has-hidden');
     expect(await trojan.count()).toBe(1);
     expect(await trojan.getAttribute('data-hidden')).toBe('U+202E (bidi), U+2066 (bidi), U+2069 (bidi), U+2066 (bidi)');
+    // Each content line carries its old and new line numbers, drawn beside it but not part of the text a copy takes.
+    expect(await trojan.locator('.ln').evaluateAll((els) => els.map((e) => e.getAttribute('data-n')))).toEqual([null, '1']);
+    await trojan.scrollIntoViewIfNeeded();
+    await screenshot(page, 'review-patch-line-numbers');
 
     // What Approve lands is said, and the agent's commits that it does not land are listed, escaped.
     expect(await page.getByTestId('review-lands').textContent()).toContain("Approve lands one commit with the final tree shown here, on the task's base; the agent's 3 commits are not kept");

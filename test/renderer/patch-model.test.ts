@@ -51,6 +51,47 @@ describe('patch model', () => {
     }
   });
 
+  it("numbers each line as git's own blame would: old and new, from a real patch's hunks", () => {
+    const repo = mkdtempSync(path.join(os.tmpdir(), 'patch-lines-'));
+    try {
+      git(repo, 'init', '-q', '-b', 'main');
+      // Lines that look like file headers once prefixed ("--- x", "+++ y") must still count as content.
+      const before = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`);
+      before[9] = '-- x';
+      writeFileSync(path.join(repo, 'f.txt'), before.join('\n') + '\n');
+      writeFileSync(path.join(repo, 'end.txt'), 'no newline at the end');
+      git(repo, 'add', '-A');
+      git(repo, 'commit', '-qm', 'base');
+      const after = [...before];
+      after.splice(9, 1, '++ y', 'added'); // line 10 replaced by two
+      after[24] = 'changed 25'; // was "line 24" (one line later now)
+      writeFileSync(path.join(repo, 'f.txt'), after.join('\n') + '\n');
+      writeFileSync(path.join(repo, 'end.txt'), 'still none');
+      writeFileSync(path.join(repo, 'new.txt'), 'a\nb\n');
+      git(repo, 'add', '-A');
+      const patch = git(repo, 'diff', '--cached', '--no-color');
+      const model = buildPatchModel(patch);
+      const numbered = Array.from({ length: model.lineCount }, (_, i) => ({ text: patchRow(model, i).text, old: model.oldLine[i], new: model.newLine[i] }));
+      const find = (text: string) => numbered.filter((r) => r.text === text).map((r) => [r.old, r.new]);
+      expect(find('--- x')).toEqual([[10, 0]]);
+      expect(find('+++ y')).toEqual([[0, 10]]);
+      expect(find('+added')).toEqual([[0, 11]]);
+      expect(find(' line 9')).toEqual([[9, 9]]);
+      expect(find(' line 11')).toEqual([[11, 12]]);
+      expect(find('-line 24')).toEqual([[24, 0]]);
+      expect(find('+changed 25')).toEqual([[0, 25]]);
+      expect(find(' line 27')).toEqual([[27, 28]]);
+      expect(find('-no newline at the end')).toEqual([[1, 0]]);
+      expect(find('+still none')).toEqual([[0, 1]]);
+      expect(find('+b')).toEqual([[0, 2]]);
+      // Headers, hunk lines and git's "\ No newline" notes get no number.
+      for (const r of numbered.filter((r) => /^(diff |--- a|\+\+\+ b|@@|\\ |index |new file)/.test(r.text))) expect([r.text, r.old, r.new]).toEqual([r.text, 0, 0]);
+      expect(model.maxLineNo).toBeGreaterThanOrEqual(Math.max(...model.oldLine, ...model.newLine));
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
   it('cuts a long line into continuation rows and never splits a surrogate pair', () => {
     const long = '+' + 'x'.repeat(ROW_CHARS - 2) + '😀' + 'y'.repeat(ROW_CHARS + 5);
     const model = buildPatchModel(`diff --git a/f b/f\n${long}\n+short\n`);

@@ -27,7 +27,8 @@ const KIND_CLASS = {
 } as const;
 
 export const PatchView = forwardRef<VirtualRowsHandle, Props>(function PatchView({ model, testId, label }, ref) {
-  const widthCh = useMemo(() => model.maxCols + GUTTER_CH + 2, [model]);
+  const digits = String(model.maxLineNo).length;
+  const widthCh = useMemo(() => model.maxCols + GUTTER_CH + 2 + 2 * (digits + 1), [model, digits]);
   if (model.rowCount === 0) {
     return (
       <p className="hint" data-testid={testId}>
@@ -58,6 +59,9 @@ export const PatchView = forwardRef<VirtualRowsHandle, Props>(function PatchView
             data-line={r.lineIndex + 1}
             {...(hidden.length ? { 'data-hidden': hidden.map(describeHiddenChar).join(', ') } : {})}
           >
+            {/* Old and new line numbers, drawn by CSS from data-n: not part of the row's text, so a copy takes only the code. */}
+            <span className="ln" style={{ width: `${digits + 1}ch` }} aria-hidden="true" {...(r.continued || !model.oldLine[r.lineIndex] ? {} : { 'data-n': model.oldLine[r.lineIndex] })} />
+            <span className="ln" style={{ width: `${digits + 1}ch` }} aria-hidden="true" {...(r.continued || !model.newLine[r.lineIndex] ? {} : { 'data-n': model.newLine[r.lineIndex] })} />
             <span className="gutter" title={hidden.length ? `Hidden characters: ${hidden.map(describeHiddenChar).join(', ')}` : undefined}>
               {hidden.length ? 'hidden' : r.continued ? '↪' : ''}
             </span>

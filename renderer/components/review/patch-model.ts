@@ -23,6 +23,11 @@ export interface PatchModel {
   maxCols: number;
   /** The row of each file's `diff --git` header, by the file's path as git stores it. */
   fileRows: Map<string, number>;
+  /** Per line: its number in the old and in the new file (0: none, e.g. a header or the other side's line). */
+  oldLine: Int32Array;
+  newLine: Int32Array;
+  /** The largest line number, for the width of the numbers' columns. */
+  maxLineNo: number;
 }
 
 export interface PatchRow {
@@ -111,7 +116,58 @@ export function buildPatchModel(patch: string): PatchModel {
     const p = headerPath(line, lineCount, i);
     if (p !== undefined && !fileRows.has(p)) fileRows.set(p, rowOf(i));
   }
-  return { ...base, rowCount, ...(rowLine ? { rowLine, rowStart } : {}), maxCols, fileRows };
+  return { ...base, rowCount, ...(rowLine ? { rowLine, rowStart } : {}), maxCols, fileRows, ...lineNumbers(patch, lineStart, lineCount) };
+}
+
+const HUNK_HEADER = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+
+/**
+ * Old and new line numbers from the hunk headers. A hunk's own counts say where
+ * it ends, so a removed line that reads "-- x" (shown "--- x") or an added
+ * "++ x" is content, not a file header; a line the counts do not expect ends the hunk.
+ */
+function lineNumbers(patch: string, lineStart: Int32Array, lineCount: number): Pick<PatchModel, 'oldLine' | 'newLine' | 'maxLineNo'> {
+  const oldLine = new Int32Array(lineCount);
+  const newLine = new Int32Array(lineCount);
+  let oldNo = 0;
+  let newNo = 0;
+  let oldLeft = 0;
+  let newLeft = 0;
+  let maxLineNo = 0;
+  for (let i = 0; i < lineCount; i++) {
+    const at = lineStart[i]!;
+    const c = patch.charCodeAt(at);
+    if (oldLeft > 0 || newLeft > 0) {
+      if (c === 0x20 /* ' ' */ && oldLeft > 0 && newLeft > 0) {
+        oldLine[i] = oldNo++;
+        newLine[i] = newNo++;
+        oldLeft--;
+        newLeft--;
+        continue;
+      }
+      if (c === 0x2d /* - */ && oldLeft > 0) {
+        oldLine[i] = oldNo++;
+        oldLeft--;
+        continue;
+      }
+      if (c === 0x2b /* + */ && newLeft > 0) {
+        newLine[i] = newNo++;
+        newLeft--;
+        continue;
+      }
+      if (c === 0x5c /* \ No newline at end of file */) continue;
+      oldLeft = newLeft = 0;
+    }
+    if (c !== 0x40 /* @ */) continue;
+    const m = HUNK_HEADER.exec(patch.slice(at, Math.min(at + 80, lineStart[i + 1]! - 1)));
+    if (!m) continue;
+    oldNo = Number(m[1]);
+    oldLeft = m[2] === undefined ? 1 : Number(m[2]);
+    newNo = Number(m[3]);
+    newLeft = m[4] === undefined ? 1 : Number(m[4]);
+    maxLineNo = Math.max(maxLineNo, oldNo + oldLeft, newNo + newLeft);
+  }
+  return { oldLine, newLine, maxLineNo };
 }
 
 export function patchRow(model: PatchModel, row: number): PatchRow {
