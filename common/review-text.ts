@@ -128,6 +128,20 @@ export function escapeTerminalLine(line: string): string {
   return escapeContentLine(line).replace(/\t/g, '\\t');
 }
 
+/**
+ * JSON text with every hidden character a terminal would act on or hide (DEL,
+ * C1, bidi, invisible, line separators) written as \uXXXX: the same JSON value,
+ * but safe to print. JSON.stringify escapes only C0; the rest can appear only
+ * inside its strings, where an escape means the same character.
+ */
+export function escapeJsonText(json: string): string {
+  // Candidates by range (one pass, no per-character loop over a large patch), decided by classify.
+  return json.replace(JSON_CANDIDATES, (ch) =>
+    classify(ch.codePointAt(0)!) ? [...Array(ch.length).keys()].map((i) => `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`).join('') : ch,
+  );
+}
+const JSON_CANDIDATES = /[\u007f-\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udfff]/g;
+
 /** "U+202E (bidi)"-style description of a hidden character, for flags. */
 export function describeHiddenChar(c: HiddenChar): string {
   return `U+${c.codePoint.toString(16).toUpperCase().padStart(4, '0')} (${c.kind})`;

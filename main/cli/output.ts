@@ -1,7 +1,7 @@
 // How the CLI speaks: results on stdout (JSON with --json), progress and errors
 // on stderr. Errors carry the same title and help the UI shows (common/errors.ts).
 import { errorHelp } from '../../common/errors.js';
-import { escapeContentLine } from '../../common/review-text.js';
+import { escapeContentLine, escapeJsonText } from '../../common/review-text.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -19,7 +19,8 @@ export class UsageError extends Error {
 }
 
 export function printJson(io: Io, value: unknown): void {
-  io.stdout.write(JSON.stringify(value, null, 2) + '\n');
+  // A value from a sandbox (file names, commit messages) may hold characters a terminal acts on.
+  io.stdout.write(escapeJsonText(JSON.stringify(value, null, 2)) + '\n');
 }
 
 /** {error:{name,title,message,help,detail?}} with --json (on stdout, for scripts), else "error: Title: message" and the help. */

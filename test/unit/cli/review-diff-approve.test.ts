@@ -122,6 +122,25 @@ describe('factory diff shows what the review holds, escaped', () => {
   });
 });
 
+describe('factory diff --json', () => {
+  it('prints the review as JSON that reads back the same, with nothing a terminal acts on or hides', async () => {
+    // C1's CSI (U+009B) starts an escape sequence on terminals that take 8-bit controls; the rest hide or reorder text.
+    const c1 = '+printf ok \u009b2K\u009b1A \u2028 \u{e0041}\u00ad';
+    const hostile = { ...review, patch: `${review.patch}${c1}\n` };
+    const app = scriptedApp([]);
+    const call = app.call.bind(app);
+    app.call = (async (method: string, input: unknown) => (method === 'tasks.review' ? hostile : call(method as never, input as never))) as typeof app.call;
+    let stdout = '';
+    const out = new Writable({ write: (c: Buffer, _e, cb) => ((stdout += c.toString('utf8')), cb()) });
+    const code = await runCli(['diff', ID, '--json'], { stdout: out, stderr: new Writable({ write: (_c, _e, cb) => cb() }) }, { connect: async () => app });
+    expect(code).toBe(0);
+    expect(stdout).not.toMatch(ACTIVE);
+    expect(stdout).not.toMatch(/[\u2028\u00ad]|\u{e0041}/u);
+    expect(JSON.parse(stdout)).toEqual(JSON.parse(JSON.stringify(hostile)));
+    expect(stdout).toContain('\\u009b2K');
+  });
+});
+
 describe('factory approve asks for the review\'s confirmations by name', () => {
   it('refuses without --confirm, naming each confirmation and the exact flag, and approves nothing', async () => {
     const approvals: unknown[] = [];
