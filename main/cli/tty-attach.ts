@@ -3,6 +3,7 @@
 // SIGWINCH as a resize; until the session ends or the connection to the app is
 // lost. Shared by `factory shell`, `factory sandbox` and the agent sessions.
 import type { FactoryClient } from './client.js';
+import { TerminalModes } from './terminal-modes.js';
 
 /** This terminal's size, as a pty in the sandbox should have it. */
 export function terminalSize(): { cols: number; rows: number } {
@@ -18,12 +19,15 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
   const stdin = process.stdin;
   const stdout = process.stdout;
   let exitCode: number | null | undefined;
+  // What the program switched on, so an end without its own cleanup (killed, the app gone) leaves this terminal usable.
+  const modes = new TerminalModes();
   let ended: () => void = () => {};
   const over = new Promise<void>((r) => (ended = r));
   // The ack, resize and key calls below fail only when the connection to the app is gone; the relay
   // then ends with the session's status event or the client's close, so a failed call is not reported again.
   const offData = client.terminal.add((c) => {
     if (c.sessionId !== sessionId) return;
+    modes.feed(c.data);
     stdout.write(c.data, () => void client.call('terminal.ack', { sessionId, bytes: c.data.length }).catch(() => {})); // fails when the session or the app is gone, which ends the attach anyway
   });
   const offEvents = client.events.add((e) => {
@@ -40,7 +44,9 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
   // At this terminal's size before the replay, so the program redraws for it.
   await client.call('terminal.resize', { sessionId, ...terminalSize() }).catch(() => {});
   const { info, scrollback } = await client.call('terminal.attach', { sessionId });
-  stdout.write(Buffer.from(scrollback, 'base64'));
+  const replay = Buffer.from(scrollback, 'base64');
+  modes.feed(replay);
+  stdout.write(replay);
   if (info.status !== 'live') ended();
   const raw = stdin.isTTY;
   if (raw) stdin.setRawMode(true);
@@ -62,6 +68,8 @@ export async function attachInteractive(client: FactoryClient, sessionId: string
     stdout.off('resize', onResize);
     stdin.off('data', onKey);
     if (raw) stdin.setRawMode(false);
+    const reset = modes.resetSequence();
+    if (reset && stdout.isTTY) stdout.write(reset);
     stdin.pause();
     offData();
     offEvents();
