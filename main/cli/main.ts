@@ -8,8 +8,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** `[--data-dir D] hook pre-tool-use --via V` or `[--data-dir D] hook run P`, as `hooks install` writes them; else undefined. */
-export function routedHookCall(argv: readonly string[]): { dataDir?: string; which: 'pre-tool-use' | 'run'; arg: string } | undefined {
+/**
+ * `[--data-dir D] hook pre-tool-use [--agent codex] --via V` or `[--data-dir D] hook run P`, as `hooks install`
+ * writes them; else undefined.
+ */
+export function routedHookCall(argv: readonly string[]): { dataDir?: string; which: 'pre-tool-use' | 'codex-pre-tool-use' | 'run'; arg: string } | undefined {
   const a = [...argv];
   let dataDir: string | undefined;
   if (a[0] === '--data-dir' && a.length > 1) dataDir = a.splice(0, 2)[1];
@@ -17,6 +20,7 @@ export function routedHookCall(argv: readonly string[]): { dataDir?: string; whi
   if (dataDir === '' || a[0] !== 'hook') return undefined;
   if (a.length === 3 && a[1] === 'run' && !a[2]!.startsWith('-')) return { ...(dataDir ? { dataDir } : {}), which: 'run', arg: a[2]! };
   if (a.length === 4 && a[1] === 'pre-tool-use' && a[2] === '--via') return { ...(dataDir ? { dataDir } : {}), which: 'pre-tool-use', arg: a[3]! };
+  if (a.length === 6 && a[1] === 'pre-tool-use' && a[2] === '--agent' && a[3] === 'codex' && a[4] === '--via') return { ...(dataDir ? { dataDir } : {}), which: 'codex-pre-tool-use', arg: a[5]! };
   return undefined;
 }
 
@@ -39,6 +43,11 @@ async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookC
   }
   const io = { stdout: process.stdout, stderr: process.stderr, json: false };
   try {
+    if (call.which === 'codex-pre-tool-use') {
+      // Blocks with status 2 and why on whatever goes wrong, as Codex needs.
+      const { runCodexPreToolUse } = await import('./hooks/codex-hooks.js');
+      return await runCodexPreToolUse(client, io, call.arg);
+    }
     return await runRoutedHook(client, io, call.which, call.arg);
   } catch (err) {
     // As the whole CLI does for any hook: a failure blocks (Claude Code's status 2).

@@ -22,8 +22,9 @@
 import path from 'node:path';
 import type { FactoryClient } from '../client.js';
 import { UsageError, type Io } from '../output.js';
-import { cmdHookPreToolUse, cmdHookStart, readStdin, withDeadline, type HookInput } from './hook-commands.js';
-import { hookJson } from './routed-hooks.js';
+import type { HookInput } from './hook-commands.js';
+// The PreToolUse path loads no more than Claude Code's lean one (main.ts): hook-commands (zod, the contract) only for SessionStart.
+import { cmdHookPreToolUse, hookJson, readStdin, withDeadline } from './routed-hooks.js';
 
 /** As for Claude Code: the decision within 25 s, well under the hook's 120 s (main.ts ends the process at 30 s). */
 const PRE_TOOL_USE_DEADLINE_MS = 25_000;
@@ -150,6 +151,7 @@ const CODEX_TOOLS =
 /** SessionStart for Codex: the sandbox as for Claude Code, with the context as JSON (Codex's SessionStart output) naming Codex's tools. */
 export async function cmdCodexHookStart(client: FactoryClient, io: Io, input: HookInput): Promise<number> {
   const out = capture({ ...io, json: true });
+  const { cmdHookStart } = await import('./hook-commands.js');
   const code = await cmdHookStart(client, out.io, input, 'codex');
   const answer = JSON.parse(out.text()) as { hookSpecificOutput: { additionalContext: string } };
   answer.hookSpecificOutput.additionalContext += CODEX_TOOLS + '\n';

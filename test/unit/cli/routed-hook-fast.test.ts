@@ -78,6 +78,22 @@ describe('the hooks on a routed command’s path', () => {
     expect(heavy(r.loaded)).toEqual([]);
   });
 
+  it("Codex's PreToolUse routes its shell call the same lean way", async () => {
+    const repo = path.join(dir, 'repo');
+    fs.mkdirSync(repo);
+    await startApp(repo);
+    const input = { session_id: 's1', cwd: repo, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'touch marker; hostname' } };
+    const r = await runRecorded(['hook', 'pre-tool-use', '--agent', 'codex', '--via', 'factory'], JSON.stringify(input));
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout).hookSpecificOutput;
+    expect(out.permissionDecision).toBe('allow');
+    const word = /^factory hook run (\S+)$/.exec(out.updatedInput.command)?.[1];
+    // Codex puts no limit on a command: a routed one gets 30 minutes.
+    expect(parseRoutedCommand(word!)).toMatchObject({ s: 's1', c: 'touch marker; hostname', t: 1800 });
+    expect(r.loaded.some((u) => u.includes('/cli/hooks/codex-hooks.'))).toBe(true);
+    expect(heavy(r.loaded)).toEqual([]);
+  });
+
   it('`hook run` passes the sandbox’s output and status through without loading the whole CLI', async () => {
     await startApp(dir);
     const word = Buffer.from(JSON.stringify({ s: 's1', c: 'npm test', d: '.' })).toString('base64url');
@@ -113,9 +129,10 @@ describe('which command lines take the lean path', () => {
     [['hook', 'pre-tool-use', '--via', 'factory'], { which: 'pre-tool-use', arg: 'factory' }],
     [['--data-dir', '/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
     [['--data-dir=/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
+    [['--data-dir', '/d', 'hook', 'pre-tool-use', '--agent', 'codex', '--via', 'f'], { dataDir: '/d', which: 'codex-pre-tool-use', arg: 'f' }],
   ])('%j', (argv, want) => expect(routedHookCall(argv)).toEqual(want));
 
-  it.each([[['hook', 'run']], [['hook', 'run', '--help']], [['hook', 'run', 'a', 'b']], [['--json', 'hook', 'run', 'a']], [['hook', 'stop']], [['hook', 'pre-tool-use']], [['--data-dir=', 'hook', 'run', 'a']], [['exec', 't1', '--', 'true']]])('%j goes to the whole CLI', (argv) => {
+  it.each([[['hook', 'run']], [['hook', 'run', '--help']], [['hook', 'run', 'a', 'b']], [['--json', 'hook', 'run', 'a']], [['hook', 'stop']], [['hook', 'pre-tool-use']], [['hook', 'pre-tool-use', '--agent', 'claude', '--via', 'f']], [['--data-dir=', 'hook', 'run', 'a']], [['exec', 't1', '--', 'true']]])('%j goes to the whole CLI', (argv) => {
     expect(routedHookCall(argv)).toBeUndefined();
   });
 });
