@@ -260,7 +260,7 @@ export class PipelineRunner {
     await this.putText(
       input,
       remote,
-      [`. ${GUEST_ENV_FILE}`, exportLines({ FACTORY_STAGE: stage, ...(opts.env ?? {}) }), `cd ${GUEST_REPO_DIR} || exit 97`, script, ''].join('\n'),
+      [`. ${GUEST_ENV_FILE}`, exportLines({ FACTORY_STAGE: stage, FACTORY_STAGE_ATTEMPT: String(attempt), ...(opts.env ?? {}) }), `cd ${GUEST_REPO_DIR} || exit 97`, script, ''].join('\n'),
     );
     const started = Date.now();
     const channel = await ssh.exec(asAgentArgv(['bash', remote]), { pty: this.pty });

@@ -15,9 +15,11 @@ export interface RetryPlan {
  * From `fromStage`, or by default the stage that failed, was cancelled or was
  * cut by the app stopping (the first stage when none did). With
  * `overrideReview`, a failed review counts as passed (marked so) and the
- * document stage runs.
+ * document stage runs. In a fresh sandbox (`fresh`: the old one is gone), every
+ * stage runs again from the first: what the earlier stages changed lived in the
+ * old sandbox, and going on from a later stage would bring back a result without it.
  */
-export function planRetry(task: Task, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): RetryPlan {
+export function planRetry(task: Task, fromStage?: StageName, opts: { overrideReview?: boolean; fresh?: boolean } = {}): RetryPlan {
   if (task.kind === 'quick') {
     throw new FactoryError('NotRetryable', `${task.id} is a quick sandbox: it has no pipeline to run again; start another quick sandbox`);
   }
@@ -28,6 +30,15 @@ export function planRetry(task: Task, fromStage?: StageName, opts: { overrideRev
     throw new FactoryError('NotRetryable', `task ${task.id} is ${task.phase}; only a failed, cancelled or interrupted task can be retried`);
   }
   let stages = task.stages;
+  if (opts.fresh) {
+    // Found by the soak (seed 20261203): a task cut during its test stage, retried from there in a
+    // fresh sandbox, came back with no change at all: its build's files had gone with the old sandbox.
+    const first = STAGE_NAMES[0]!;
+    const why = `task ${task.id}'s sandbox is gone, and with it what its earlier stages changed: a retry in a fresh sandbox runs every stage again from ${first}`;
+    if (opts.overrideReview) throw new FactoryError('NotRetryable', `${why}; the review can be overridden only while its sandbox runs`);
+    if (fromStage && fromStage !== first) throw new FactoryError('NotRetryable', `${why}, not from ${fromStage}`);
+    fromStage = first;
+  }
   if (opts.overrideReview) {
     // The user accepts the change the review stage refused: it counts as passed, marked as overridden.
     const review = stages.find((s) => s.name === 'review');

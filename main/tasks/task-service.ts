@@ -269,13 +269,13 @@ export class TaskService<Image = unknown> {
   async retry(taskId: string, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): Promise<Task> {
     const record = this.record(taskId);
     const t = record.task;
-    const plan = planRetry(t, fromStage, opts);
     const old = this.runtimes.get(taskId);
     const sb = old?.sandbox;
     const inPlace = !!sb?.vm && !!sb.ssh && sb.seeded && t.sandbox.status === 'running';
-    if (!inPlace && isLive(t.sandbox.status)) {
+    if (!inPlace && isLive(t.sandbox.status) && ['failed', 'cancelled', 'interrupted'].includes(t.phase)) {
       throw new FactoryError('NoSandbox', `task ${taskId} has no running, seeded sandbox to retry in (it is ${t.sandbox.status}); destroy it to retry in a fresh one`);
     }
+    const plan = planRetry(t, fromStage, { ...opts, fresh: !inPlace });
     // Claimed synchronously, so a second retry call is refused above.
     const before = record.task;
     const { error: _previousError, ...rest } = t;
@@ -379,6 +379,11 @@ export class TaskService<Image = unknown> {
   /** One file of a result in review, while it is in quarantine: its own patch and leading bytes. */
   async reviewFile(taskId: string, filePath: string): Promise<ReviewFileDetail> {
     return this.reviews.file(this.record(taskId), filePath);
+  }
+
+  /** The diff from one result in review to another (two ways of one task). */
+  async diffResults(fromTaskId: string, toTaskId: string): Promise<{ patch: string; patchTruncated: boolean }> {
+    return this.reviews.diffBetween(this.record(fromTaskId), this.record(toTaskId));
   }
 
   /** Creates the branch; `confirm` names what the review could not show (task-review.ts). */

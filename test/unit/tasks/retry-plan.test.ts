@@ -31,6 +31,17 @@ describe('planRetry', () => {
     expect(plan.stages.slice(2)).toEqual(['build', 'test', 'review', 'document'].map((name) => ({ name, status: 'pending' })));
   });
 
+  it('in a fresh sandbox runs every stage again: what earlier stages changed went with the old one', () => {
+    // Found by the soak (seed 20261203): cut during test and retried from there, a task brought back no change.
+    const cut = task('interrupted', ['passed', 'passed', 'passed', 'interrupted', 'pending']);
+    const plan = planRetry(cut, undefined, { fresh: true });
+    expect(plan.start).toBe('request');
+    expect(plan.stages.map((s) => s.status)).toEqual(['pending', 'pending', 'pending', 'pending', 'pending', 'pending']);
+    expect(() => planRetry(cut, 'test', { fresh: true })).toThrow(/sandbox is gone, and with it what its earlier stages changed: a retry in a fresh sandbox runs every stage again from request, not from test/);
+    const blocked = task('failed', ['passed', 'passed', 'passed', 'passed', 'failed', 'skipped']);
+    expect(() => planRetry(blocked, undefined, { fresh: true, overrideReview: true })).toThrow(/the review can be overridden only while its sandbox runs/);
+  });
+
   it('starts at the failed or cancelled stage, or at the first one when none is', () => {
     expect(planRetry(task('failed', ['passed', 'passed', 'passed', 'failed', 'skipped', 'skipped'])).start).toBe('test');
     expect(planRetry(task('cancelled', ['passed', 'cancelled', 'skipped'])).start).toBe('plan');
