@@ -319,6 +319,12 @@ export interface SystemActivity {
   idleExit?: { afterSec: number; idleForSec: number };
   running: Array<{ id: string; title: string; phase: string; sandbox: string; agent: string }>;
   pool?: { ready: number; target: number };
+  /**
+   * What the app holds that could grow with the work it has done: Node's live timers and
+   * handles (sockets, child processes, watchers), and the listeners of its event and terminal
+   * fan-outs. The soak checks none of them grows with the number of tasks finished.
+   */
+  resources?: { timers: number; handles: number; eventListeners: number; terminalListeners: number };
 }
 
 /** What `tasks.exec` returns: each stream base64, capped (the flag says when a cap cut it). */

@@ -10,6 +10,7 @@ import {
   type ApiMethod,
   type ApiOutputs,
   type FactoryApi,
+  type SystemActivity,
   type FactoryEvent,
   type TerminalDataEvent,
 } from '../common/contract.js';
@@ -359,6 +360,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       ...(idle ? { idleExit: { afterSec: Math.round(opts.idleExitMs! / 1000), idleForSec: Math.floor(idle.idleForMs() / 1000) } } : {}),
       running: runningTasks(tasks.list()).map((t) => ({ id: t.id, title: t.title, phase: t.phase, sandbox: t.sandbox.status, agent: t.agent ?? 'command' })),
       ...(pool ? { pool: { ready: pool.status().ready, target: pool.status().target } } : {}),
+      resources: liveResources(eventListeners.size, dataListeners.size),
     }),
     'system.quit': async () => {
       if (!opts.quit) throw new FactoryError('QuitUnsupported', 'this app cannot be ended from the CLI; close its window');
@@ -414,6 +416,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
     'fanout.compare': async ({ group }) => fanout.compare(group),
     'fanout.approve': async ({ group, way, confirm }) => fanout.approve(group, way, confirm),
     'fanout.rejectAll': async ({ group }) => fanout.rejectAll(group),
+    'fanout.diff': async ({ group, from, to }) => fanout.diff(group, from, to),
     'tasks.artifact': async ({ taskId, name }) => tasks.artifact(taskId, name),
     'egress.allow': async ({ taskId, rule, scope }) => tasks.allowEgress(taskId, rule, scope),
     ...hostsApi({ settings, hosts: sandboxHosts, tasks: () => tasks.list() }),
@@ -524,4 +527,11 @@ export async function gitRouteForTask(
 ): Promise<GitRouteOptions | undefined> {
   const origin = await originHttpsUrl(task.repoPath);
   return broker.gitRouteForRemote(origin, { allowPush: task.allowPush ?? false });
+}
+
+/** Node's live timers and other handles, and the app's listeners (system.activity's resources). */
+function liveResources(eventListeners: number, terminalListeners: number): NonNullable<SystemActivity['resources']> {
+  const active = process.getActiveResourcesInfo();
+  const timers = active.filter((r) => r === 'Timeout' || r === 'Immediate').length;
+  return { timers, handles: active.length - timers, eventListeners, terminalListeners };
 }

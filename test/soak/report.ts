@@ -53,6 +53,7 @@ export function summaryText(report: SoakReport): string {
     `- Invariants checked: ${report.invariantsChecked}; broken: ${report.invariantsBroken.length}`,
     `- Leftover files: ${report.leftovers.length}; leftover processes: ${report.leftoverProcesses.length}; credential hits in the data folder: ${report.credentialHits.length}`,
     `- Memory: ${report.memory.verdict} (bound: ${report.memory.bound})`,
+    `- Timers, handles and listeners: ${report.resources?.verdict || 'not sampled'}${report.resources?.bound ? ` (bound: ${report.resources.bound})` : ''}`,
     `- Data folder: ${(report.disk.baselineBytes / 1048576).toFixed(1)} MiB at start, ${(report.disk.endBytes / 1048576).toFixed(1)} MiB at the end, of which kept logs ${(report.disk.keptLogBytes / 1048576).toFixed(1)} MiB`,
     '',
   ];

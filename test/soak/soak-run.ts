@@ -89,6 +89,16 @@ export interface MemoryRatio {
   withinBound: boolean;
 }
 
+export interface ResourceSample {
+  /** Tasks that reached a terminal state so far, and which app process. */
+  done: number;
+  life: number;
+  timers: number;
+  handles: number;
+  eventListeners: number;
+  terminalListeners: number;
+}
+
 export interface SoakReport {
   seed: number;
   options: Omit<SoakOptions, 'log'>;
@@ -109,6 +119,8 @@ export interface SoakReport {
   leftoverProcesses: Array<{ pid: number; command: string }>;
   credentialHits: string[];
   memory: { samples: MemorySample[]; bound: string; verdict: string; ratios: MemoryRatio[] };
+  /** The app's timers, handles and listeners after each wave and at the end (system.activity), and their verdict. */
+  resources: { samples: ResourceSample[]; bound: string; verdict: string };
   disk: { baselineBytes: number; endBytes: number; keptLogBytes: number };
   appRestarts: number;
   notes: string[];
@@ -219,6 +231,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     leftoverProcesses: [],
     credentialHits: [],
     memory: { samples: [], bound: '', verdict: '', ratios: [] },
+    resources: { samples: [], bound: '', verdict: '' },
     disk: { baselineBytes: 0, endBytes: 0, keptLogBytes: 0 },
     appRestarts: 0,
     notes: [],
@@ -284,6 +297,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const sample = () => {
     const rss = rssMbOf(app.pid);
     if (rss !== undefined) report.memory.samples.push({ t: Number(since()), rssMb: Math.round(rss * 10) / 10, done: doneCount(), life });
+  };
+
+  const sampleResources = async () => {
+    const activity = await call<{ resources?: Omit<ResourceSample, 'done' | 'life'> }>('system.activity').catch(() => undefined);
+    if (activity?.resources) report.resources.samples.push({ done: doneCount(), life, ...activity.resources });
   };
 
   const get = async (id: string): Promise<Task> => {
@@ -513,7 +531,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           if (restarting) await restarting;
           const [a, d] = await Promise.all([runCli(dataDir, ['--no-start', 'approve', id, '--json']), runCli(dataDir, ['--no-start', 'destroy', id, '--json'])]);
           say(`${at}: approve exit ${a.code}, destroy exit ${d.code}`);
-          check(at, 'a refused CLI call says why', (a.code === 0 || a.stderr.trim().length > 0) && (d.code === 0 || d.stderr.trim().length > 0), () => `approve: ${a.code} ${a.stderr}; destroy: ${d.code} ${d.stderr}`);
+          // With --json a refusal is {"error": …} on stdout, for scripts; without, a line on stderr.
+          const saysWhy = (r: { code: number | null; stdout: string; stderr: string }) => r.code === 0 || r.stderr.trim().length > 0 || /"error":\s*\{\s*"name"/.test(r.stdout);
+          check(at, 'a refused CLI call says why', saysWhy(a) && saysWhy(d), () => `approve: ${a.code} ${a.stdout.slice(0, 300)} ${a.stderr}; destroy: ${d.code} ${d.stdout.slice(0, 300)} ${d.stderr}`);
           checkRepo(repo, await get(id), at, files);
         } else if (fault === 'app-kill-approve') {
           count(report.faultsInjected, fault);
@@ -545,6 +565,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           checkRepo(repo, await get(id), at);
         }
       } else checkRepo(repo, t, at);
+
+      // A decision a fault cut (both racing clients lost their app) or the app refused is made
+      // again, as a user would: rejected, so that the task ends.
+      if ((await get(id)).phase === 'review') {
+        count(report.actions, 'reject');
+        await call('tasks.reject', { taskId: id }).catch((err: Error) => say(`${at}: reject refused: ${err.name}: ${err.message}`));
+      }
 
       // Whatever it ended as, nothing of it runs any more.
       const last = await get(id);
@@ -623,6 +650,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       else lives.push(sessionLife().catch((err: Error) => check('hooks session', 'the API answers (no crash of the harness)', false, () => `${err.name}: ${err.message}`)));
       await Promise.all(lives);
       checkNoOrphans(`after wave ${wave}`);
+      await sampleResources();
       for (const t of await call<Task[]>('tasks.list')) checkTaskShape(t, `after wave ${wave}`);
 
       // The data folder's disk fills up between waves, while the app serves.
@@ -690,11 +718,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       checkTaskShape(t, 'end');
     }
     checkNoOrphans('end');
+    await sampleResources();
     // Terminal sessions end with their tasks: none is live once every task settled.
     const terminals = await call<Array<{ id: string; status: string; taskId?: string }>>('terminal.list', {});
     const liveTerminals = terminals.filter((x) => x.status === 'live');
     check('end', 'no terminal session outlives its task', liveTerminals.length === 0, () => JSON.stringify(liveTerminals));
-    report.notes.push(`terminal sessions listed at the end: ${terminals.length} (live ${liveTerminals.length}); event listeners and timers are not visible through the API and are not checked`);
+    report.notes.push(`terminal sessions listed at the end: ${terminals.length} (live ${liveTerminals.length})`);
     for (const repo of repos) checkRepo(repo, undefined, 'end');
     report.leftovers = leftoversIn(dataDir, { appRunning: true });
     check('end', 'no socket, overlay, quarantine or temp file is left', report.leftovers.length === 0, () => JSON.stringify(report.leftovers.slice(0, 20)));
@@ -743,6 +772,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const beyond = report.disk.endBytes - report.disk.baselineBytes - report.disk.keptLogBytes - bytesUnder(path.join(dataDir, 'state'));
     check('after the app stopped', 'the data folder returns to its baseline plus kept logs', beyond < 8 * 1024 * 1024, () => `${(beyond / 1048576).toFixed(1)} MiB more than baseline + logs + state`);
     memoryVerdict(report);
+    resourceVerdict(report);
     report.durationSec = Math.round((Date.now() - started) / 1000);
     for (const r of repos) r.cleanup();
     if (disk.mounted) {
@@ -788,4 +818,34 @@ function memoryVerdict(report: SoakReport): void {
     verdicts.push(`app ${l}: RSS ${at5.rssMb} MiB after 5 tasks, ${end.rssMb} MiB after ${doneInLife} (ratio ${ratio}): ${ok ? 'within' : 'OVER'} the bound`);
   }
   report.memory.verdict = verdicts.join('; ');
+}
+
+/** What may be added to each resource between an app process's 5th finished task and its end. */
+const RESOURCE_SLACK = { timers: 16, handles: 16, eventListeners: 4, terminalListeners: 4 } as const;
+
+/**
+ * Timers, handles and listeners do not grow with the work done: within one app process that saw at
+ * least 10 tasks finish, each at its end is at most what it was after 5 plus a small slack (the wave
+ * ends sampled have no task running, so what a task holds while it runs is not counted).
+ */
+function resourceVerdict(report: SoakReport): void {
+  const slack = Object.entries(RESOURCE_SLACK).map(([k, v]) => `${k} +${v}`).join(', ');
+  report.resources.bound = `at the end of an app process ≤ after its first 5 finished tasks + (${slack}) (checked when that process saw ≥ 10 tasks finish)`;
+  const verdicts: string[] = [];
+  for (const l of new Set(report.resources.samples.map((s) => s.life))) {
+    const s = report.resources.samples.filter((x) => x.life === l);
+    const first = s[0]!;
+    const at5 = s.find((x) => x.done - first.done >= 5);
+    const end = s[s.length - 1]!;
+    if (!at5 || end.done - first.done < 10) {
+      verdicts.push(`app ${l}: ${end.done - first.done} tasks finished, too few to check`);
+      continue;
+    }
+    const grew = (Object.keys(RESOURCE_SLACK) as Array<keyof typeof RESOURCE_SLACK>).filter((k) => end[k] > at5[k] + RESOURCE_SLACK[k]);
+    const words = (Object.keys(RESOURCE_SLACK) as Array<keyof typeof RESOURCE_SLACK>).map((k) => `${k} ${at5[k]} → ${end[k]}`).join(', ');
+    report.invariantsChecked++;
+    if (grew.length) report.invariantsBroken.push({ at: `app ${l}`, invariant: 'timers, handles and listeners do not grow with the tasks done', detail: `${grew.join(', ')} grew: ${words}` });
+    verdicts.push(`app ${l}: ${words} after ${end.done - first.done} tasks: ${grew.length ? 'OVER' : 'within'} the bound`);
+  }
+  report.resources.verdict = verdicts.join('; ');
 }
