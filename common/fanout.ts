@@ -30,6 +30,8 @@ export const fanoutApiInputs = {
   'fanout.approve': z.object({ group: groupId, way: z.number().int().min(1).max(MAX_WAYS), confirm: z.array(ReviewConfirmationKind).max(8).optional() }),
   /** Ends every way: those in review are rejected, running ones cancelled, and their sandboxes destroyed. */
   'fanout.rejectAll': z.object({ group: groupId }),
+  /** The diff from way `from`'s result to way `to`'s, both in review: what one did that the other did not. */
+  'fanout.diff': z.object({ group: groupId, from: z.number().int().min(1).max(MAX_WAYS), to: z.number().int().min(1).max(MAX_WAYS) }),
 };
 
 /** Where a way is, in the comparison's words: queued covers waiting for the preparation and for a parallel slot. */
@@ -64,7 +66,16 @@ export interface FanoutComparison {
   ways: WayComparison[];
 }
 
+export interface WaysDiff {
+  group: string;
+  from: number;
+  to: number;
+  /** The patch (capped, credential values masked), text from the sandboxes: shown escaped. */
+  diff: { patch: string; patchTruncated: boolean };
+}
+
 export interface FanoutApiOutputs {
+  'fanout.diff': WaysDiff;
   'fanout.create': FanoutComparison;
   'fanout.compare': FanoutComparison;
   'fanout.approve': FanoutComparison;

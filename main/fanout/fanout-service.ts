@@ -10,7 +10,7 @@ import type { FactoryEvent } from '../../common/contract.js';
 import type { PullbackReview, Task } from '../../common/domain.js';
 import type { EgressRule } from '../../common/egress.js';
 import { FactoryError } from '../../common/errors.js';
-import { compareWay, type FanoutComparison } from '../../common/fanout.js';
+import { compareWay, type FanoutComparison, type WaysDiff } from '../../common/fanout.js';
 import type { ReviewConfirmationKind } from '../../common/review.js';
 import type { Logger } from '../log/logger.js';
 import type { CreateTaskInput } from '../tasks/task-service.js';
@@ -21,6 +21,8 @@ export interface FanoutTasks {
   list(): Task[];
   get(taskId: string): Task;
   review(taskId: string): Promise<PullbackReview>;
+  /** The diff from one result in review to another. */
+  diffResults(fromTaskId: string, toTaskId: string): Promise<WaysDiff['diff']>;
   approve(taskId: string, opts: { confirm?: readonly ReviewConfirmationKind[] }): Promise<Task>;
   reject(taskId: string): Promise<Task>;
   cancel(taskId: string): Promise<Task>;
@@ -127,6 +129,19 @@ export class FanoutService {
   }
 
   /** Lands one way (its review's confirmations as usual), then ends every other way and destroys its sandbox. */
+  /** What way `to` changed differently from way `from`: the diff between their results, both in review. */
+  async diff(group: string, from: number, to: number): Promise<WaysDiff> {
+    if (from === to) throw new FactoryError('InvalidInput', `the diff of way ${from} with itself is empty: pick two different ways`);
+    const [a, b] = [this.wayTask(group, from), this.wayTask(group, to)];
+    return { group, from, to, diff: await this.deps.tasks.diffResults(a.id, b.id) };
+  }
+
+  private wayTask(group: string, way: number): Task {
+    const t = this.deps.tasks.list().find((x) => x.fanout?.group === group && x.fanout.way === way);
+    if (!t) throw new FactoryError('NotFound', `${group} has no way ${way}`);
+    return t;
+  }
+
   async approve(group: string, way: number, confirm?: readonly ReviewConfirmationKind[]): Promise<FanoutComparison> {
     const tasks = this.waysOf(group);
     const chosen = tasks.find((t) => t.fanout?.way === way);

@@ -24,6 +24,8 @@ import { commitIdentity } from '../git/commit-identity.js';
 import { LANDING_REF, makeLandingCommit } from './landing.js';
 import { checkDiffBlobs, checkResultObjects } from './object-caps.js';
 import { scanPack, type PackCaps } from './pack-scan.js';
+import { diffBetweenResults } from './review/results-diff.js';
+import type { CredentialValue } from './review/mask-values.js';
 import { buildReviewDiff, type ReviewDiff } from './review/build-review.js';
 import { reviewFileDetail } from './review/file-detail.js';
 
@@ -361,6 +363,27 @@ export class PullbackQuarantine {
   }
 
   /** The review's content: complete file list and totals, capped patch, flags, secrets, confirmations. */
+  /**
+   * The diff from one verified result to another (two ways of one task), both still in
+   * quarantine: capped like a patch, both sandboxes' credential values masked.
+   */
+  async diffBetween(from: { taskId: string; headCommit: string }, to: { taskId: string; headCommit: string }): Promise<{ patch: string; patchTruncated: boolean }> {
+    const qrepoOf = (taskId: string) => {
+      const qrepo = path.join(this.dirFor(taskId), 'repo.git');
+      if (!fs.existsSync(qrepo)) throw new FactoryError('NoReview', `the result of task ${taskId} is no longer in quarantine`);
+      return qrepo;
+    };
+    const values = async (taskId: string) =>
+      (await (this.opts.credentialValues?.(taskId) ?? Promise.resolve([])).catch((err: Error) => {
+        throw new FactoryError('ReviewFileFailed', `the diff is not shown: the values of the sandboxes' credentials, masked in it, could not be read (${err.message})`);
+      })) as CredentialValue[];
+    return diffBetweenResults(
+      { qrepo: qrepoOf(from.taskId), head: from.headCommit },
+      { qrepo: qrepoOf(to.taskId), head: to.headCommit },
+      { timeoutMs: this.timeoutMs, maxPatchBytes: this.maxPatchBytes, credentials: [...(await values(from.taskId)), ...(await values(to.taskId))] },
+    );
+  }
+
   private async diff(qrepo: string, base: string, head: string, taskId: string): Promise<ReviewDiff> {
     const credentialValues = this.opts.credentialValues;
     return buildReviewDiff(qrepo, base, head, {

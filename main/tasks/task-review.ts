@@ -70,6 +70,14 @@ export class TaskReviews {
     return this.deps.quarantine.fileDetail({ taskId, baseCommit: review.baseCommit, headCommit: record.pullback.headCommit, path: filePath });
   }
 
+  /** The diff from one result in review to another (two ways of one task), while both are in quarantine. */
+  async diffBetween(from: TaskRecord, to: TaskRecord): Promise<{ patch: string; patchTruncated: boolean }> {
+    for (const r of [from, to]) {
+      if (r.task.phase !== 'review' || !r.pullback) throw new FactoryError('NotInReview', `task ${r.task.id} is ${r.task.phase}; results can be compared only while both are in review`);
+    }
+    return this.deps.quarantine.diffBetween({ taskId: from.task.id, headCommit: from.pullback!.headCommit }, { taskId: to.task.id, headCommit: to.pullback!.headCommit });
+  }
+
   /**
    * Creates the branch: one new commit with the reviewed tree on the base.
    * When the review could not show or check everything (its confirmations),

@@ -2,9 +2,9 @@
 // (the scripted app behind it serves the fan-out API through the real fan-out
 // service; way 3's tests fail). The board shows one row with three lanes; the
 // comparison has no serious or critical axe violation in either colour scheme;
-// with the keyboard only, the user moves between the ways, opens way 2 and its
-// diff, and approves it: way 2 alone lands, the others end, the failed way stays
-// with its failure.
+// with the keyboard only, the user moves between the ways, shows the diff
+// between ways 1 and 2, opens way 2 and its diff, and approves it: way 2 alone
+// lands, the others end, the failed way stays with its failure.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeViolations, screenshot, seriousViolations } from './support/axe.js';
 import { chromiumMissingReason } from './support/browser.js';
@@ -78,6 +78,23 @@ describe.skipIf(!!missing)('a task run three ways, compared in Chromium', () => 
       expect(f.testId, `after ${key}`).toBe(to);
       expect(f.invisible, `after ${key}`).toBeNull();
     }
+    // The diff between the two ways in review (way 1 to way 2, as offered), from the keyboard.
+    expect(await page.getByTestId('ways-diff-from').inputValue()).toBe('1');
+    expect(await page.getByTestId('ways-diff-to').inputValue()).toBe('2');
+    await tabTo(page, 'ways-diff-show', { max: 20 });
+    expect((await focused(page)).invisible).toBeNull();
+    await page.keyboard.press('Enter');
+    const between = page.getByTestId('ways-diff-patch');
+    await expect.poll(() => between.textContent()).toContain('+hello, factory (way 2)');
+    expect(await between.textContent()).toContain('-hello, factory (way 1)');
+    expect(await page.getByTestId('ways-diff-summary').textContent()).toBe("What way 2 has that way 1 has not: lines with − are way 1's, lines with + way 2's.");
+    // The scripted result's markup is text in this view too, never run.
+    expect(await between.textContent()).toContain('+<script>window.__pwned = 1</script>');
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(describeViolations(await seriousViolations(page)), 'diff between ways').toEqual([]);
+    await screenshot(page, 'fanout-ways-diff');
+    await tabTo(page, 'fanout-way-2', { max: 20, backwards: true });
+
     // Enter opens way 2: its view, its review with the diff.
     await page.keyboard.press('Enter');
     await expect.poll(() => page.getByTestId('task-detail').getAttribute('data-task-id')).toBe(id2);

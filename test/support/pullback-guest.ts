@@ -41,9 +41,10 @@ export interface GuestFixture {
   cleanup(): void;
 }
 
-export async function guestFixture(opts: { id?: string; files?: Record<string, string>; root?: string } = {}): Promise<GuestFixture> {
+export async function guestFixture(opts: { id?: string; files?: Record<string, string>; root?: string; host?: FixtureRepo } = {}): Promise<GuestFixture> {
   const id = opts.id ?? 't1';
-  const host = await makeRepo({ files: opts.files ?? { 'README.md': 'hello\n', 'src/a.txt': 'one\ntwo\nthree\n', 'old.txt': 'bye\n' } });
+  // A given host is another fixture's (two ways of one task): that fixture cleans it up.
+  const host = opts.host ?? (await makeRepo({ files: opts.files ?? { 'README.md': 'hello\n', 'src/a.txt': 'one\ntwo\nthree\n', 'old.txt': 'bye\n' } }));
   const base = host.head();
   const dir = tempDir('factory-guest-');
   gitIn(dir, ['clone', '-q', host.dir, '.']);
@@ -94,7 +95,7 @@ export async function guestFixture(opts: { id?: string; files?: Record<string, s
       return q.verify({ taskId: id, repoPath: host.dir, branch: `factory/${id}`, baseCommit: base, bundlePresent: true });
     },
     cleanup() {
-      host.cleanup();
+      if (!opts.host) host.cleanup();
       fs.rmSync(dir, { recursive: true, force: true });
       fs.rmSync(bundleFile, { force: true });
       if (!opts.root) fs.rmSync(root, { recursive: true, force: true });

@@ -12,6 +12,7 @@ import { toErrorInfo } from '../../state/store.js';
 import { ErrorBox } from '../ErrorBox.js';
 import { formatCost, formatDuration, formatTokens } from '../format.js';
 import { InlineConfirm } from '../InlineConfirm.js';
+import { WaysDiff } from './WaysDiff.js';
 
 const MARK: Record<string, string> = { pending: '○', running: '◐', passed: '✓', failed: '✗', skipped: '–', cancelled: '⊘', interrupted: '↯' };
 
@@ -149,6 +150,8 @@ export function FanoutCompare({ task }: { task: Task }) {
           </tbody>
         </table>
       </div>
+      {/* Remounted when the ways in review change, so its choice starts from them. */}
+      {!decided ? <WaysDiff key={ways.filter((w) => w.state === 'review').map((w) => w.way).join(',')} group={group} ways={ways} /> : null}
       {!decided && ways.some((w) => w.state !== 'rejected' && w.state !== 'cancelled') ? (
         <button type="button" className="danger small" data-testid="fanout-reject-all" disabled={busy} onClick={() => setAsking({ kind: 'reject-all' })}>
           Reject all

@@ -98,6 +98,7 @@ export class ScriptedApp implements HostedApp {
       'fanout.compare': async ({ group }) => this.fanout.compare(group),
       'fanout.approve': async ({ group, way, confirm }) => this.fanout.approve(group, way, confirm),
       'fanout.rejectAll': async ({ group }) => this.fanout.rejectAll(group),
+      'fanout.diff': async ({ group, from, to }) => this.fanout.diff(group, from, to),
       // A repository with no environment and no egress requests: Start goes straight on.
       'tasks.preflight': async () => ({ source: 'none', lines: [], unsupported: [], egressRequests: [], cached: false }),
       'layers.list': async () => this.layers,
@@ -363,6 +364,8 @@ export class ScriptedApp implements HostedApp {
       list: () => [...this.tasks.values()],
       get: (taskId) => this.task(taskId),
       review: (taskId) => this.api['tasks.review']({ taskId }),
+      // A stand-in for the quarantine's git diff (tested with real results in the unit tests): one way's added lines against the other's.
+      diffResults: async (from, to) => ({ patch: scriptedWaysDiff(this.review(from).patch, this.review(to).patch, this.task(from).fanout?.way, this.task(to).fanout?.way), patchTruncated: false }),
       approve: (taskId, opts) => this.api['tasks.approve']({ taskId, ...(opts.confirm ? { confirm: [...opts.confirm] } : {}) }),
       reject: (taskId) => this.api['tasks.reject']({ taskId }),
       cancel: (taskId) => this.api['tasks.cancel']({ taskId }),
@@ -466,4 +469,12 @@ export class ScriptedApp implements HostedApp {
       filesOmitted: 0, flags: [], secrets: [], confirmations: [], history: agentHistory(),
     };
   }
+}
+
+/** The scripted diff between two ways: each way's added lines (marked with its way) as one file's change. */
+function scriptedWaysDiff(fromPatch: string, toPatch: string, fromWay = 1, toWay = 2): string {
+  const added = (patch: string, way: number) => patch.split('\n').filter((l) => l.startsWith('+') && !l.startsWith('+++')).map((l) => `${l} (way ${way})`);
+  const minus = added(fromPatch, fromWay).map((l) => `-${l.slice(1)}`);
+  const plus = added(toPatch, toWay);
+  return ['diff --git a/hello.txt b/hello.txt', '--- a/hello.txt', '+++ b/hello.txt', `@@ -1,${minus.length} +1,${plus.length} @@`, ...minus, ...plus, ''].join('\n');
 }
