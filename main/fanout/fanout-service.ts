@@ -128,7 +128,6 @@ export class FanoutService {
     return { group, title: tasks[0]!.title, repoPath: tasks[0]!.repoPath, ways };
   }
 
-  /** Lands one way (its review's confirmations as usual), then ends every other way and destroys its sandbox. */
   /** What way `to` changed differently from way `from`: the diff between their results, both in review. */
   async diff(group: string, from: number, to: number): Promise<WaysDiff> {
     if (from === to) throw new FactoryError('InvalidInput', `the diff of way ${from} with itself is empty: pick two different ways`);
@@ -142,6 +141,7 @@ export class FanoutService {
     return t;
   }
 
+  /** Lands one way (its review's confirmations as usual), then ends every other way and destroys its sandbox. */
   async approve(group: string, way: number, confirm?: readonly ReviewConfirmationKind[]): Promise<FanoutComparison> {
     const tasks = this.waysOf(group);
     const chosen = tasks.find((t) => t.fanout?.way === way);

@@ -362,7 +362,6 @@ export class PullbackQuarantine {
     return reviewFileDetail(qrepo, opts.baseCommit, opts.headCommit, opts.path, { timeoutMs: this.timeoutMs, maxPatchBytes: this.maxPatchBytes, credentials });
   }
 
-  /** The review's content: complete file list and totals, capped patch, flags, secrets, confirmations. */
   /**
    * The diff from one verified result to another (two ways of one task), both still in
    * quarantine: capped like a patch, both sandboxes' credential values masked.
@@ -384,6 +383,7 @@ export class PullbackQuarantine {
     );
   }
 
+  /** The review's content: complete file list and totals, capped patch, flags, secrets, confirmations. */
   private async diff(qrepo: string, base: string, head: string, taskId: string): Promise<ReviewDiff> {
     const credentialValues = this.opts.credentialValues;
     return buildReviewDiff(qrepo, base, head, {
