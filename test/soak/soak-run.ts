@@ -798,18 +798,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
  */
 function memoryVerdict(report: SoakReport): void {
   report.memory.bound = 'RSS at the end of an app process ≤ 1.5 × its RSS after its first 5 finished tasks + 64 MiB (checked when that process saw ≥ 10 tasks finish)';
-  const lives = new Set(report.memory.samples.map((s) => s.life));
   const verdicts: string[] = [];
-  for (const l of lives) {
-    const s = report.memory.samples.filter((x) => x.life === l);
-    const first = s[0]!;
-    const at5 = s.find((x) => x.done - first.done >= 5);
-    const end = s[s.length - 1]!;
-    const doneInLife = end.done - first.done;
-    if (!at5 || doneInLife < 10) {
-      verdicts.push(`app ${l}: ${doneInLife} tasks finished, too few to check (RSS ${first.rssMb} → ${end.rssMb} MiB)`);
+  for (const w of appWindows(report.memory.samples)) {
+    if (!w.at5) {
+      verdicts.push(`app ${w.life}: ${w.doneInLife} tasks finished, too few to check (RSS ${w.first.rssMb} → ${w.end.rssMb} MiB)`);
       continue;
     }
+    const { life: l, at5, end, doneInLife } = w;
     const ok = end.rssMb <= at5.rssMb * 1.5 + 64;
     const ratio = Math.round((end.rssMb / at5.rssMb) * 100) / 100;
     report.memory.ratios.push({ life: l, tasksDone: doneInLife, rssAfter5Mb: at5.rssMb, rssEndMb: end.rssMb, ratio, withinBound: ok });
@@ -818,6 +813,21 @@ function memoryVerdict(report: SoakReport): void {
     verdicts.push(`app ${l}: RSS ${at5.rssMb} MiB after 5 tasks, ${end.rssMb} MiB after ${doneInLife} (ratio ${ratio}): ${ok ? 'within' : 'OVER'} the bound`);
   }
   report.memory.verdict = verdicts.join('; ');
+}
+
+/**
+ * Per app process, its samples' first, its sample once 5 more tasks were done, and its last;
+ * `at5` only when that process saw at least 10 tasks finish (else too few to hold to a bound).
+ */
+function appWindows<S extends { life: number; done: number }>(samples: S[]): Array<{ life: number; first: S; at5?: S; end: S; doneInLife: number }> {
+  return [...new Set(samples.map((s) => s.life))].map((life) => {
+    const s = samples.filter((x) => x.life === life);
+    const first = s[0]!;
+    const end = s[s.length - 1]!;
+    const doneInLife = end.done - first.done;
+    const at5 = doneInLife >= 10 ? s.find((x) => x.done - first.done >= 5) : undefined;
+    return { life, first, end, doneInLife, ...(at5 ? { at5 } : {}) };
+  });
 }
 
 /** What may be added to each resource between an app process's 5th finished task and its end. */
@@ -832,20 +842,16 @@ function resourceVerdict(report: SoakReport): void {
   const slack = Object.entries(RESOURCE_SLACK).map(([k, v]) => `${k} +${v}`).join(', ');
   report.resources.bound = `at the end of an app process ≤ after its first 5 finished tasks + (${slack}) (checked when that process saw ≥ 10 tasks finish)`;
   const verdicts: string[] = [];
-  for (const l of new Set(report.resources.samples.map((s) => s.life))) {
-    const s = report.resources.samples.filter((x) => x.life === l);
-    const first = s[0]!;
-    const at5 = s.find((x) => x.done - first.done >= 5);
-    const end = s[s.length - 1]!;
-    if (!at5 || end.done - first.done < 10) {
-      verdicts.push(`app ${l}: ${end.done - first.done} tasks finished, too few to check`);
+  for (const { life: l, at5, end, doneInLife } of appWindows(report.resources.samples)) {
+    if (!at5) {
+      verdicts.push(`app ${l}: ${doneInLife} tasks finished, too few to check`);
       continue;
     }
     const grew = (Object.keys(RESOURCE_SLACK) as Array<keyof typeof RESOURCE_SLACK>).filter((k) => end[k] > at5[k] + RESOURCE_SLACK[k]);
     const words = (Object.keys(RESOURCE_SLACK) as Array<keyof typeof RESOURCE_SLACK>).map((k) => `${k} ${at5[k]} → ${end[k]}`).join(', ');
     report.invariantsChecked++;
     if (grew.length) report.invariantsBroken.push({ at: `app ${l}`, invariant: 'timers, handles and listeners do not grow with the tasks done', detail: `${grew.join(', ')} grew: ${words}` });
-    verdicts.push(`app ${l}: ${words} after ${end.done - first.done} tasks: ${grew.length ? 'OVER' : 'within'} the bound`);
+    verdicts.push(`app ${l}: ${words} after ${doneInLife} tasks: ${grew.length ? 'OVER' : 'within'} the bound`);
   }
   report.resources.verdict = verdicts.join('; ');
 }
