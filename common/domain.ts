@@ -179,6 +179,11 @@ export const HookSession = z.object({
 });
 export type HookSession = z.infer<typeof HookSession>;
 
+/** Whose session or agent sandbox a card names: Codex's, else Claude Code's (the only other interactive agent). */
+export function interactiveAgentName(agent: string | undefined): 'Codex' | 'Claude Code' {
+  return agent === 'codex' ? 'Codex' : 'Claude Code';
+}
+
 export const Task = z.object({
   id: z.string(),
   title: z.string(),

@@ -13,7 +13,7 @@ import { FactoryError } from '../../common/contract.js';
 import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
 import type { ExecResult } from '../../common/contract.js';
-import type { HookSession, Task } from '../../common/domain.js';
+import { interactiveAgentName, type HookSession, type Task } from '../../common/domain.js';
 import { execInSandbox } from '../exec/sandbox-exec.js';
 import { asAgent, shellQuote } from '../guest/guest-shell.js';
 import { commitGuestWork } from '../pipeline/stage-runner.js';
@@ -48,9 +48,6 @@ export interface SubagentInput {
 }
 
 export type SessionAgentName = 'claude' | 'codex';
-/** The agent's name on a session's card (Claude Code when the hook did not say). */
-const AGENT_WORDS: Record<SessionAgentName, string> = { claude: 'Claude Code', codex: 'Codex' };
-const agentWords = (agent: SessionAgentName | undefined) => AGENT_WORDS[agent ?? 'claude'];
 
 /** The most a subagent's work may weigh on its way into the session's sandbox (a git bundle, guest to guest). */
 const SUBAGENT_BUNDLE_MAX_BYTES = 512 * 1024 * 1024;
@@ -136,7 +133,7 @@ export class SessionService {
       await store.remove(input.sessionId);
     }
     const repoPath = await repoTop(input.cwd);
-    const task = await this.deps.ports.createTask({ repoPath, title: `${agentWords(input.agent)} session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId, undefined, input.agent) });
+    const task = await this.deps.ports.createTask({ repoPath, title: `${interactiveAgentName(input.agent)} session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId, undefined, input.agent) });
     await store.put({ sessionId: input.sessionId, taskId: task.id, repoPath, createdAt: new Date().toISOString(), state: 'active', ...pidOf(input) });
     this.deps.log.info('a Claude Code session got a sandbox', { sessionId: input.sessionId, taskId: task.id });
     return { task: await this.waitReady(task.id), resumed: false };
@@ -210,7 +207,7 @@ export class SessionService {
     const kind = input.agentType ? `${input.agentType} ` : '';
     const task = await this.deps.ports.createTask({
       repoPath: record.repoPath,
-      title: `${agentWords(input.agent)} subagent ${kind}${input.agentId} of session ${input.sessionId}`,
+      title: `${interactiveAgentName(input.agent)} subagent ${kind}${input.agentId} of session ${input.sessionId}`,
       agent: SESSION_AGENT,
       session: newHookSession(input.sessionId, { parentTaskId: record.taskId, agentId: input.agentId, ...(input.agentType ? { agentType: input.agentType } : {}) }, input.agent),
     });

@@ -1,5 +1,5 @@
 import { useState, type FocusEvent, type KeyboardEvent } from 'react';
-import { STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
+import { interactiveAgentName, STAGE_NAMES, type StageResult, type Task } from '../../common/domain.js';
 import { loadBoardFilter, matchesFilter, saveBoardFilter, type BoardFilter } from '../state/board-filter.js';
 import { useController, useFactory } from '../state/context.js';
 import { ArchivedTasks, BoardFilterBar } from './BoardFilters.js';
@@ -235,7 +235,7 @@ function TaskRow({ task, ways, selected, active }: { task: Task; ways?: Task[]; 
         // The agent's own session: one cell says whose and where it is, and opens its terminal.
         <td className="stage quick" colSpan={STAGE_NAMES.length + 1}>
           <button type="button" data-testid={`agent-cell-${task.id}`} onClick={() => controller.open(task.id)} {...cellProps(1)}>
-            Agent session · {task.agent === 'codex' ? 'Codex' : 'Claude Code'} · {task.phase === 'running' ? 'running until you exit it' : task.phase}
+            Agent session · {interactiveAgentName(task.agent)} · {task.phase === 'running' ? 'running until you exit it' : task.phase}
           </button>
         </td>
       ) : (

@@ -2,7 +2,7 @@
 // its leak checks at a glance (the newest, or the one that was not clean: it
 // kept the sandbox); for a subagent's sandbox, nested under its session's row,
 // whose subagent it is, its check at SubagentStop and where its work went.
-import type { Task } from '../../../common/domain.js';
+import { interactiveAgentName, type Task } from '../../../common/domain.js';
 import { useFactory } from '../../state/context.js';
 import { checkLabel, lastCheck, outcomeWords, subagentName, verdictWords } from './session-words.js';
 import './session.css';
@@ -49,7 +49,7 @@ export function SessionLine({ task }: { task: Task }) {
   const shown = bad ?? lastCheck(task);
   return (
     <div className="session-line" data-testid={`session-line-${task.id}`}>
-      {session.agent === 'codex' ? 'Codex' : 'Claude Code'} session · {session.turns} turn{session.turns === 1 ? '' : 's'}
+      {interactiveAgentName(session.agent)} session · {session.turns} turn{session.turns === 1 ? '' : 's'}
       {shown ? (
         <>
           {' · '}
