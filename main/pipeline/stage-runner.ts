@@ -215,7 +215,6 @@ export class PipelineRunner {
     const { task, config } = input;
     let text = task.title;
     if (Buffer.byteLength(text) > MAX_TASK_TEXT_BYTES) text = Buffer.from(text).subarray(0, MAX_TASK_TEXT_BYTES).toString('utf8');
-    await this.putText(input, GUEST_TASK_FILE, text.endsWith('\n') ? text : text + '\n');
     const env = [
       '# Written by Factory in a Box for every stage.',
       exportLines({
@@ -233,12 +232,15 @@ export class PipelineRunner {
       exportLines(input.guestEnv ?? {}),
       '',
     ].join('\n');
-    await this.putText(input, GUEST_ENV_FILE, env);
-    // Scratch files (plan, review) go here, outside the repository, unless the repository asks to commit them.
-    const dir = await input.ssh.run(prepareArtifactsDirScript(), { timeoutMs: 30_000, maxBytes: 16 * 1024 });
-    if (dir.code !== 0) {
-      throw new FactoryError('SandboxError', `could not make the artifacts folder in the sandbox (exit ${dir.code ?? 'signal'}): ${plainText(dir.stderr).trim().slice(0, 300)}`);
-    }
+    // Scratch files (plan, review) go in the artifacts folder, outside the repository, unless the repository asks to commit them.
+    await writeGuestFiles(
+      input.ssh,
+      [
+        { path: GUEST_TASK_FILE, content: text.endsWith('\n') ? text : text + '\n' },
+        { path: GUEST_ENV_FILE, content: env },
+      ],
+      prepareArtifactsDirScript(),
+    );
   }
 
   private putText(input: PipelineRunInput, remotePath: string, content: string): Promise<void> {
@@ -358,12 +360,38 @@ export async function commitGuestWork(ssh: GuestSsh, task: Pick<Task, 'title' | 
  * Writes a root-owned, world-readable file in the guest in one round trip
  * (content on the exec channel's stdin; the parent folder is created).
  */
-export async function writeGuestFile(ssh: GuestSsh, remotePath: string, content: string | Buffer): Promise<void> {
+export function writeGuestFile(ssh: GuestSsh, remotePath: string, content: string | Buffer): Promise<void> {
   const dir = path.posix.dirname(remotePath);
   const tmp = `${remotePath}.tmp`;
-  const channel = await ssh.exec(
-    `umask 022 && mkdir -p ${shellQuote(dir)} && cat > ${shellQuote(tmp)} && mv -f ${shellQuote(tmp)} ${shellQuote(remotePath)}`,
-  );
+  const command = `umask 022 && mkdir -p ${shellQuote(dir)} && cat > ${shellQuote(tmp)} && mv -f ${shellQuote(tmp)} ${shellQuote(remotePath)}`;
+  return pipeToGuest(ssh, command, typeof content === 'string' ? Buffer.from(content, 'utf8') : content, remotePath);
+}
+
+/**
+ * Writes several such files, then runs `then` (a guest shell line), all in one
+ * round trip: under emulation each SSH exec costs a few hundred milliseconds.
+ * On stdin each file is its length in bytes on a line of its own, then its
+ * bytes; GNU head -c, which the image has, reads no more than it is asked for
+ * from a pipe. A file whose bytes fall short is not put in place.
+ */
+export function writeGuestFiles(ssh: GuestSsh, files: Array<{ path: string; content: string | Buffer }>, then?: string): Promise<void> {
+  const script = ['umask 022'];
+  for (const f of files) {
+    const tmp = shellQuote(`${f.path}.tmp`);
+    script.push(`mkdir -p ${shellQuote(path.posix.dirname(f.path))}`, 'IFS= read -r n', `head -c "$n" > ${tmp}`, `[ "$(wc -c < ${tmp})" -eq "$n" ]`);
+  }
+  for (const f of files) script.push(`mv -f ${shellQuote(`${f.path}.tmp`)} ${shellQuote(f.path)}`);
+  if (then) script.push(then);
+  const stdin = files.flatMap((f) => {
+    const body = typeof f.content === 'string' ? Buffer.from(f.content, 'utf8') : f.content;
+    return [Buffer.from(`${body.length}\n`), body];
+  });
+  return pipeToGuest(ssh, script.join(' && '), Buffer.concat(stdin), files.map((f) => f.path).join(' and '));
+}
+
+/** Runs a guest command with `stdin`, closed after it; throws naming `what` unless it exits 0. */
+async function pipeToGuest(ssh: GuestSsh, command: string, stdin: Buffer, what: string): Promise<void> {
+  const channel = await ssh.exec(command);
   let stderr = '';
   const code = await new Promise<number | null>((resolve) => {
     let exit: number | null = null;
@@ -376,11 +404,11 @@ export async function writeGuestFile(ssh: GuestSsh, remotePath: string, content:
     channel.on('data', () => undefined);
     channel.on('error', () => undefined);
     channel.on('close', () => resolve(exit));
-    channel.end(content);
+    channel.end(stdin);
   });
   if (code !== 0) {
     const why = plainText(stderr).trim().slice(0, 300);
-    throw new FactoryError('SandboxError', `could not write ${remotePath} in the sandbox (exit ${code})${why ? `: ${why}` : ''}`);
+    throw new FactoryError('SandboxError', `could not write ${what} in the sandbox (exit ${code})${why ? `: ${why}` : ''}`);
   }
 }
 
