@@ -323,6 +323,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       destroyTask: (taskId) => tasks.destroy(taskId),
       leakCheck: (taskId) => broker.api()['leakcheck.run']({ taskId }),
       sandboxSsh: (taskId) => tasks.sandboxSsh(taskId),
+      keepSpareFork: (taskId) => tasks.keepSpareFork(taskId),
       noteSession: (taskId, change) => tasks.noteSession(taskId, change),
     },
   });

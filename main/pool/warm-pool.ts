@@ -16,7 +16,7 @@ import type { PoolStatus } from '../../common/domain.js';
 import type { Logger } from '../log/logger.js';
 import type { Settings } from '../state/settings.js';
 import type { PooledGuest } from '../sandbox/live-sandboxes.js';
-import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort } from '../sandbox/sandbox-ports.js';
+import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort, WarmMemoryPort } from '../sandbox/sandbox-ports.js';
 import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from './pool-budget.js';
 
 /**
@@ -79,9 +79,11 @@ export interface WarmPoolDeps<Image> {
 
 export class WarmPool<Image = unknown> {
   private readonly ready: PooledSandbox[] = [];
+  /** Spare forks started here and not yet claimed (startSpare). */
+  private readonly spares = new Set<PooledSandbox>();
   private filling: Promise<void> | undefined;
-  /** The folder of the sandbox being started, so dispose can end it early. */
-  private startingDir: string | undefined;
+  /** The folders of the sandboxes being started, so dispose can end them early. */
+  private readonly starting = new Set<string>();
   private disposed = false;
   private failure: string | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -106,12 +108,7 @@ export class WarmPool<Image = unknown> {
     if (i < 0) return undefined;
     const [taken] = this.ready.splice(i, 1);
     if (!taken) return undefined;
-    try {
-      // The next start leaves a taken folder to its task's own records (its logs stay).
-      writeFileSync(path.join(taken.dir, TAKEN_MARKER), JSON.stringify({ taskId }) + '\n', { mode: 0o600 });
-    } catch (err) {
-      this.deps.log.warn('marking a pooled sandbox as taken failed; a crash now would delete its logs', { taskId, err });
-    }
+    this.markTaken(taken, taskId);
     this.announce();
     this.refillTimer ??= setTimeout(() => {
       this.refillTimer = undefined;
@@ -121,13 +118,22 @@ export class WarmPool<Image = unknown> {
     return taken;
   }
 
+  private markTaken(taken: PooledSandbox, taskId: string): void {
+    try {
+      // The next start leaves a taken folder to its task's own records (its logs stay).
+      writeFileSync(path.join(taken.dir, TAKEN_MARKER), JSON.stringify({ taskId }) + '\n', { mode: 0o600 });
+    } catch (err) {
+      this.deps.log.warn('marking a pooled sandbox as taken failed; a crash now would delete its logs', { taskId, err });
+    }
+  }
+
   /** Sandboxes waiting now. */
   get size(): number {
     return this.ready.length;
   }
 
   status(): PoolStatus {
-    return poolStatus(this.counts(this.startingDir !== undefined), this.failure);
+    return poolStatus(this.counts(this.filling !== undefined), this.failure);
   }
 
   /**
@@ -153,10 +159,11 @@ export class WarmPool<Image = unknown> {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.refillTimer) clearTimeout(this.refillTimer);
     // A start under way is ended now rather than waited for.
-    const starting = this.startingDir;
-    if (starting) await this.deps.killLeftovers(starting, []).catch((err: unknown) => this.deps.log.warn('ending a pooled sandbox being started failed', { dir: starting, err }));
+    for (const dir of this.starting) await this.deps.killLeftovers(dir, []).catch((err: unknown) => this.deps.log.warn('ending a pooled sandbox being started failed', { dir, err }));
     await this.filling;
     await Promise.all(this.ready.splice(0).map((p) => this.discard(p)));
+    await Promise.all([...this.spares].map((p) => this.discard(p)));
+    this.spares.clear();
     this.announce();
   }
 
@@ -167,7 +174,7 @@ export class WarmPool<Image = unknown> {
       ready: this.ready.length,
       filling,
       vmMemoryMb: s.vmMemoryMb,
-      runningMb: this.deps.runningMemoryMb(),
+      runningMb: this.deps.runningMemoryMb() + [...this.spares].reduce((mb, p) => mb + p.memoryMb, 0),
       budgetMb: effectiveBudgetMb(s.warmPoolMemoryBudgetMb, this.deps.totalMemoryBytes),
     };
   }
@@ -202,16 +209,70 @@ export class WarmPool<Image = unknown> {
 
   private async fillOne(): Promise<void> {
     const s = this.deps.settings();
+    try {
+      // The image is built by the first task that needs it (with progress shown), not behind the user's back.
+      if (this.deps.images.status().state !== 'ready') throw new Error('the base image is not built yet');
+      const pooled = await this.startSandbox({ memoryMb: s.vmMemoryMb, cpus: s.vmCpus });
+      if (this.disposed) {
+        await this.discard(pooled);
+        return;
+      }
+      this.ready.push(pooled);
+      void pooled.vm.exited.then(() => this.endedWhileWaiting(pooled));
+    } catch (err) {
+      if (this.disposed) return;
+      this.failed(err);
+    }
+  }
+
+  /**
+   * A sandbox of the pool's kind on a frozen disk and its memory (a spare fork
+   * of a running sandbox, tasks/spare-forks.ts): started now, outside the
+   * pool's count, handed on with claim() or ended with discardSpare() or with
+   * the pool. Its memory counts in the budget while it waits. Rejects, leaving
+   * nothing, when it cannot start.
+   */
+  async startSpare(on: { backingDisk: string; warm?: WarmMemoryPort; memoryMb: number; cpus: number }): Promise<PooledSandbox> {
+    if (this.disposed) throw new Error('the pool was disposed');
+    const spare = await this.startSandbox(on);
+    if (this.disposed) {
+      await this.discard(spare);
+      throw new Error('the pool was disposed');
+    }
+    this.spares.add(spare);
+    return spare;
+  }
+
+  /** Whether the memory budget has room for one more waiting sandbox of this size (a spare asks before it starts). */
+  hasRoomFor(memoryMb: number): boolean {
+    const c = this.counts(false);
+    return !this.disposed && c.target > 0 && c.runningMb + memoryMb <= c.budgetMb;
+  }
+
+  /** A spare handed to one task: its folder is the task's from now on (see take()). */
+  claim(spare: PooledSandbox, taskId: string): void {
+    this.spares.delete(spare);
+    this.markTaken(spare, taskId);
+  }
+
+  /** Ends a spare no task took. */
+  async discardSpare(spare: PooledSandbox): Promise<void> {
+    this.spares.delete(spare);
+    await this.discard(spare);
+    this.poke();
+  }
+
+  /** Starts one pooled sandbox in a new folder of the pool's (on a layer when given); rejects, leaving nothing. */
+  private async startSandbox(on: { memoryMb: number; cpus: number; backingDisk?: string; warm?: WarmMemoryPort }): Promise<PooledSandbox> {
+    const s = this.deps.settings();
     const dir = path.join(this.deps.root, 'p' + randomBytes(6).toString('hex'));
-    this.startingDir = dir;
+    this.starting.add(dir);
     this.announce();
     let socketDir: string | undefined;
     const cleanup = async () => {
       if (socketDir) await rm(socketDir, { recursive: true, force: true });
     };
     try {
-      // The image is built by the first task that needs it (with progress shown), not behind the user's back.
-      if (this.deps.images.status().state !== 'ready') throw new Error('the base image is not built yet');
       const image = await this.deps.images.ensure();
       await mkdir(dir, { recursive: true, mode: 0o700 });
       let socketPath = path.join(dir, SOCKET_NAME);
@@ -225,9 +286,11 @@ export class WarmPool<Image = unknown> {
       const vm = await this.deps.qemu.start({
         sandboxDir: dir,
         image,
-        memoryMb: s.vmMemoryMb,
-        cpus: s.vmCpus,
+        memoryMb: on.memoryMb,
+        cpus: on.cpus,
         guestForwards,
+        ...(on.backingDisk ? { backingDisk: on.backingDisk } : {}),
+        ...(on.backingDisk && on.warm ? { warm: on.warm } : {}),
         ...(this.deps.bootTimeoutMs ? { bootTimeoutMs: this.deps.bootTimeoutMs } : {}),
       });
       let guest: PooledGuest | undefined;
@@ -243,20 +306,13 @@ export class WarmPool<Image = unknown> {
         await vm.destroy().catch(() => undefined); // its start failed as a whole: the error below says why
         throw err;
       }
-      const pooled: PooledSandbox = { dir, socketPath, guestForwards, memoryMb: s.vmMemoryMb, cpus: s.vmCpus, vm, cleanup, ...(guest ? { guest } : {}) };
-      if (this.disposed) {
-        await this.discard(pooled);
-        return;
-      }
-      this.ready.push(pooled);
-      void vm.exited.then(() => this.endedWhileWaiting(pooled));
+      return { dir, socketPath, guestForwards, memoryMb: on.memoryMb, cpus: on.cpus, vm, cleanup, ...(guest ? { guest } : {}) };
     } catch (err) {
       await rm(dir, { recursive: true, force: true }).catch(() => undefined); // best effort: the next start reaps it
       await cleanup().catch(() => undefined); // a temp folder; the OS clears those too
-      if (this.disposed) return;
-      this.failed(err);
+      throw err;
     } finally {
-      this.startingDir = undefined;
+      this.starting.delete(dir);
     }
   }
 

@@ -70,6 +70,8 @@ export interface SessionPorts {
   leakCheck(taskId: string): Promise<LeakReport>;
   /** The live SSH connection of a task's sandbox; throws NoSandbox when it has none. */
   sandboxSsh(taskId: string): GuestSsh;
+  /** The session's sandbox is ready: it keeps a spare fork for its subagents (none when the warm pool is off). */
+  keepSpareFork?(taskId: string): void;
   /** Changes a task's session record (saved with the task, shown on its card); throws TaskNotFound. */
   noteSession(taskId: string, change: (session: HookSession | undefined) => HookSession): Promise<unknown>;
 }
@@ -124,7 +126,7 @@ export class SessionService {
       if (task && LIVE.has(task.sandbox.status) && !FINISHED.has(task.phase)) {
         await store.put({ ...known, ...pidOf(input) });
         this.goneSince.delete(input.sessionId);
-        return { task: await this.waitReady(task.id), resumed: true };
+        return { task: await this.readyForSubagents(task.id), resumed: true };
       }
       // Kept after a leak finding: refused while the sandbox is there; once the user destroyed it, a new one.
       if (known.state === 'quarantined' && task && LIVE.has(task.sandbox.status)) {
@@ -136,7 +138,14 @@ export class SessionService {
     const task = await this.deps.ports.createTask({ repoPath, title: `${interactiveAgentName(input.agent)} session ${input.sessionId}`, agent: SESSION_AGENT, session: newHookSession(input.sessionId, undefined, input.agent) });
     await store.put({ sessionId: input.sessionId, taskId: task.id, repoPath, createdAt: new Date().toISOString(), state: 'active', ...pidOf(input) });
     this.deps.log.info('a Claude Code session got a sandbox', { sessionId: input.sessionId, taskId: task.id });
-    return { task: await this.waitReady(task.id), resumed: false };
+    return { task: await this.readyForSubagents(task.id), resumed: false };
+  }
+
+  /** The session's sandbox once ready, keeping a spare fork from then on so a subagent's comes at once. */
+  private async readyForSubagents(taskId: string): Promise<Task> {
+    const task = await this.waitReady(taskId);
+    this.deps.ports.keepSpareFork?.(taskId);
+    return task;
   }
 
   /** The session's sandbox and repository (the PreToolUse hook needs the repository to judge file paths). */
@@ -450,7 +459,8 @@ export class SessionService {
         throw e ? FactoryError.carried(e.name, `the session's sandbox did not get ready: ${e.message}`, e.detail) : new FactoryError('NoSandbox', `the session's sandbox did not get ready (task ${taskId} is ${task.phase})`);
       }
       if (Date.now() > deadline) throw new FactoryError('SandboxBootTimeout', `the session's sandbox (task ${taskId}) was not ready in time`);
-      await new Promise((r) => setTimeout(r, 250));
+      // In-memory reads: a short step, as a spare fork is ready in about a second.
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
 

@@ -20,6 +20,8 @@ import { GUEST_BUNDLE, GUEST_CERT_ENV, GUEST_HOST_CERTS, hostCertificateBundle }
 import { writeGuestFile } from '../pipeline/stage-runner.js';
 import type { LiveSandbox, LiveSandboxes } from '../sandbox/live-sandboxes.js';
 import type { PooledSandbox } from '../pool/warm-pool.js';
+import { forkPoint } from './sandbox-fork.js';
+import { SpareForks, type SparePoolPort } from './spare-forks.js';
 import type { FirstShellRequest, GuestForwardSpec, ImageStorePort, QemuDriverPort, QmpPort, RunningVmPort, SandboxExtension, SandboxSshPort, WarmMemoryPort } from '../sandbox/sandbox-ports.js';
 
 export interface SandboxProvisionerDeps<Image> {
@@ -47,10 +49,12 @@ export interface SandboxProvisionerDeps<Image> {
   log: Logger;
   /** The warm pool (main/pool): a sandbox without a layer takes a waiting VM of its size instead of starting one. */
   pool?: WarmPoolPort;
+  /** How long a hooks session's sandbox is unused before its spare fork is made (spare-forks.ts). */
+  spareIdleMs?: number;
 }
 
-/** What the provisioner needs of the warm pool. */
-export interface WarmPoolPort {
+/** What the provisioner needs of the warm pool (spare forks of hooks sessions' sandboxes too). */
+export interface WarmPoolPort extends SparePoolPort {
   /** A waiting VM of this size for this task only, or undefined. */
   take(taskId: string, want: { memoryMb: number; cpus: number }): PooledSandbox | undefined;
   /** Guest memory was freed, or a boot may have built the image: the pool looks again. */
@@ -68,7 +72,25 @@ const SeedOptions = z.object({
 type SeedOptions = z.infer<typeof SeedOptions>;
 
 export class SandboxProvisioner<Image = unknown> {
-  constructor(private readonly deps: SandboxProvisionerDeps<Image>) {}
+  /** Spare forks of hooks sessions' sandboxes, for their subagents (when there is a warm pool). */
+  readonly spares: SpareForks | undefined;
+
+  constructor(private readonly deps: SandboxProvisionerDeps<Image>) {
+    const pool = deps.pool;
+    this.spares = pool
+      ? new SpareForks({
+          pool,
+          parent: (taskId) => {
+            const sandbox = deps.live.get(taskId);
+            return sandbox?.vm && sandbox.ssh && !sandbox.tearingDown ? sandbox : undefined;
+          },
+          forkPoint,
+          cpus: () => deps.settings().vmCpus,
+          log: deps.log,
+          ...(deps.spareIdleMs !== undefined ? { idleMs: deps.spareIdleMs } : {}),
+        })
+      : undefined;
+  }
 
   get live(): LiveSandboxes {
     return this.deps.live;
@@ -141,7 +163,7 @@ export class SandboxProvisioner<Image = unknown> {
   async boot(
     sandbox: LiveSandbox,
     signal: AbortSignal,
-    opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number; firstShell?: FirstShellRequest } = {},
+    opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number; firstShell?: FirstShellRequest; spare?: PooledSandbox } = {},
   ): Promise<RunningVmPort> {
     const started = Date.now();
     const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
@@ -156,7 +178,8 @@ export class SandboxProvisioner<Image = unknown> {
     if (local) sandbox.memoryMb = memoryMb;
     // A layer needs its own disk under the VM, and the pool is on this machine:
     // only a local sandbox on the bare image can come from the pool.
-    let pooled = opts.backingDisk || !local ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb, cpus: settings.vmCpus });
+    // A spare fork (already the task's) is taken like a pooled VM.
+    let pooled = opts.spare ?? (opts.backingDisk || !local ? undefined : this.deps.pool?.take(sandbox.taskId, { memoryMb, cpus: settings.vmCpus }));
     if (pooled) {
       sandbox.sandboxDir = pooled.dir;
       sandbox.poolCleanup = pooled.cleanup;
@@ -275,6 +298,7 @@ export class SandboxProvisioner<Image = unknown> {
 
   /** The VM is gone (or never came): the extensions go, and so does what the pool made for it; its memory is free. */
   async releaseExtensions(sandbox: LiveSandbox): Promise<void> {
+    await this.spares?.drop(sandbox.taskId);
     const exts = sandbox.extensions.splice(0);
     // release must not throw (port contract); one failing must not keep the others, and the log says which.
     await Promise.all(

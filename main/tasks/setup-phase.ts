@@ -31,6 +31,8 @@ export interface SetupPhaseRun {
   cached?: { id: string; createdAt: string };
   /** The task whose running sandbox this one was forked from (set up there already). */
   forkedFrom?: string;
+  /** The fork was that sandbox's spare, made while it was idle (spare-forks.ts). */
+  forkedSpare?: boolean;
   /** Records a cancelled or interrupted run (the task service's own ending). */
   aborted: () => Promise<void>;
 }
@@ -44,7 +46,7 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
   const now = () => new Date().toISOString();
   // A fork is what its parent was, set up or not: no setup of its own.
   if (run.forkedFrom !== undefined) {
-    await setSetup({ status: 'skipped', summary: `forked from the sandbox of task ${run.forkedFrom}, set up there`, startedAt: now(), endedAt: now() });
+    await setSetup({ status: 'skipped', summary: `forked from the sandbox of task ${run.forkedFrom}${run.forkedSpare ? ' (its spare fork, of its state when last idle)' : ''}, set up there`, startedAt: now(), endedAt: now() });
     return true;
   }
   if (!plan.steps.length) {

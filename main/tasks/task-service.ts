@@ -37,6 +37,7 @@ import { setArchived } from './task-archive.js';
 import { TaskReviews } from './task-review.js';
 import { runSetupPhase } from './setup-phase.js';
 import { adoptForkedRepo, forkPoint, type ForkPoint } from './sandbox-fork.js';
+import type { PooledSandbox } from '../pool/warm-pool.js';
 
 export interface TaskServiceDeps<Image> {
   paths: AppPaths;
@@ -400,12 +401,18 @@ export class TaskService<Image = unknown> {
     return this.reviews.artifact(this.record(taskId), name);
   }
 
+  /** A hooks session's sandbox is ready: it keeps a spare fork for its subagents from now on (when the warm pool is on). */
+  keepSpareFork(taskId: string): void {
+    this.deps.provisioner.spares?.keep(taskId);
+  }
+
   /** The live SSH connection of a task's sandbox (for interactive shells). */
   sandboxSsh(taskId: string): SandboxSshPort {
     this.record(taskId);
     const ssh = this.deps.provisioner.live.ssh(taskId);
     if (!ssh) throw new FactoryError('NoSandbox', `task ${taskId} has no running sandbox`);
-    return ssh;
+    // Every use of a hooks session's sandbox makes its spare fork stale.
+    return this.deps.provisioner.spares?.track(taskId, ssh) ?? ssh;
   }
 
   /** Last accel the driver chose, for system.status. */
@@ -495,7 +502,7 @@ export class TaskService<Image = unknown> {
     const sandbox = (rt.sandbox = provisioner.open(task()));
     await this.book.transition(record, 'provision', { sandbox: {} });
     const onLayer = fork
-      ? { backingDisk: fork.backingDisk, ...(fork.warm ? { warm: fork.warm } : {}), ...(fork.memoryMb ? { memoryMb: fork.memoryMb } : {}) }
+      ? { backingDisk: fork.backingDisk, ...(fork.warm ? { warm: fork.warm } : {}), ...(fork.memoryMb ? { memoryMb: fork.memoryMb } : {}), ...(fork.spare ? { spare: fork.spare } : {}) }
       : cached
         ? { backingDisk: cached.layer.disk, ...(cached.layer.warm ? { warm: cached.layer.warm } : {}) }
         : {};
@@ -517,11 +524,15 @@ export class TaskService<Image = unknown> {
     );
     checkAborted(signal);
 
+    let adopted: Promise<void> | undefined;
     if (bundlePath) await provisioner.seed(sandbox, task(), bundlePath, cached ? { onLayer: { installDirs: plan.installDirs ?? [] } } : {});
     // A fork has the session's repository as it was: its work is what comes after the session's HEAD then.
+    // It is taken over while the pipeline prepares the guest (under emulation each is a round trip of
+    // a few hundred milliseconds); the first stage waits for it, and fails with it.
     else {
       const ssh = await provisioner.connect(sandbox);
-      await this.book.update(record, { baseCommit: await adoptForkedRepo(ssh, task().branch, sandbox.guestEnv.FACTORY_GIT_URL) });
+      adopted = adoptForkedRepo(ssh, task().branch, sandbox.guestEnv.FACTORY_GIT_URL).then((baseCommit) => this.book.update(record, { baseCommit }));
+      adopted.catch(() => undefined); // awaited before the first stage, which fails with it
       sandbox.seeded = true;
     }
     checkAborted(signal);
@@ -533,19 +544,20 @@ export class TaskService<Image = unknown> {
       plan,
       cacheable: !fork && env.layerAllowed(plan, seedCommit),
       ...(cached ? { cached: cached.layer } : {}),
-      ...(fork ? { forkedFrom: task().session?.subagent?.parentTaskId ?? '' } : {}),
+      ...(fork ? { forkedFrom: task().session?.subagent?.parentTaskId ?? '', forkedSpare: !!fork.spare } : {}),
       aborted: () => this.aborted(record),
     });
     if (!ready) return;
-    await this.runPipelineAndPullback(record, rt, config, startAt);
+    await this.runPipelineAndPullback(record, rt, config, startAt, adopted);
   }
 
   /**
-   * A subagent's fork point: its session's running local sandbox, frozen with its memory.
+   * A subagent's fork point: its session's spare fork while that is still the sandbox's
+   * state (spare-forks.ts), else its session's running local sandbox, frozen with its memory.
    * Undefined (a fresh sandbox from the repository) when there is none or it cannot be
    * forked (a remote sandbox, a driver without freezing): the reason is logged.
    */
-  private async forkFromParent(task: Task): Promise<ForkPoint | undefined> {
+  private async forkFromParent(task: Task): Promise<(ForkPoint & { spare?: PooledSandbox }) | undefined> {
     const parentId = task.session?.subagent?.parentTaskId;
     if (!parentId) return undefined;
     const parent = this.runtimes.get(parentId)?.sandbox;
@@ -553,6 +565,8 @@ export class TaskService<Image = unknown> {
       this.deps.log.info('the session has no running sandbox to fork: the subagent gets a fresh one', { taskId: task.id, parentTaskId: parentId });
       return undefined;
     }
+    const spare = await this.deps.provisioner.spares?.take(parentId, task.id);
+    if (spare) return { backingDisk: spare.backingDisk, memoryMb: spare.memoryMb, spare: spare.pooled, dropMemory: async () => {} };
     try {
       return await forkPoint(parent);
     } catch (err) {
@@ -595,7 +609,7 @@ export class TaskService<Image = unknown> {
   }
 
   /** Pipeline (whole, or from one stage on a retry), then pull-back into quarantine and review. */
-  private async runPipelineAndPullback(record: TaskRecord, rt: Runtime, config: PipelineConfig, startAt?: StageName): Promise<void> {
+  private async runPipelineAndPullback(record: TaskRecord, rt: Runtime, config: PipelineConfig, startAt?: StageName, before?: Promise<void>): Promise<void> {
     const task = () => record.task;
     const ssh = rt.sandbox?.ssh;
     if (!ssh) throw new FactoryError('NoSandbox', `task ${task().id} has no running sandbox`);
@@ -607,7 +621,10 @@ export class TaskService<Image = unknown> {
       ssh,
       signal: rt.abort.signal,
       guestEnv: rt.sandbox?.guestEnv ?? {},
-      beforeStage: (stage: StageName) => this.deps.environment.setStep(task().id, stage),
+      beforeStage: async (stage: StageName) => {
+        await before;
+        await this.deps.environment.setStep(task().id, stage);
+      },
       ...(startAt ? { startAt, previous: task().stages } : {}),
       onStages: (stages: StageResult[]) => {
         // The next update or the end of the run saves the stages again; until then the log keeps the trace.

@@ -8,9 +8,12 @@
 // first, then the command). Both through the real CLI, app and sandbox, in
 // alternating order; prints the medians and the ratio routed / exec, and the
 // hook's own share. A subagent's sandbox ready after SubagentStart is timed
-// too: forked from the session's running sandbox, against a fresh sandbox of
-// the same repository (a second session's start, the path a subagent takes
-// when its session has no running sandbox), both after the first boot.
+// too, three ways: after the session was idle (the spare fork the session keeps,
+// tasks/spare-forks.ts), right after a command in the session (the spare is
+// stale: a fork of the sandbox then), and a fresh sandbox of the same
+// repository (a second session's start, the path a subagent takes when its
+// session has no running sandbox), all after the first boot. The warm pool is
+// on, as by default (spares are made only then).
 // The CLI is the compiled one (built here into a temporary folder), as users run
 // it: under tsx each process would spend most of its time transpiling.
 // BENCH_ROUNDS (default 7).
@@ -23,7 +26,7 @@ import { testImage } from '../support/image.js';
 import { makeRepo } from '../support/repo.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
-const env = { FACTORY_WARM_POOL: '0' };
+const env = { FACTORY_WARM_POOL: '1' };
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -101,11 +104,29 @@ async function main() {
         console.log(`round ${round}: ${name.padEnd(10)} exec ${t.exec.at(-1)!.toFixed(0).padStart(5)} ms, routed ${t.routed.at(-1)!.toFixed(0).padStart(5)} ms (hook ${t.hook.at(-1)!.toFixed(0)} ms)`);
       }
     }
-    // A subagent's own sandbox, from SubagentStart to ready: forked from the session's.
-    const sub = await cli(dataDir, ['hook', 'subagent-start'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: 'bench-agent', agent_type: 'general-purpose' }));
-    if (sub.code !== 0) throw new Error(`subagent-start failed: ${sub.stderr}`);
-    const stop = await cli(dataDir, ['hook', 'subagent-stop'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: 'bench-agent' }));
-    const forked = (await runCli(dataDir, ['ls', '--json'], { env })).stdout.includes('forked from the sandbox of task');
+    // A subagent's own sandbox, from SubagentStart to ready. After the session was idle: its spare fork.
+    const appLog = () => fs.readFileSync(path.join(dataDir, 'logs', 'app.log'), 'utf8');
+    const spares = () => appLog().split('\n').filter((l) => l.includes('a spare fork of the session’s sandbox is ready')).length;
+    const subagent = async (agentId: string) => {
+      const sub = await cli(dataDir, ['hook', 'subagent-start'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: agentId, agent_type: 'general-purpose' }));
+      if (sub.code !== 0) throw new Error(`subagent-start failed: ${sub.stderr}`);
+      const stop = await cli(dataDir, ['hook', 'subagent-stop'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: agentId }));
+      const task = JSON.parse((await runCli(dataDir, ['ls', '--json'], { env })).stdout).find((t: { title: string }) => t.title.includes(agentId));
+      return { ms: sub.ms, stopMs: stop.ms, how: String(task?.setup?.summary ?? '') };
+    };
+    const waitSpare = async (after: number) => {
+      const deadline = Date.now() + 180_000;
+      while (spares() <= after) {
+        if (Date.now() > deadline) throw new Error('no spare fork was made');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    await waitSpare(0);
+    const idle = await subagent('bench-idle');
+    // Right after a command in the session: the spare made when it was idle is stale, the sandbox is forked then.
+    await waitSpare(spares());
+    await cli(dataDir, ['exec', task, '--', 'sh', '-c', 'date > ~/changed']);
+    const busy = await subagent('bench-busy');
     await cli(dataDir, ['hook', 'session-end'], JSON.stringify({ session_id: sessionId, cwd: repo.dir }));
     // Fresh from the repository, as a subagent whose session has no running sandbox gets it.
     const fresh = await cli(dataDir, ['hook', 'session-start'], JSON.stringify({ session_id: `${sessionId}-2`, cwd: repo.dir }));
@@ -117,14 +138,17 @@ async function main() {
       const routed = median(t.routed);
       console.log(`${name.padEnd(10)} factory exec ${exec.toFixed(0).padStart(5)} ms, routed ${routed.toFixed(0).padStart(5)} ms (of which the hook's decision ${median(t.hook).toFixed(0)} ms), routed / exec ${(routed / exec).toFixed(2)}`);
     }
+    const kind = (how: string) => (how.includes('spare') ? 'spare fork' : how.startsWith('forked') ? 'fork' : 'NOT forked');
     console.log(
-      `subagent sandbox ready after SubagentStart (${forked ? 'forked' : 'NOT forked'}): ${(sub.ms / 1000).toFixed(1)} s; a fresh sandbox of the repository ${(fresh.ms / 1000).toFixed(1)} s; forked / fresh ${(sub.ms / fresh.ms).toFixed(2)}; ` +
-        `its stop (leak check, work carried, destroyed): ${(stop.ms / 1000).toFixed(1)} s`,
+      `subagent sandbox ready after SubagentStart: session idle (${kind(idle.how)}) ${(idle.ms / 1000).toFixed(1)} s; right after a command (${kind(busy.how)}) ${(busy.ms / 1000).toFixed(1)} s; ` +
+        `a fresh sandbox of the repository ${(fresh.ms / 1000).toFixed(1)} s; idle / fresh ${(idle.ms / fresh.ms).toFixed(2)}, after a command / fresh ${(busy.ms / fresh.ms).toFixed(2)}; ` +
+        `its stop (leak check, work carried, destroyed): ${(idle.stopMs / 1000).toFixed(1)} s`,
     );
   } finally {
     await stopApp(dataDir);
     repo.cleanup();
-    fs.rmSync(root, { recursive: true, force: true });
+    if (!process.env.BENCH_KEEP) fs.rmSync(root, { recursive: true, force: true });
+    else console.log(`kept ${root}`);
   }
 }
 

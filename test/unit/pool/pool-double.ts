@@ -31,7 +31,7 @@ interface PendingStart {
 }
 
 export class DriverDouble {
-  readonly started: Array<{ dir: string; memoryMb?: number; cpus?: number; guestForwards?: GuestForwardSpec[] }> = [];
+  readonly started: Array<{ dir: string; memoryMb?: number; cpus?: number; guestForwards?: GuestForwardSpec[]; backingDisk?: string }> = [];
   readonly vms: FakeVm[] = [];
   readonly pending: PendingStart[] = [];
   inFlight = 0;
@@ -40,10 +40,10 @@ export class DriverDouble {
   auto = true;
   failNext: Error | undefined;
 
-  async start(opts: { sandboxDir: string; memoryMb?: number; cpus?: number; guestForwards?: GuestForwardSpec[] }): Promise<RunningVmPort> {
+  async start(opts: { sandboxDir: string; memoryMb?: number; cpus?: number; guestForwards?: GuestForwardSpec[]; backingDisk?: string }): Promise<RunningVmPort> {
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    this.started.push({ dir: opts.sandboxDir, ...(opts.memoryMb ? { memoryMb: opts.memoryMb } : {}), ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.guestForwards ? { guestForwards: opts.guestForwards } : {}) });
+    this.started.push({ dir: opts.sandboxDir, ...(opts.memoryMb ? { memoryMb: opts.memoryMb } : {}), ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.guestForwards ? { guestForwards: opts.guestForwards } : {}), ...(opts.backingDisk ? { backingDisk: opts.backingDisk } : {}) });
     try {
       if (this.auto) await new Promise((r) => setTimeout(r, 5));
       else await new Promise<void>((resolve, reject) => this.pending.push({ dir: opts.sandboxDir, resolve, reject }));
