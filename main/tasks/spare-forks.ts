@@ -142,7 +142,8 @@ export class SpareForks {
     s.spare = undefined;
     if (spare.generation !== s.generation || s.active > 0) {
       this.deps.log.info('the spare fork was older than the session’s sandbox: the subagent gets a fork of it now', { parentTaskId: parentId, taskId });
-      await this.deps.pool.discardSpare(spare.pooled);
+      // Not waited for: the subagent's fork need not wait for the stale one's QEMU to quit.
+      void this.deps.pool.discardSpare(spare.pooled).catch((err: unknown) => this.deps.log.warn('ending a stale spare fork failed', { parentTaskId: parentId, err }));
       return undefined;
     }
     this.deps.pool.claim(spare.pooled, taskId);

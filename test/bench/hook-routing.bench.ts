@@ -77,6 +77,23 @@ async function main() {
     if (start.code !== 0) throw new Error(`session-start failed: ${start.stderr}`);
     const task = /\(task ([A-Za-z0-9]+)\)/.exec(start.stdout)![1]!;
     console.log(`session sandbox ${task} ready in ${(start.ms / 1000).toFixed(1)} s; ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
+    // The pool's refill and the session's first spare fork boot VMs: the rounds start once both are done.
+    const appLog = () => fs.readFileSync(path.join(dataDir, 'logs', 'app.log'), 'utf8');
+    const spares = () => appLog().split('\n').filter((l) => l.includes('a spare fork of the session’s sandbox is ready')).length;
+    const waitSpare = async (after: number) => {
+      const deadline = Date.now() + 180_000;
+      while (spares() <= after) {
+        if (Date.now() > deadline) throw new Error('no spare fork was made');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    await waitSpare(0);
+    for (const deadline = Date.now() + 180_000; ; ) {
+      const pool = JSON.parse((await runCli(dataDir, ['status', '--json'], { env })).stdout).pool as { ready: number; target: number } | undefined;
+      if (!pool || pool.ready >= pool.target) break;
+      if (Date.now() > deadline) throw new Error('the warm pool did not fill');
+      await new Promise((r) => setTimeout(r, 500));
+    }
     const commands: Record<string, string> = { true: 'true', 'git status': 'git status --short && ls -R >/dev/null' };
     const times = new Map(Object.keys(commands).map((k) => [k, { exec: [] as number[], routed: [] as number[], hook: [] as number[] }]));
     for (let round = 1; round <= rounds; round++) {
@@ -105,8 +122,6 @@ async function main() {
       }
     }
     // A subagent's own sandbox, from SubagentStart to ready. After the session was idle: its spare fork.
-    const appLog = () => fs.readFileSync(path.join(dataDir, 'logs', 'app.log'), 'utf8');
-    const spares = () => appLog().split('\n').filter((l) => l.includes('a spare fork of the session’s sandbox is ready')).length;
     const subagent = async (agentId: string) => {
       const sub = await cli(dataDir, ['hook', 'subagent-start'], JSON.stringify({ session_id: sessionId, cwd: repo.dir, agent_id: agentId, agent_type: 'general-purpose' }));
       if (sub.code !== 0) throw new Error(`subagent-start failed: ${sub.stderr}`);
@@ -114,14 +129,7 @@ async function main() {
       const task = JSON.parse((await runCli(dataDir, ['ls', '--json'], { env })).stdout).find((t: { title: string }) => t.title.includes(agentId));
       return { ms: sub.ms, stopMs: stop.ms, how: String(task?.setup?.summary ?? '') };
     };
-    const waitSpare = async (after: number) => {
-      const deadline = Date.now() + 180_000;
-      while (spares() <= after) {
-        if (Date.now() > deadline) throw new Error('no spare fork was made');
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    };
-    await waitSpare(0);
+    await waitSpare(spares());
     const idle = await subagent('bench-idle');
     // Right after a command in the session: the spare made when it was idle is stale, the sandbox is forked then.
     await waitSpare(spares());
@@ -140,7 +148,7 @@ async function main() {
     }
     const kind = (how: string) => (how.includes('spare') ? 'spare fork' : how.startsWith('forked') ? 'fork' : 'NOT forked');
     console.log(
-      `subagent sandbox ready after SubagentStart: session idle (${kind(idle.how)}) ${(idle.ms / 1000).toFixed(1)} s; right after a command (${kind(busy.how)}) ${(busy.ms / 1000).toFixed(1)} s; ` +
+      `subagent sandbox ready after SubagentStart: session idle (${kind(idle.how)}) ${(idle.ms / 1000).toFixed(2)} s; right after a command (${kind(busy.how)}) ${(busy.ms / 1000).toFixed(1)} s; ` +
         `a fresh sandbox of the repository ${(fresh.ms / 1000).toFixed(1)} s; idle / fresh ${(idle.ms / fresh.ms).toFixed(2)}, after a command / fresh ${(busy.ms / fresh.ms).toFixed(2)}; ` +
         `its stop (leak check, work carried, destroyed): ${(idle.stopMs / 1000).toFixed(1)} s`,
     );
