@@ -5,6 +5,7 @@ import { formatBytes, formatMemory } from './format.js';
 import { PoolStatus } from './PoolStatus.js';
 import { ShortcutsHelp } from './ShortcutsHelp.js';
 import { HostsStatus } from './hosts/HostsStatus.js';
+import { StatusIcon } from './icons.js';
 
 const IMAGE_WORDS: Record<string, string> = {
   ready: 'Sandbox image ready',
@@ -68,7 +69,7 @@ export function Header() {
           <>
             {status.qemu.ok ? (
               <span className="pill ok" data-testid="qemu-status" title="QEMU runs every sandbox on this computer">
-                <span aria-hidden="true">✓</span> QEMU {status.qemu.version ?? ''}
+                <StatusIcon status="passed" /> QEMU {status.qemu.version ?? ''}
               </span>
             ) : (
               <span className="pill bad" data-testid="qemu-status">
@@ -93,7 +94,7 @@ export function Header() {
                 data-state={image.state}
                 title={`The base image every sandbox starts from, version ${image.version}`}
               >
-                <span aria-hidden="true">{image.state === 'ready' ? '✓' : image.state === 'failed' ? '✗' : '…'}</span> {IMAGE_WORDS[image.state] ?? `Sandbox image ${image.state}`}
+                <StatusIcon status={image.state === 'ready' ? 'passed' : image.state === 'failed' ? 'failed' : 'running'} /> {IMAGE_WORDS[image.state] ?? `Sandbox image ${image.state}`}
                 {image.state === 'building' ? (
                   <>
                     {' '}
@@ -111,7 +112,7 @@ export function Header() {
             {keychain ? (
               keychain.ok ? (
                 <span className="pill ok" data-testid="keychain-status" data-state="available" title="Credentials are kept in this computer's keychain">
-                  <span aria-hidden="true">✓</span> Keychain available
+                  <StatusIcon status="passed" /> Keychain available
                 </span>
               ) : (
                 <span className="pill bad" data-testid="keychain-status" data-state="unavailable" title={keychain.error?.message}>

@@ -9,6 +9,7 @@ import { isStartKey, keysOf } from '../keyboard/shortcuts.js';
 import { ErrorBox } from './ErrorBox.js';
 import { RunOnSelect } from './hosts/RunOnSelect.js';
 import { chosenRules, initialChoices, needsDecision, PreflightPanel, type EgressChoices } from './environment/PreflightPanel.js';
+import { ActionIcon } from './icons.js';
 
 /** The agents a task can choose; '' leaves it to the repo's .factory/pipeline.json, then the settings. */
 export const AGENT_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
@@ -386,6 +387,7 @@ export function NewTaskForm() {
       ) : null}
       <div className="actions">
         <button type="submit" data-testid="start-button" aria-keyshortcuts="Control+Enter" title="Start (Ctrl+Enter in the form)" disabled={startDisabled}>
+          <ActionIcon action="start" />
           {starting ? 'Starting…' : shown?.asked ? 'Start with these choices' : 'Start'}
         </button>
         <button
@@ -396,6 +398,7 @@ export function NewTaskForm() {
           disabled={quickStarting}
           onClick={() => void onQuick()}
         >
+          <ActionIcon action="quick" />
           {quickStarting ? 'Starting…' : repoPath.trim() ? `Quick sandbox with ${repoName(repoPath.trim())}` : 'Quick sandbox'}
         </button>
         <button

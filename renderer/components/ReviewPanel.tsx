@@ -13,6 +13,7 @@ import { buildPatchModel } from './review/patch-model.js';
 import { PatchView } from './review/PatchView.js';
 import { ReviewFlags } from './review/ReviewFlags.js';
 import type { VirtualRowsHandle } from './review/VirtualRows.js';
+import { StatusIcon } from './icons.js';
 
 /**
  * What came back from the sandbox, all of it: flags first, what Approve lands
@@ -77,12 +78,20 @@ export function ReviewPanel({ task }: { task: Task }) {
       {/* The verification checks in one line; open (and said first) when one failed. */}
       <details className="checks-fold" data-testid="review-checks-fold" open={failedChecks > 0}>
         <summary data-testid="review-checks-summary">
-          {failedChecks ? <span className="bad">✗ {plural(failedChecks, 'check')} failed</span> : <span className="ok">✓ {plural(review.checks.length, 'check')} passed</span>}
+          {failedChecks ? (
+            <span className="bad">
+              <StatusIcon status="failed" /> {plural(failedChecks, 'check')} failed
+            </span>
+          ) : (
+            <span className="ok">
+              <StatusIcon status="passed" /> {plural(review.checks.length, 'check')} passed
+            </span>
+          )}
         </summary>
         <ul className="checks" data-testid="review-checks">
           {review.checks.map((c) => (
             <li key={c.name} className={c.ok ? 'ok' : 'bad'} data-testid="review-check" data-ok={String(c.ok)}>
-              {c.ok ? '✓' : '✗'} {c.name}: {c.message}
+              <StatusIcon status={c.ok ? 'passed' : 'failed'} /> {c.name}: {c.message}
             </li>
           ))}
         </ul>

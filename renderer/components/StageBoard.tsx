@@ -9,16 +9,7 @@ import { SetupCell } from './environment/SetupCell.js';
 import { formatCost, formatDuration, formatTokens } from './format.js';
 import { shortDuration } from './short-duration.js';
 import { SessionLine } from './session/SessionLine.js';
-
-const STATUS_MARK: Record<string, string> = {
-  pending: '○',
-  running: '◐',
-  passed: '✓',
-  failed: '✗',
-  skipped: '–',
-  cancelled: '⊘',
-  interrupted: '↯',
-};
+import { StatusIcon } from './icons.js';
 
 /** Short column heads, so the seven stage columns fit beside the task column; the full name is read out. */
 const SHORT: Record<string, string> = { setup: 'set', request: 'req', plan: 'plan', build: 'build', test: 'test', review: 'rev', document: 'doc' };
@@ -217,7 +208,7 @@ function TaskRow({ task, ways, selected, active }: { task: Task; ways?: Task[]; 
             <span className="sr-only">{ways.length} ways: </span>
             {ways.map((w) => (
               <span key={w.id} className={`lane phase-${w.phase}`} data-testid={`fanout-lane-${w.fanout!.way}`} data-phase={w.phase}>
-                <span aria-hidden="true">{STATUS_MARK[laneStatus(w)] ?? '?'}</span> way {w.fanout!.way} {w.phase === 'creating' && w.sandbox.status === 'none' ? 'queued' : w.phase}
+                <StatusIcon status={laneStatus(w)} /> way {w.fanout!.way} {w.phase === 'creating' && w.sandbox.status === 'none' ? 'queued' : w.phase}
                 {w.fanout!.way < ways.length ? <span className="sr-only">, </span> : null}
               </span>
             ))}
@@ -240,7 +231,7 @@ function TaskRow({ task, ways, selected, active }: { task: Task; ways?: Task[]; 
         </td>
       ) : (
         <>
-          <SetupCell task={task} mark={(status) => STATUS_MARK[status] ?? '?'} cell={cellProps(1)} />
+          <SetupCell task={task} cell={cellProps(1)} />
           {STAGE_NAMES.map((name, i) => {
             const stage: StageResult = task.stages.find((s) => s.name === name) ?? { name, status: 'pending' };
             const usage = [formatTokens(stage.tokens), formatCost(stage.costUsd)].filter(Boolean).join(' · ');
@@ -251,8 +242,8 @@ function TaskRow({ task, ways, selected, active }: { task: Task; ways?: Task[]; 
             return (
               <td key={name} className={`stage stage-${stage.status}`}>
                 <button type="button" data-testid={`stage-${task.id}-${name}`} data-status={stage.status} title={tip} onClick={() => controller.open(task.id, stage.sessionId)} {...cellProps(2 + i)}>
-                  <span className="mark" aria-hidden="true">
-                    {STATUS_MARK[stage.status] ?? '?'}
+                  <span className="mark">
+                    <StatusIcon status={stage.status} />
                   </span>
                   <span className="duration">{shortDuration(stage.durationMs)}</span>
                   {retried ? (

@@ -5,6 +5,7 @@
 import { useEffect, useState } from 'react';
 import { STAGE_NAMES, type StageStatus, type Task } from '../../common/domain.js';
 import { formatDuration } from './format.js';
+import { StatusIcon } from './icons.js';
 import './look.css';
 
 export interface TimelineRow {
@@ -15,8 +16,6 @@ export interface TimelineRow {
   end?: number;
   attempt?: number;
 }
-
-const MARK: Partial<Record<StageStatus, string>> = { passed: '✓', failed: '✗', running: '◐', cancelled: '⊘', interrupted: '↯', skipped: '–' };
 
 function time(iso: string | undefined): number | undefined {
   if (!iso) return undefined;
@@ -88,7 +87,7 @@ export function StageTimeline({ task }: { task: Task }) {
                 {r.start !== undefined ? <span className="tl-bar" data-testid={`timeline-bar-${r.name}`} style={{ left: `${left}%`, width: `${width}%` }} /> : null}
               </span>
               <span className="tl-text">
-                <span aria-hidden="true">{MARK[r.status] ?? '○'} </span>
+                <StatusIcon status={r.status} />{' '}
                 {state}
                 {r.attempt !== undefined && r.attempt > 1 ? <span className="tl-attempt"> · attempt {r.attempt}</span> : null}
               </span>

@@ -18,6 +18,7 @@ import { TerminalPane } from './TerminalPane.js';
 import { AgentTranscript } from './transcript/AgentTranscript.js';
 import type { TerminalTab as Tab } from './TerminalTabs.js';
 import { SessionChecks } from './session/SessionChecks.js';
+import { ActionIcon } from './icons.js';
 
 const FINISHED_PHASES = new Set(['approved', 'rejected', 'failed', 'cancelled', 'interrupted', 'closed']);
 
@@ -145,6 +146,7 @@ function TaskView({ task }: { task: Task }) {
           <div className="actions">
             {retryable ? (
               <button type="button" className="secondary" data-testid="retry-button" disabled={!!busy} onClick={() => void controller.retry(task.id)}>
+                <ActionIcon action="retry" />
                 {busy === 'retry' ? 'Retrying…' : 'Retry'}
               </button>
             ) : null}
@@ -174,6 +176,7 @@ function TaskView({ task }: { task: Task }) {
               disabled={!!busy || destroyed}
               onClick={() => setConfirmDestroy(true)}
             >
+              <ActionIcon action="destroy" />
               {busy === 'destroy' ? 'Destroying…' : destroyed ? 'Sandbox destroyed' : 'Destroy sandbox'}
             </button>
             <TaskHousekeeping task={task} />

@@ -62,13 +62,13 @@ describe('the stage timeline', () => {
     // The text alternative: one list item per step, in order, saying what happened.
     const items = within(timeline).getAllByRole('listitem').map((li) => li.textContent);
     expect(items).toEqual([
-      'setup✓ passed in 10.0 s',
-      'request✓ passed in 5.0 s',
-      'plan✗ failed in 20.0 s · attempt 2',
-      'build○ pending',
-      'test○ pending',
-      'review○ pending',
-      'document○ pending',
+      'setup passed in 10.0 s',
+      'request passed in 5.0 s',
+      'plan failed in 20.0 s · attempt 2',
+      'build pending',
+      'test pending',
+      'review pending',
+      'document pending',
     ]);
     expect(timeline.getAttribute('aria-label')).toBe('Stage timeline, 40.0 s from the first step to the last');
     expect(screen.getByTestId('timeline-plan').dataset.status).toBe('failed');

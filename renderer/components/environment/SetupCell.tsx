@@ -5,8 +5,9 @@ import { useController } from '../../state/context.js';
 import { formatDuration } from '../format.js';
 import { shortDuration } from '../short-duration.js';
 import { setupReason } from './setup-text.js';
+import { StatusIcon } from '../icons.js';
 
-export function SetupCell({ task, mark, cell }: { task: Task; mark: (status: string) => string; cell: Record<string, string | number> }) {
+export function SetupCell({ task, cell }: { task: Task; cell: Record<string, string | number> }) {
   const controller = useController();
   const setup = task.setup;
   if (!setup) return <td className="stage stage-none" data-testid={`setup-${task.id}`} />;
@@ -22,8 +23,8 @@ export function SetupCell({ task, mark, cell }: { task: Task; mark: (status: str
         onClick={() => controller.open(task.id, setup.sessionId)}
         {...cell}
       >
-        <span className="mark" aria-hidden="true">
-          {mark(setup.status)}
+        <span className="mark">
+          <StatusIcon status={setup.status} />
         </span>
         <span className="duration">{shortDuration(setup.durationMs)}</span>
         {/* Its words for a screen reader and the tooltip; no aria-label, so the name holds what is seen. */}

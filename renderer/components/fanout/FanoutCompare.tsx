@@ -13,8 +13,8 @@ import { ErrorBox } from '../ErrorBox.js';
 import { formatCost, formatDuration, formatTokens } from '../format.js';
 import { InlineConfirm } from '../InlineConfirm.js';
 import { WaysDiff } from './WaysDiff.js';
+import { StatusIcon } from '../icons.js';
 
-const MARK: Record<string, string> = { pending: '○', running: '◐', passed: '✓', failed: '✗', skipped: '–', cancelled: '⊘', interrupted: '↯' };
 
 type Decision = { kind: 'approve'; way: number } | { kind: 'reject-all' };
 
@@ -122,7 +122,7 @@ export function FanoutCompare({ task }: { task: Task }) {
                 <ul className="fanout-stages">
                   {w.stages.map((s) => (
                     <li key={s.name}>
-                      <span aria-hidden="true">{MARK[s.status] ?? '?'}</span> {s.name}: {s.status}
+                      <StatusIcon status={s.status} /> {s.name}: {s.status}
                       {s.durationMs !== undefined ? `, ${formatDuration(s.durationMs)}` : ''}
                     </li>
                   ))}

@@ -11,6 +11,7 @@ import { useFocusRequest } from '../../state/focus.js';
 import { keysOf } from '../../keyboard/shortcuts.js';
 import { InlineConfirm } from '../InlineConfirm.js';
 import { NextSteps } from '../NextSteps.js';
+import { ActionIcon } from '../icons.js';
 
 const KIND_WORDS: Record<ReviewConfirmationKind, string> = {
   unshown: 'Not shown',
@@ -151,6 +152,7 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
           disabled={!!busy}
           onClick={() => (needs.length ? setConfirming(true) : void controller.approve(task.id))}
         >
+          <ActionIcon action="approve" />
           {busy === 'approve' ? 'Approving…' : needs.length ? 'Approve…' : 'Approve'}
         </button>
         <button
@@ -164,6 +166,7 @@ export function ApproveBar({ task, confirmations }: { task: Task; confirmations:
           disabled={!!busy}
           onClick={() => void controller.reject(task.id)}
         >
+          <ActionIcon action="reject" />
           Reject
         </button>
       </div>
