@@ -324,6 +324,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       leakCheck: (taskId) => broker.api()['leakcheck.run']({ taskId }),
       sandboxSsh: (taskId) => tasks.sandboxSsh(taskId),
       keepSpareFork: (taskId) => tasks.keepSpareFork(taskId),
+      dropSpareFork: (taskId) => tasks.dropSpareFork(taskId),
       noteSession: (taskId, change) => tasks.noteSession(taskId, change),
     },
   });

@@ -72,6 +72,8 @@ export interface SessionPorts {
   sandboxSsh(taskId: string): GuestSsh;
   /** The session's sandbox is ready: it keeps a spare fork for its subagents (none when the warm pool is off). */
   keepSpareFork?(taskId: string): void;
+  /** Ends the session's spare fork and makes no more (a sandbox kept for inspection forks nothing). */
+  dropSpareFork?(taskId: string): Promise<void>;
   /** Changes a task's session record (saved with the task, shown on its card); throws TaskNotFound. */
   noteSession(taskId: string, change: (session: HookSession | undefined) => HookSession): Promise<unknown>;
 }
@@ -389,6 +391,8 @@ export class SessionService {
   private async quarantine(record: SessionRecord, why: string): Promise<void> {
     if (record.state !== 'quarantined') await this.deps.store.put({ ...record, state: 'quarantined' });
     this.deps.log.warn(`${why} in a session sandbox; it is kept for inspection`, { sessionId: record.sessionId, taskId: record.taskId });
+    // A spare forked before the finding holds what was found too: it goes now, not with the kept sandbox.
+    await this.deps.ports.dropSpareFork?.(record.taskId).catch((err: unknown) => this.deps.log.warn('ending the spare fork of a kept session sandbox failed', { taskId: record.taskId, err }));
     // A task that already ended cannot be cancelled: kept is what matters, and it is recorded above.
     await this.deps.ports.cancelTask(record.taskId).catch(() => undefined);
   }

@@ -406,6 +406,11 @@ export class TaskService<Image = unknown> {
     this.deps.provisioner.spares?.keep(taskId);
   }
 
+  /** Ends the sandbox's spare fork and makes no more. */
+  async dropSpareFork(taskId: string): Promise<void> {
+    await this.deps.provisioner.spares?.drop(taskId);
+  }
+
   /** The live SSH connection of a task's sandbox (for interactive shells). */
   sandboxSsh(taskId: string): SandboxSshPort {
     this.record(taskId);

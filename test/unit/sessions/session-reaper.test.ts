@@ -73,15 +73,17 @@ describe('the reaper of session sandboxes', () => {
     expect(new SessionStore(path.join(dir, 'sessions.json')).all()).toEqual([]);
   });
 
-  it('keeps a sandbox whose leak check found a credential, and never reaps it', async () => {
+  it('keeps a sandbox whose leak check found a credential, ends its spare fork, and never reaps it', async () => {
     const { store } = await sessionWith(false);
     verdict = 'leak';
-    const svc = new SessionService({ store, hold: new SessionHoldExecutor(), ports, graceMs: 0, log });
+    const withSpare: SessionPorts = { ...ports, dropSpareFork: async (id) => void calls.push(`drop spare ${id}`) };
+    const svc = new SessionService({ store, hold: new SessionHoldExecutor(), ports: withSpare, graceMs: 0, log });
     await svc.reap();
-    expect(calls).toEqual(['leakcheck t1', 'cancel t1']);
+    // The spare was forked before the finding: it holds what was found and goes at once.
+    expect(calls).toEqual(['leakcheck t1', 'drop spare t1', 'cancel t1']);
     expect(new SessionStore(path.join(dir, 'sessions.json')).get('s1')?.state).toBe('quarantined');
     await svc.reap(Date.now() + 3_600_000);
-    expect(calls).toHaveLength(2);
+    expect(calls).toHaveLength(3);
   });
 
   it('keeps, as for a leak, a sandbox whose leak check could not scan everything or threw', async () => {
