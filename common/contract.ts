@@ -318,7 +318,8 @@ export interface SystemActivity {
   /** Set for an app the CLI started in the background: it ends after this long with nothing running. */
   idleExit?: { afterSec: number; idleForSec: number };
   running: Array<{ id: string; title: string; phase: string; sandbox: string; agent: string }>;
-  pool?: { ready: number; target: number };
+  /** The warm pool; spares: forks of hooks sessions' sandboxes waiting for a subagent (absent from an older app). */
+  pool?: { ready: number; target: number; spares?: number };
   /**
    * What the app holds that could grow with the work it has done: Node's live timers and
    * handles (sockets, child processes, watchers), and the listeners of its event and terminal

@@ -361,7 +361,7 @@ export async function createFactoryApp(opts: FactoryAppOptions): Promise<Factory
       host: opts.host,
       ...(idle ? { idleExit: { afterSec: Math.round(opts.idleExitMs! / 1000), idleForSec: Math.floor(idle.idleForMs() / 1000) } } : {}),
       running: runningTasks(tasks.list()).map((t) => ({ id: t.id, title: t.title, phase: t.phase, sandbox: t.sandbox.status, agent: t.agent ?? 'command' })),
-      ...(pool ? { pool: { ready: pool.status().ready, target: pool.status().target } } : {}),
+      ...(pool ? { pool: { ready: pool.status().ready, target: pool.status().target, spares: pool.spareCount } } : {}),
       resources: liveResources(eventListeners.size, dataListeners.size),
     }),
     'system.quit': async () => {

@@ -17,7 +17,7 @@ export async function cmdStatus(client: FactoryClient, io: Io): Promise<number> 
         : `started by the CLI: nothing runs; it ends by itself in ${minutes(left)} (factory quit ends it now)`,
     );
   }
-  if (a.pool) lines.push(`warm pool: ${a.pool.ready} of ${a.pool.target} sandboxes ready`);
+  if (a.pool) lines.push(`warm pool: ${a.pool.ready} of ${a.pool.target} sandboxes ready${a.pool.spares ? `; ${a.pool.spares} spare fork${a.pool.spares === 1 ? '' : 's'} of session sandboxes for their subagents` : ''}`);
   if (!a.running.length) lines.push('running: nothing');
   else {
     lines.push(`running: ${a.running.length}`);

@@ -127,6 +127,11 @@ export class WarmPool<Image = unknown> {
     }
   }
 
+  /** Spare forks waiting now (startSpare). */
+  get spareCount(): number {
+    return this.spares.size;
+  }
+
   /** Sandboxes waiting now. */
   get size(): number {
     return this.ready.length;

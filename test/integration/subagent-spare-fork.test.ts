@@ -4,7 +4,8 @@
 // session's state, on another machine, ready at once. A command in the
 // session's sandbox after the spare was made makes it stale: the next subagent
 // gets a fork of the sandbox as it is then and sees that command's file, never
-// the older state. When the session ends no spare is left running. (The real
+// the older state. `factory status` counts the spare; when the session ends
+// no spare is left running. (The real
 // Claude Code CLI driving SubagentStart is hooks-claude-code.test.ts.)
 import fs from 'node:fs';
 import os from 'node:os';
@@ -64,6 +65,8 @@ describe.skipIf(process.platform !== 'linux')('a hooks session’s spare fork fo
 
     // Idle: the spare of the state with "one" is made.
     await waitFor('a spare fork of the idle session', () => spareReadyLines().length >= 1, 180_000);
+    // What holds memory is said: `factory status` counts the spare.
+    expect((await runCli(dataDir, ['status'])).stdout).toContain('1 spare fork of session sandboxes for their subagents');
     const t0 = performance.now();
     const a = await client.call('sessions.subagentStart', { sessionId: SESSION, agentId: 'agent-a', agentType: 'Explore' });
     const readyMs = performance.now() - t0;
@@ -93,6 +96,7 @@ describe.skipIf(process.platform !== 'linux')('a hooks session’s spare fork fo
     expect(end.destroyed).toBe(true);
     // Nothing of the session runs any more: only the pool's own waiting sandbox may (one, its folder the only one).
     await waitFor('the spare is gone', () => qemuProcessesUnder(dataDir).length <= 1, 60_000);
+    expect((await runCli(dataDir, ['status'])).stdout).not.toContain('spare fork');
     const poolDirs = fs.readdirSync(path.join(dataDir, 'pool')).filter((d) => !fs.existsSync(path.join(dataDir, 'pool', d, 'pool-taken.log')));
     expect(poolDirs.length).toBeLessThanOrEqual(1);
     expect(qemuProcessesUnder(dataDir).every((p) => !p.cmdline.includes(sessionTask))).toBe(true);
