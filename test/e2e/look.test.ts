@@ -40,7 +40,7 @@ describe.skipIf(!!missing)('the task view at a glance', () => {
     await expect.poll(async () => Number(await row('request').getAttribute('data-ms'))).toBeGreaterThan(first);
     await expect.poll(() => row('plan').getAttribute('data-status'), { timeout: 30_000 }).toBe('running');
     expect(await row('request').textContent()).toMatch(/^request passed in \d\.\d s$/);
-    expect(await row('build').textContent()).toBe('build○ pending');
+    expect(await row('build').textContent()).toBe('build pending');
     await expect.poll(() => app.isHeld(heldId), { timeout: 60_000 }).toBe(true);
     // Six bars, left to right in order, each starting where the one before it ended or later.
     const bars = await page.evaluate(() =>
