@@ -17,7 +17,7 @@ import type { Logger } from '../log/logger.js';
 import type { Settings } from '../state/settings.js';
 import type { PooledGuest } from '../sandbox/live-sandboxes.js';
 import type { GuestForwardSpec, ImageStorePort, QemuDriverPort, RunningVmPort, SandboxSshPort, WarmMemoryPort } from '../sandbox/sandbox-ports.js';
-import { effectiveBudgetMb, nextFill, poolStatus, type PoolCounts } from './pool-budget.js';
+import { effectiveBudgetMb, nextFill, poolStatus, usedMb, type PoolCounts } from './pool-budget.js';
 
 /**
  * Written into a pooled sandbox's folder when a task takes it: from then on the folder is the task's. A `.log`
@@ -225,6 +225,7 @@ export class WarmPool<Image = unknown> {
       this.ready.push(pooled);
       void pooled.vm.exited.then(() => this.endedWhileWaiting(pooled));
     } catch (err) {
+      // A start cut by dispose (its QEMU killed) is no failure to report or retry.
       if (this.disposed) return;
       this.failed(err);
     }
@@ -250,8 +251,9 @@ export class WarmPool<Image = unknown> {
 
   /** Whether the memory budget has room for one more waiting sandbox of this size (a spare asks before it starts). */
   hasRoomFor(memoryMb: number): boolean {
-    const c = this.counts(false);
-    return !this.disposed && c.target > 0 && c.runningMb + memoryMb <= c.budgetMb;
+    // What the budget already holds counts the pool's own waiting sandboxes too (pool-budget.ts).
+    const c = this.counts(this.filling !== undefined);
+    return !this.disposed && c.target > 0 && usedMb(c) + memoryMb <= c.budgetMb;
   }
 
   /** A spare handed to one task: its folder is the task's from now on (see take()). */
