@@ -89,12 +89,14 @@ describe('sampling a process from /proc', () => {
   });
 
   it('a process that has exited but is not yet reaped (a zombie) reads as gone, not as 0 bytes', async () => {
-    // sh starts a short child and execs into a sleep that never reaps it: a zombie for 5 s.
-    const c = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // sh starts a child that outlives it and execs into a sleep that never reaps it. The child
+    // must still run when sh execs: a shell may reap a child that already exited (dash does),
+    // so `sleep 0 &` left no zombie on a busy machine.
+    const c = spawn('sh', ['-c', 'sleep 1 & echo $!; exec sleep 8'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(c);
     const pid = Number((await new Promise<string>((r) => c.stdout!.once('data', (d: Buffer) => r(d.toString())))).trim());
     const zombie = async () => (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).includes(') Z ');
-    for (let i = 0; i < 100 && !(await zombie()); i++) await sleep(20);
+    for (let i = 0; i < 300 && !(await zombie()); i++) await sleep(20);
     expect(await zombie()).toBe(true);
     expect(await readProcessCounters(pid)).toBeUndefined();
   });
