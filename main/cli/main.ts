@@ -1,18 +1,21 @@
 #!/usr/bin/env node
 // The `factory` program. The two hooks on every routed command's path (PreToolUse
-// and `hook run`) go straight to the running app through a lean module; the rest
-// (and those two when no app answers, which may start one) load the whole CLI.
+// and `hook run`), and SubagentStart, which a subagent waits for, go straight to
+// the running app through lean modules; the rest (and those when no app answers,
+// which may start one) load the whole CLI.
 // Nothing heavy is imported at the top: each process Claude Code starts pays for
 // what it loads.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { HookAgent } from './hooks/hook-events.js';
 
 /**
- * `[--data-dir D] hook pre-tool-use [--agent codex] --via V` or `[--data-dir D] hook run P`, as `hooks install`
- * writes them; else undefined.
+ * `[--data-dir D] hook pre-tool-use [--agent codex] --via V`, `[--data-dir D] hook run P` or
+ * `[--data-dir D] hook subagent-start [--agent codex]` (arg: the agent), as `hooks install` writes
+ * them; else undefined.
  */
-export function routedHookCall(argv: readonly string[]): { dataDir?: string; which: 'pre-tool-use' | 'codex-pre-tool-use' | 'run'; arg: string } | undefined {
+export function routedHookCall(argv: readonly string[]): { dataDir?: string; which: 'pre-tool-use' | 'codex-pre-tool-use' | 'run' | 'subagent-start'; arg: string } | undefined {
   const a = [...argv];
   let dataDir: string | undefined;
   if (a[0] === '--data-dir' && a.length > 1) dataDir = a.splice(0, 2)[1];
@@ -21,6 +24,7 @@ export function routedHookCall(argv: readonly string[]): { dataDir?: string; whi
   if (a.length === 3 && a[1] === 'run' && !a[2]!.startsWith('-')) return { ...(dataDir ? { dataDir } : {}), which: 'run', arg: a[2]! };
   if (a.length === 4 && a[1] === 'pre-tool-use' && a[2] === '--via') return { ...(dataDir ? { dataDir } : {}), which: 'pre-tool-use', arg: a[3]! };
   if (a.length === 6 && a[1] === 'pre-tool-use' && a[2] === '--agent' && a[3] === 'codex' && a[4] === '--via') return { ...(dataDir ? { dataDir } : {}), which: 'codex-pre-tool-use', arg: a[5]! };
+  if (a[1] === 'subagent-start' && (a.length === 2 || (a.length === 4 && a[2] === '--agent' && a[3] === 'codex'))) return { ...(dataDir ? { dataDir } : {}), which: 'subagent-start', arg: a[3] ?? 'claude' };
   return undefined;
 }
 
@@ -43,6 +47,7 @@ async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookC
   }
   const io = { stdout: process.stdout, stderr: process.stderr, json: false };
   try {
+    if (call.which === 'subagent-start') return await runSubagentStartFast(client, io, call.arg as HookAgent);
     if (call.which === 'codex-pre-tool-use') {
       // Blocks with status 2 and why on whatever goes wrong, as Codex needs.
       const { runCodexPreToolUse } = await import('./hooks/codex-hooks.js');
@@ -55,6 +60,25 @@ async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookC
     return 2;
   } finally {
     client.close();
+  }
+}
+
+/** SubagentStart as the whole CLI runs it (hook-cli.ts runHook): within the hook's deadline, any failure reported and status 2. */
+async function runSubagentStartFast(client: import('./client.js').FactoryClient, io: import('./output.js').Io, agent: HookAgent): Promise<number> {
+  const [{ cmdHookSubagentStart, parseSubagentStartInput }, { hookDeadlineMs }, { hookFailed }, { readStdin, withDeadline }] = await Promise.all([
+    import('./hooks/subagent-start-hook.js'),
+    import('./hooks/hook-events.js'),
+    import('./hooks/hook-failed.js'),
+    import('./hooks/routed-hooks.js'),
+  ]);
+  try {
+    return await withDeadline(
+      (async () => cmdHookSubagentStart(client, io, parseSubagentStartInput(await readStdin(process.stdin)), agent))(),
+      hookDeadlineMs('subagent-start', process.env, agent),
+      'subagent-start',
+    );
+  } catch (err) {
+    return hookFailed(io, 'subagent-start', err);
   }
 }
 

@@ -8,7 +8,8 @@ import { UsageError, printJson, type Io, type Values } from '../output.js';
 import { cmdHookEnd, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
 import { cmdCodexHookStart, runCodexPreToolUse } from './codex-hooks.js';
 import { runRoutedHook } from './routed-hooks.js';
-import { HOOK_AGENTS, hookEvents, installHooks, settingsPath, uninstallHooks, type HookAgent } from './settings-file.js';
+import { HOOK_AGENTS, hookDeadlineMs, hookEvents, type HookAgent } from './hook-events.js';
+import { installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 /** `--agent claude|codex` (Claude Code when not given): whose hooks these are. */
 function hookAgent(v: Values, what: string): HookAgent {
@@ -65,20 +66,6 @@ const CODEX_TRUST_NOTE =
   'Until then (or after "Continue without trusting") its commands run on this computer.\n';
 
 const HANDLERS = { 'session-start': cmdHookStart, stop: cmdHookStop, 'session-end': cmdHookEnd, 'subagent-start': cmdHookSubagentStart, 'subagent-stop': cmdHookSubagentStop };
-
-/**
- * How long the hook may wait, in ms: under Claude Code's own limit for it (the
- * settings' timeout; for SessionEnd also CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS,
- * 60 s unless set), so it says why it gives up instead of being killed.
- */
-export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env, agent: HookAgent = 'claude'): number {
-  let limitS: number = Object.values(hookEvents(agent)).find((e) => e.sub === which)?.timeout ?? 60;
-  if (which === 'session-end' && agent === 'claude') {
-    const envMs = Number(env.CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS);
-    limitS = Math.min(limitS, Number.isFinite(envMs) && envMs > 0 ? envMs / 1000 : 60);
-  }
-  return Math.max(1, limitS - Math.min(20, limitS / 4)) * 1000;
-}
 
 export async function runHook(client: FactoryClient, io: Io, which: string, v: Values = {}, arg?: string): Promise<number> {
   const agent = hookAgent(v, 'hook');

@@ -16,10 +16,13 @@ import { sessionProcess } from '../../sessions/session-process.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
 import { HOOK_ID_RE, hookJson } from './routed-hooks.js';
-import type { HookAgent } from './settings-file.js';
+import type { HookAgent } from './hook-events.js';
 
 // The hooks on every command's path live in routed-hooks.ts (a lean module); their callers and tests find them here too.
 export { cmdHookPreToolUse, cmdHookRun, readStdin, withDeadline } from './routed-hooks.js';
+// So are SubagentStart (subagent-start-hook.ts) and the failure report all hooks share (hook-failed.ts).
+export { hookFailed } from './hook-failed.js';
+export { cmdHookSubagentStart, subagentContext } from './subagent-start-hook.js';
 
 /** The fields we use of Claude Code's hook input; others are ignored. */
 export const HookInput = z.object({
@@ -75,26 +78,6 @@ function describeIncomplete(taskId: string, report: LeakReport): string {
   );
 }
 
-/**
- * Any hook that could not finish its check (an error, the app unreachable, a
- * timeout): what happened, on stderr, and Claude Code's blocking status 2.
- * Nothing was destroyed: the app keeps a sandbox whose check failed.
- */
-export function hookFailed(io: Pick<Io, 'stderr'>, which: string, err: unknown, opts: { reached?: boolean } = {}): number {
-  const e = err instanceof Error ? err : new Error(String(err));
-  const start = which === 'session-start' || which === 'subagent-start';
-  const what = start ? 'could not give this session its sandbox' : "could not complete the leak check of this session's sandbox";
-  let after = '';
-  if (!start) {
-    after = 'factory: the sandbox was not destroyed and its work was not sent to review. ';
-    if (opts.reached === false) after += 'The app could not be reached, so nothing was checked: start the app, then look for the session\'s sandbox (factory ls) and check it (factory leakcheck <task>).\n';
-    else if (e.name === 'HookTimeout') after += 'The app may still finish the check: only a clean check sends the work to review; any other result keeps the sandbox for inspection (see the app, or factory ls).\n';
-    else after += 'It is kept for inspection (see the app, or factory ls).\n';
-  }
-  io.stderr.write(`factory: the ${plain(which).slice(0, 32)} hook ${what}: ${e.name}: ${plain(e.message)}\n${after}`);
-  return 2;
-}
-
 export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput, agent: HookAgent = 'claude'): Promise<number> {
   const proc = sessionProcess();
   const r = await client.call('sessions.start', {
@@ -148,33 +131,6 @@ export async function cmdHookEnd(client: FactoryClient, io: Io, input: HookInput
     return 2;
   }
   io.stderr.write(`factory: session sandbox ${r.task.id} destroyed; its work: factory diff ${r.task.id} (task ${r.task.phase})\n`);
-  return 0;
-}
-
-/** What a subagent receives at its start (SubagentStart's additionalContext). */
-export function subagentContext(task: Task, parentTaskId: string, sessionId: string, agentId: string): string {
-  return [
-    `This subagent has a sandbox of its own: a throwaway VM from Factory in a Box (task ${task.id}), with a fresh copy of the repository`,
-    `at ${task.baseCommit.slice(0, 12)} in /work/repo. Every command you run with the Bash tool runs there, not on this computer and not in`,
-    `the session's sandbox (task ${parentTaskId}). Commit your work there; when you finish, your commits go into the session's sandbox`,
-    `as branch factory/${sessionId}/${agentId}, and this sandbox is destroyed.`,
-    '',
-  ].join('\n');
-}
-
-/** SubagentStart: the subagent's own sandbox; a session without one gives none (its commands are refused or go to the session's). */
-export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: HookInput, agent: HookAgent = 'claude'): Promise<number> {
-  if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStart input has no agent_id');
-  let r;
-  try {
-    // The agent type only names the sandbox: one with other characters is left out rather than refused.
-    const agentType = input.agent_type && /^[A-Za-z0-9 ._:-]{1,128}$/.test(input.agent_type) ? input.agent_type : undefined;
-    r = await client.call('sessions.subagentStart', { sessionId: input.session_id, agentId: input.agent_id, ...(agentType ? { agentType } : {}), ...(agent !== 'claude' ? { agent } : {}) });
-  } catch (err) {
-    if (err instanceof Error && err.name === 'SessionNotFound') return 0;
-    throw err;
-  }
-  printJson(io, { hookSpecificOutput: { hookEventName: 'SubagentStart', additionalContext: subagentContext(r.task, r.parentTaskId, input.session_id, input.agent_id) } });
   return 0;
 }
 

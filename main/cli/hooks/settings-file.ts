@@ -11,40 +11,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../../common/contract.js';
 import { shellWord } from '../../../common/shell-quote.js';
+import { CODEX_HOOK_EVENTS, HOOK_EVENTS, hookEvents, type HookAgent, type HookEvent } from './hook-events.js';
 
 /** The comment that marks a command as ours (a shell comment: Claude Code runs hook commands through a shell). */
 export const MARK = '# added by factory hooks install';
-
-/** Claude Code event → our subcommand and its time limit (seconds): provisioning may boot a VM under software emulation. */
-export const HOOK_EVENTS = {
-  SessionStart: { sub: 'session-start', timeout: 900 },
-  // Every tool call: the hook decides within 30 s itself; `|| exit 2` makes any failure of it block the call.
-  PreToolUse: { sub: 'pre-tool-use', timeout: 120, matcher: '*' },
-  // A subagent's own sandbox may wait for a slot of the parallel-task limit, then boot.
-  SubagentStart: { sub: 'subagent-start', timeout: 900 },
-  SubagentStop: { sub: 'subagent-stop', timeout: 600 },
-  Stop: { sub: 'stop', timeout: 300 },
-  SessionEnd: { sub: 'session-end', timeout: 600 },
-} as const;
-export type HookEvent = keyof typeof HOOK_EVENTS;
-
-/** The agents whose hooks we install. */
-export type HookAgent = 'claude' | 'codex';
-export const HOOK_AGENTS: readonly HookAgent[] = ['claude', 'codex'];
-
-/**
- * Codex's events (the pinned 0.171): the same names and input as Claude Code's.
- * Codex cuts SessionEnd hooks at 3 s whatever they ask for; a hook that times
- * out or fails counts as no decision, so the time limits are kept under Codex's.
- */
-export const CODEX_HOOK_EVENTS = {
-  ...HOOK_EVENTS,
-  SessionEnd: { sub: 'session-end', timeout: 3 },
-} as const satisfies Record<HookEvent, { sub: string; timeout: number; matcher?: string }>;
-
-export function hookEvents(agent: HookAgent): Record<HookEvent, { sub: string; timeout: number; matcher?: string }> {
-  return agent === 'codex' ? CODEX_HOOK_EVENTS : HOOK_EVENTS;
-}
 
 export type Scope = 'project' | 'user';
 

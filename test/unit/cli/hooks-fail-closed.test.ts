@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { LeakReport } from '../../../common/credentials.js';
 import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../../../main/cli/client.js';
-import { hookDeadlineMs } from '../../../main/cli/hooks/hook-cli.js';
+import { hookDeadlineMs } from '../../../main/cli/hooks/hook-events.js';
 import { withDeadline } from '../../../main/cli/hooks/hook-commands.js';
 import { runCli } from '../../../main/cli/run-cli.js';
 import { SessionHoldExecutor } from '../../../main/sessions/session-hold.js';

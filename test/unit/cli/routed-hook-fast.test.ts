@@ -38,6 +38,12 @@ async function startApp(repoPath: string): Promise<void> {
       if (input.sessionId !== 's1') throw new FactoryError('SessionNotFound', `no session ${input.sessionId}`);
       return { taskId: 't1', repoPath };
     },
+    'sessions.subagentStart': async (input: { sessionId: string }) => {
+      calls.push({ method: 'sessions.subagentStart', input });
+      if (input.sessionId === 'broken') throw new FactoryError('SandboxBootFailed', 'the fork did not boot');
+      if (input.sessionId !== 's1') throw new FactoryError('SessionNotFound', `no session ${input.sessionId}`);
+      return { task: { id: 't2', baseCommit: 'abcdef0123456789' }, parentTaskId: 't1' };
+    },
     'sessions.run': async (input: unknown) => {
       calls.push({ method: 'sessions.run', input });
       return { exitCode: 7, stdout: Buffer.from('out from the sandbox\n').toString('base64'), stderr: Buffer.from('err\n').toString('base64'), stdoutTruncated: false, stderrTruncated: false, timedOut: false, sync: { files: 0, bytes: 0 } };
@@ -105,6 +111,43 @@ describe('the hooks on a routed command’s path', () => {
     expect(heavy(r.loaded)).toEqual([]);
   });
 
+  it('SubagentStart gives the subagent its sandbox without loading the whole CLI', async () => {
+    await startApp(dir);
+    const input = { session_id: 's1', cwd: dir, hook_event_name: 'SubagentStart', agent_id: 'a1', agent_type: 'Explore' };
+    const r = await runRecorded(['hook', 'subagent-start'], JSON.stringify(input));
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout).hookSpecificOutput;
+    expect(out.hookEventName).toBe('SubagentStart');
+    expect(out.additionalContext).toMatch(/sandbox of its own: .*\(task t2\)/);
+    expect(out.additionalContext).toContain('branch factory/s1/a1');
+    expect(calls).toEqual([{ method: 'sessions.subagentStart', input: { sessionId: 's1', agentId: 'a1', agentType: 'Explore' } }]);
+    expect(r.loaded.some((u) => u.includes('/cli/hooks/subagent-start-hook.'))).toBe(true);
+    expect(heavy(r.loaded)).toEqual([]);
+  });
+
+  it('SubagentStart on the lean path fails closed as the whole CLI does: the app’s error, a bad field, no agent_id', async () => {
+    await startApp(dir);
+    const broken = await runRecorded(['hook', 'subagent-start', '--agent', 'codex'], JSON.stringify({ session_id: 'broken', cwd: dir, agent_id: 'a1' }));
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toMatch(/the subagent-start hook could not give this session its sandbox: SandboxBootFailed: the fork did not boot/);
+    expect(calls).toEqual([{ method: 'sessions.subagentStart', input: { sessionId: 'broken', agentId: 'a1', agent: 'codex' } }]);
+    calls.length = 0;
+    const badId = await runRecorded(['hook', 'subagent-start'], JSON.stringify({ session_id: 's1', cwd: dir, agent_id: 'a/../b' }));
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).toMatch(/HookInputInvalid: the hook input's agent_id: must be 1 to 128/);
+    const noAgent = await runRecorded(['hook', 'subagent-start'], JSON.stringify({ session_id: 's1', cwd: dir }));
+    expect(noAgent.code).toBe(2);
+    expect(noAgent.stderr).toMatch(/the SubagentStart input has no agent_id/);
+    const notJson = await runRecorded(['hook', 'subagent-start'], '{"session_id":');
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/HookInputInvalid: the hook input on stdin is not JSON/);
+    expect(calls).toEqual([]);
+    // A session the app does not know gets no sandbox, and the subagent goes on (as before the hooks).
+    const unknown = await runRecorded(['hook', 'subagent-start'], JSON.stringify({ session_id: 'other', cwd: dir, agent_id: 'a1' }));
+    expect(unknown.code).toBe(0);
+    expect(unknown.stdout).toBe('');
+  });
+
   it('bad input on the lean path still blocks the call and names the field', async () => {
     await startApp(dir);
     const r = await runRecorded(['hook', 'pre-tool-use', '--via', 'factory'], JSON.stringify({ session_id: '../x', cwd: dir, tool_name: 'Bash', tool_input: {} }));
@@ -130,9 +173,11 @@ describe('which command lines take the lean path', () => {
     [['--data-dir', '/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
     [['--data-dir=/d', 'hook', 'run', 'abc'], { dataDir: '/d', which: 'run', arg: 'abc' }],
     [['--data-dir', '/d', 'hook', 'pre-tool-use', '--agent', 'codex', '--via', 'f'], { dataDir: '/d', which: 'codex-pre-tool-use', arg: 'f' }],
+    [['hook', 'subagent-start'], { which: 'subagent-start', arg: 'claude' }],
+    [['--data-dir', '/d', 'hook', 'subagent-start', '--agent', 'codex'], { dataDir: '/d', which: 'subagent-start', arg: 'codex' }],
   ])('%j', (argv, want) => expect(routedHookCall(argv)).toEqual(want));
 
-  it.each([[['hook', 'run']], [['hook', 'run', '--help']], [['hook', 'run', 'a', 'b']], [['--json', 'hook', 'run', 'a']], [['hook', 'stop']], [['hook', 'pre-tool-use']], [['hook', 'pre-tool-use', '--agent', 'claude', '--via', 'f']], [['--data-dir=', 'hook', 'run', 'a']], [['exec', 't1', '--', 'true']]])('%j goes to the whole CLI', (argv) => {
+  it.each([[['hook', 'run']], [['hook', 'run', '--help']], [['hook', 'run', 'a', 'b']], [['--json', 'hook', 'run', 'a']], [['hook', 'stop']], [['hook', 'pre-tool-use']], [['hook', 'pre-tool-use', '--agent', 'claude', '--via', 'f']], [['--data-dir=', 'hook', 'run', 'a']], [['hook', 'subagent-start', '--agent', 'claude']], [['hook', 'subagent-start', '--agent', 'gemini']], [['hook', 'subagent-start', 'x']], [['exec', 't1', '--', 'true']]])('%j goes to the whole CLI', (argv) => {
     expect(routedHookCall(argv)).toBeUndefined();
   });
 });
