@@ -14,6 +14,7 @@ import { jsonOrUndefined } from '../../common/json.js';
 import { writeFileAtomic } from '../state/state-store.js';
 import { runCommand } from './process-runner.js';
 import { warmFileList, warmProblem, type WarmMemory } from './warm-state.js';
+import { warmRamFiles } from './warm-ram.js';
 
 export const LayerMeta = z.strictObject({
   id: z.string().regex(/^[a-z0-9-]{1,64}$/),
@@ -149,7 +150,7 @@ export class LayerStore {
       const warmDir = path.join(layer.dir, WARM);
       const memoryProblem = layer.memory ? await warmProblem(warmDir) : 'no memory state';
       if (layer.memory && memoryProblem) this.opts.onRefused?.(layer.id, `its memory state is not used: ${memoryProblem}`);
-      const warm = layer.memory && !memoryProblem ? { warm: { dir: warmDir, machineKey: layer.memory.machineKey } } : {};
+      const warm = layer.memory && !memoryProblem ? { warm: { dir: warmDir, machineKey: layer.memory.machineKey, shared: true } } : {};
       return { ...touched, dir: layer.dir, disk: layer.disk, ...warm };
     }
     return undefined;
@@ -333,6 +334,8 @@ async function layerBytes(dir: string): Promise<number> {
   let total = await diskBytes(path.join(dir, DISK));
   // A layer without saved memory has no warm files: they count nothing.
   for (const rel of warmFileList(path.join(dir, WARM))) total += await diskBytes(path.join(dir, WARM, rel)).catch(() => 0);
+  // The RAM file its sandboxes share (warm-ram.ts), once made: as large as the memory in use.
+  for (const file of Object.values(warmRamFiles(path.join(dir, WARM)))) total += await diskBytes(file).catch(() => 0);
   return total;
 }
 

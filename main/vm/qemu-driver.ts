@@ -24,6 +24,7 @@ import { appendMarker } from './serial-log.js';
 import { shellQuote } from '../../common/shell-quote.js';
 import { FirstShellLostError, resumeRestored, SnapshotBoot, type FirstShell } from './snapshot-boot.js';
 import { machineKey, warmFiles, warmProblem, type WarmMemory } from './warm-state.js';
+import { dropWarmRam, hasWarmRam, makeWarmRam, warmRamFiles } from './warm-ram.js';
 import { SnapshotStore } from './snapshot-store.js';
 
 export type { GuestForward } from './qemu-args.js';
@@ -125,6 +126,12 @@ export class QemuDriver {
   lastFastBootError: Error | undefined;
   /** Why the last start() given a warm layer did not restore it (for diagnostics). */
   lastWarmBootError: Error | undefined;
+  /** Why a layer's memory was last restored from its stream instead of its shared RAM file (for diagnostics). */
+  lastWarmShareError: Error | undefined;
+  /** Layers' shared RAM files being made (warm-ram.ts), by warm folder: one conversion each. */
+  private readonly warmRamMaking = new Map<string, Promise<void>>();
+  /** Warm folders whose shared form failed in this run: their stream is used from then on. */
+  private readonly warmRamRefused = new Set<string>();
 
   constructor(opts: QemuDriverOptions = {}) {
     this.qemuBinary = opts.qemuBinary ?? 'qemu-system-x86_64';
@@ -261,9 +268,47 @@ export class QemuDriver {
     if (problem) throw new Error(problem);
     const saved = warmFiles(warm.dir);
     const savedKeys = await readKeys(saved.guest);
+    if (warm.shared && !this.warmRamRefused.has(warm.dir)) {
+      try {
+        return await this.restoreWarmShared(ctx, keys, layerDisk, warm.dir, savedKeys, timeoutMs);
+      } catch (err) {
+        // The stream still restores: this layer's sandboxes just do not share its pages in this run.
+        this.lastWarmShareError = err as Error;
+        this.warmRamRefused.add(warm.dir);
+        await dropWarmRam(warm.dir).catch(() => {}); // Read-only or gone: the stream is used either way.
+        await rm(ctx.files.overlay, { force: true });
+      }
+    }
     await this.createOverlay(layerDisk, ctx.files.overlay);
     const vm = await this.launch(ctx, savedKeys, { fwCfgFiles: saved.fwCfg, incomingState: saved.state, bootMode: 'snapshot' });
     await resumeRestored(vm, keys, timeoutMs);
+    return vm;
+  }
+
+  /**
+   * A layer's memory restored as a template clone's is (warm-ram.ts): its RAM file mapped privately,
+   * its devices loaded with x-ignore-shared; the file is made from the stream by the first start
+   * that needs it (the others of this app wait for that one), then re-keyed as any warm restore.
+   */
+  private async restoreWarmShared(ctx: LaunchContext, keys: SandboxKeys, layerDisk: string, warmDir: string, savedKeys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
+    if (!(await hasWarmRam(warmDir))) {
+      let making = this.warmRamMaking.get(warmDir);
+      if (!making) {
+        making = makeWarmRam({ launch: (c, k, how) => this.launch(c, k, how), createOverlay: (b, o) => this.createOverlay(b, o) }, ctx, warmDir, layerDisk, savedKeys, timeoutMs);
+        this.warmRamMaking.set(warmDir, making);
+        void making.finally(() => this.warmRamMaking.delete(warmDir)).catch(() => {}); // The caller below reports it.
+      }
+      await making;
+    }
+    const f = warmRamFiles(warmDir);
+    await this.createOverlay(layerDisk, ctx.files.overlay);
+    const vm = await this.launch({ ...ctx, memory: { kind: 'file', path: f.ram, shared: false } }, savedKeys, {
+      fwCfgFiles: warmFiles(warmDir).fwCfg,
+      incomingState: f.devices,
+      deferIncoming: true,
+      bootMode: 'snapshot',
+    });
+    await resumeRestored(vm, keys, timeoutMs, { deferredState: f.devices });
     return vm;
   }
 

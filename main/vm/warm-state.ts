@@ -70,6 +70,8 @@ export function templateKey(machine: string, version = TEMPLATE_VERSION): string
 export interface WarmMemory {
   dir: string;
   machineKey: string;
+  /** A cached layer's, restored by many sandboxes: they map its RAM from one file, made once (warm-ram.ts). */
+  shared?: boolean;
 }
 
 /** The files of a warm state folder. */

@@ -3,9 +3,10 @@
 // layer resumes the saved guest instead of booting. It sees what setup wrote,
 // answers SSH only with its own new keys, and has the current time. A saved
 // memory of another machine, or a damaged one, is not used: the sandbox boots
-// cold on the layer as before.
+// cold on the layer as before. The layer's sandboxes map its memory from one
+// file (made once from the saved stream), so what they only read is held once.
 import { execFileSync } from 'node:child_process';
-import { chmod, cp, mkdtemp, rm, stat, truncate } from 'node:fs/promises';
+import { chmod, cp, mkdtemp, readFile, rm, stat, truncate } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { LayerStore, type FoundLayer } from '../../main/vm/layer-store.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { warmFiles } from '../../main/vm/warm-state.js';
+import { hasWarmRam, warmRamFiles } from '../../main/vm/warm-ram.js';
 import { testImage } from '../support/image.js';
 
 describe('warm environment layers', () => {
@@ -73,8 +75,12 @@ describe('warm environment layers', () => {
     vms.push(vm);
     timings.push(`boot to SSH on the layer, warm: ${vm.bootMs} ms (${vm.bootMode}, ${vm.accel})`);
     expect(driver.lastWarmBootError).toBeUndefined();
+    expect(driver.lastWarmShareError).toBeUndefined();
     expect(vm.bootMode).toBe('snapshot');
     expect(vm.coldBootReason).toBeUndefined();
+    // The first start made the layer's shared RAM file from its stream, and runs on it.
+    expect(await hasWarmRam(layer.warm!.dir)).toBe(true);
+    expect(await readFile(`/proc/${vm.pid}/maps`, 'utf8')).toContain(warmRamFiles(layer.warm!.dir).ram);
     expect(vm.backingDisk).toBe(layer.disk);
     const ssh = await vm.ssh();
     const seen = await ssh.run('cat /opt/env/marker; test -e /opt/env/after-freeze && echo LEAKED || echo absent; date +%s', { timeoutMs: 60_000 });
@@ -98,6 +104,56 @@ describe('warm environment layers', () => {
     fresh.close();
     await vm.destroy();
   }, 200_000);
+
+  it('two sandboxes on the layer hold the pages they only read once: both map its RAM file, shared', async () => {
+    const [a, b] = await Promise.all([
+      driver.start({ sandboxDir: path.join(root, 'share-a'), image, backingDisk: layer.disk, warm: layer.warm! }),
+      driver.start({ sandboxDir: path.join(root, 'share-b'), image, backingDisk: layer.disk, warm: layer.warm! }),
+    ]);
+    vms.push(a, b);
+    expect(driver.lastWarmShareError).toBeUndefined();
+    for (const vm of [a, b]) {
+      const ssh = await vm.ssh();
+      // Each its own guest: a write in one is not seen by the other, and each reads what setup wrote.
+      const r = await ssh.run(`cat /opt/env/marker && echo ${path.basename(vm.sandboxDir)} > /opt/env/own && cat /etc/machine-id`, { timeoutMs: 60_000 });
+      expect(r.stdout.split('\n')[0]).toBe('installed');
+      ssh.close();
+    }
+    const ids = await Promise.all([a, b].map(async (vm) => { const ssh = await vm.ssh(); const r = await ssh.run('cat /opt/env/own /etc/machine-id'); ssh.close(); return r.stdout; }));
+    expect(ids[0]).toMatch(/^share-a\n/);
+    expect(ids[1]).toMatch(/^share-b\n/);
+    expect(ids[0]!.split('\n')[1]).not.toBe(ids[1]!.split('\n')[1]);
+    // The RAM file's mapping in each QEMU: pages both only read are the page cache's, counted as shared.
+    const ram = warmRamFiles(layer.warm!.dir).ram;
+    const sharedKiB = async (pid: number) => {
+      const smaps = await readFile(`/proc/${pid}/smaps`, 'utf8');
+      const at = smaps.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/).find((m) => m.split('\n')[0]!.endsWith(ram));
+      // Dirty too: the file was just written, and its pages may not have reached the disk yet.
+      const kib = (field: string) => Number(new RegExp(`\\n${field}:\\s+(\\d+) kB`).exec(at ?? '')?.[1] ?? 0);
+      return kib('Shared_Clean') + kib('Shared_Dirty');
+    };
+    const shared = await Promise.all([sharedKiB(a.pid), sharedKiB(b.pid)]);
+    timings.push(`layer RAM shared by two sandboxes: ${shared.map((k) => (k / 1024).toFixed(0)).join(' and ')} MiB`);
+    for (const k of shared) expect(k).toBeGreaterThan(16 * 1024);
+    await Promise.all([a.destroy(), b.destroy()]);
+  }, 300_000);
+
+  it('a damaged shared form (devices cut short) is dropped and the stream restores instead', async () => {
+    const copy = path.join(root, 'damaged-devices-warm');
+    await cp(layer.warm!.dir, copy, { recursive: true });
+    const devices = warmRamFiles(copy).devices;
+    await chmod(devices, 0o600);
+    await truncate(devices, Math.floor((await stat(devices)).size / 2));
+    const vm = await driver.start({ sandboxDir: path.join(root, 'damaged-devices'), image, backingDisk: layer.disk, warm: { dir: copy, machineKey: layer.warm!.machineKey, shared: true } });
+    vms.push(vm);
+    expect(vm.bootMode).toBe('snapshot');
+    expect(driver.lastWarmShareError?.message).toMatch(/QEMU (exited|killed)|load|migrat/i);
+    expect(await hasWarmRam(copy)).toBe(false);
+    const ssh = await vm.ssh();
+    expect((await ssh.run('cat /opt/env/marker')).stdout).toBe('installed\n');
+    ssh.close();
+    await vm.destroy();
+  }, 300_000);
 
   it('a saved memory of another machine (other memory size) is not used: the sandbox boots cold on the layer', async () => {
     const vm = await driver.start({ sandboxDir: path.join(root, 'other-machine'), image, memoryMb: 1536, backingDisk: layer.disk, warm: layer.warm! });

@@ -60,7 +60,7 @@ describe('LayerStore with a saved memory state', () => {
     expect(layer.sizeBytes).toBeGreaterThanOrEqual(diskBytes + stateBytes);
     for (const rel of warmFileList(path.join(layer.dir, 'warm'))) expect((await stat(path.join(layer.dir, 'warm', rel))).mode & 0o777).toBe(0o400);
     const found = await store.find('k1');
-    expect(found?.warm).toEqual({ dir: path.join(layer.dir, 'warm'), machineKey: '0123456789abcdef' });
+    expect(found?.warm).toEqual({ dir: path.join(layer.dir, 'warm'), machineKey: '0123456789abcdef', shared: true });
     expect(await readFile(warmFiles(found!.warm!.dir).guest.clientKey, 'utf8')).toBe('guest/keys/client_ed25519\n');
     // The json names the machine only; the folder is found by the layer's own path.
     expect(JSON.parse(await readFile(path.join(layer.dir, 'layer.json'), 'utf8')).memory).toEqual({ machineKey: '0123456789abcdef' });
