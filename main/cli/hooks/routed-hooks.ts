@@ -51,33 +51,59 @@ export interface PreToolUseInput extends ToolCall {
   session_id: string;
 }
 
-/** The fields PreToolUse uses of Claude Code's input (2.1.332 adds agent_id inside a subagent); others are ignored. */
-export function parsePreToolUseInput(raw: Buffer): PreToolUseInput {
+/** Checks of one hook input's fields, without a schema library; each names the first bad field. */
+export function hookFields(raw: Buffer): {
+  id(field: string): string;
+  optionalId(field: string): string | undefined;
+  text(field: string, max: number, opts?: { optional?: boolean; min?: number }): string | undefined;
+  object(field: string): Record<string, unknown>;
+} {
   const v = hookJson(raw);
   const bad = (field: string, what: string) => new FactoryError('HookInputInvalid', `the hook input's ${field}: ${what}`);
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('value', 'expected an object');
   const o = v as Record<string, unknown>;
-  const id = (field: string, optional: boolean): string | undefined => {
+  const idRule = 'must be 1 to 128 letters, digits, dots, dashes or underscores';
+  const optionalId = (field: string): string | undefined => {
     const x = o[field];
-    if (x === undefined && optional) return undefined;
-    if (typeof x !== 'string' || !HOOK_ID_RE.test(x)) throw bad(field, 'must be 1 to 128 letters, digits, dots, dashes or underscores');
+    if (x === undefined) return undefined;
+    if (typeof x !== 'string' || !HOOK_ID_RE.test(x)) throw bad(field, idRule);
     return x;
   };
-  const text = (field: string, max: number): string => {
-    const x = o[field];
-    if (typeof x !== 'string' || x.length < 1 || x.length > max) throw bad(field, `must be text of 1 to ${max} characters`);
-    return x;
-  };
-  const toolInput = o.tool_input;
-  if (typeof toolInput !== 'object' || toolInput === null || Array.isArray(toolInput)) throw bad('tool_input', 'expected an object');
-  const agentId = id('agent_id', true);
   return {
-    session_id: id('session_id', false)!,
-    cwd: text('cwd', 4096),
-    tool_name: text('tool_name', 256),
-    tool_input: toolInput as Record<string, unknown>,
-    ...(agentId ? { agent_id: agentId } : {}),
+    optionalId,
+    id: (field) => {
+      const x = optionalId(field);
+      if (x === undefined) throw bad(field, idRule);
+      return x;
+    },
+    text: (field, max, opts = {}) => {
+      const x = o[field];
+      const min = opts.min ?? 1;
+      if (x === undefined && opts.optional) return undefined;
+      if (typeof x !== 'string' || x.length < min || x.length > max) throw bad(field, `must be text of ${min} to ${max} characters`);
+      return x;
+    },
+    object: (field) => {
+      const x = o[field];
+      if (typeof x !== 'object' || x === null || Array.isArray(x)) throw bad(field, 'expected an object');
+      return x as Record<string, unknown>;
+    },
   };
+}
+
+export interface PreToolUseInput extends ToolCall {
+  session_id: string;
+}
+
+/** The fields PreToolUse uses of Claude Code's input (2.1.332 adds agent_id inside a subagent); others are ignored. */
+export function parsePreToolUseInput(raw: Buffer): PreToolUseInput {
+  const f = hookFields(raw);
+  const sessionId = f.id('session_id');
+  const cwd = f.text('cwd', 4096)!;
+  const toolName = f.text('tool_name', 256)!;
+  const toolInput = f.object('tool_input');
+  const agentId = f.optionalId('agent_id');
+  return { session_id: sessionId, cwd, tool_name: toolName, tool_input: toolInput, ...(agentId ? { agent_id: agentId } : {}) };
 }
 
 /** The app's calls these hooks make (a FactoryClient, or a test's stand-in). */

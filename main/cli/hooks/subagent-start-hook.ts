@@ -8,7 +8,7 @@ import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../client.js';
 import { printJson, type Io } from '../output.js';
 import type { HookAgent } from './hook-events.js';
-import { HOOK_ID_RE, hookJson } from './routed-hooks.js';
+import { hookFields } from './routed-hooks.js';
 
 /** The fields SubagentStart uses of the hook input (a subset of hook-commands.ts's HookInput). */
 export interface SubagentStartInput {
@@ -19,16 +19,12 @@ export interface SubagentStartInput {
 
 /** The hook input checked as HookInput checks those fields (and cwd), without the schema library; names the first bad field. */
 export function parseSubagentStartInput(raw: Buffer): SubagentStartInput {
-  const v = hookJson(raw);
-  const bad = (field: string, what: string) => new FactoryError('HookInputInvalid', `the hook input's ${field}: ${what}`);
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('value', 'expected an object');
-  const o = v as Record<string, unknown>;
-  const idRule = 'must be 1 to 128 letters, digits, dots, dashes or underscores';
-  if (typeof o.session_id !== 'string' || !HOOK_ID_RE.test(o.session_id)) throw bad('session_id', idRule);
-  if (typeof o.cwd !== 'string' || o.cwd.length < 1 || o.cwd.length > 4096) throw bad('cwd', 'must be text of 1 to 4096 characters');
-  if (o.agent_id !== undefined && (typeof o.agent_id !== 'string' || !HOOK_ID_RE.test(o.agent_id))) throw bad('agent_id', idRule);
-  if (o.agent_type !== undefined && (typeof o.agent_type !== 'string' || o.agent_type.length > 128)) throw bad('agent_type', 'must be text of at most 128 characters');
-  return { session_id: o.session_id, ...(o.agent_id !== undefined ? { agent_id: o.agent_id as string } : {}), ...(o.agent_type !== undefined ? { agent_type: o.agent_type as string } : {}) };
+  const f = hookFields(raw);
+  const sessionId = f.id('session_id');
+  f.text('cwd', 4096);
+  const agentId = f.optionalId('agent_id');
+  const agentType = f.text('agent_type', 128, { optional: true, min: 0 });
+  return { session_id: sessionId, ...(agentId !== undefined ? { agent_id: agentId } : {}), ...(agentType !== undefined ? { agent_type: agentType } : {}) };
 }
 
 /** What a subagent receives at its start (SubagentStart's additionalContext). */
