@@ -19,6 +19,7 @@ import { shellQuote } from '../../common/shell-quote.js';
 import type { SandboxKeys } from '../ssh/sandbox-keys.js';
 import type { LaunchContext, QemuVm } from './qemu-vm.js';
 import { sleep } from './qemu-vm.js';
+import { killLeftoverQemu } from './leftover-qemu.js';
 import { identitySocketFor, qmpSocketFor, sandboxFiles } from './sandbox-files.js';
 import type { QemuLauncher } from './snapshot-boot.js';
 import { warmFiles } from './warm-state.js';
@@ -64,9 +65,12 @@ export async function makeWarmRam(
   const devicesTmp = `${out.devices}.${tag}.tmp`;
   let vm: QemuVm | undefined;
   try {
-    // What a conversion cut short by a crash left (one runs at a time per folder: the driver's map).
+    // What a conversion cut short by a crash left (one runs at a time per folder: the driver's map):
+    // its loader QEMU too, paused and holding the layer's memory, if the app was killed outright.
     for (const name of await readdir(warmDir)) {
-      if (/^ram-loader-[0-9a-f]{8}$|^(ram|devices)\.[0-9a-f]{8}\.tmp$/.test(name)) await rm(path.join(warmDir, name), { recursive: true, force: true });
+      if (!/^ram-loader-[0-9a-f]{8}$|^(ram|devices)\.[0-9a-f]{8}\.tmp$/.test(name)) continue;
+      if (name.startsWith('ram-loader-')) await killLeftoverQemu(path.join(warmDir, name));
+      await rm(path.join(warmDir, name), { recursive: true, force: true });
     }
     await mkdir(work, { recursive: true, mode: 0o700 });
     const files = sandboxFiles(work);

@@ -5,8 +5,9 @@
 // memory of another machine, or a damaged one, is not used: the sandbox boots
 // cold on the layer as before. The layer's sandboxes map its memory from one
 // file (made once from the saved stream), so what they only read is held once.
-import { execFileSync } from 'node:child_process';
-import { chmod, cp, mkdtemp, readFile, rm, stat, truncate } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +16,7 @@ import { appPaths } from '../../main/state/paths.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { LayerStore, type FoundLayer } from '../../main/vm/layer-store.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
-import { readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
+import { qemuIdentityArgs, readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { warmFiles } from '../../main/vm/warm-state.js';
 import { hasWarmRam, warmRamFiles } from '../../main/vm/warm-ram.js';
 import { testImage } from '../support/image.js';
@@ -71,6 +72,13 @@ describe('warm environment layers', () => {
   it('a new sandbox on the layer resumes the saved guest with its own keys and the current time', async () => {
     // The restored clock must be set, not resumed from the freeze: make the gap plain.
     if (Date.now() - frozenAt < 15_000) await new Promise((r) => setTimeout(r, 15_000 - (Date.now() - frozenAt)));
+    // What an app killed while making the layer's RAM file leaves: its loader QEMU, paused, and a part-written file.
+    const stale = path.join(layer.warm!.dir, 'ram-loader-0badc0de');
+    await mkdir(stale, { recursive: true });
+    await writeFile(path.join(layer.warm!.dir, 'ram.0badc0de.tmp'), 'partial');
+    const loader = spawn('qemu-system-x86_64', [...qemuIdentityArgs(stale), '-machine', 'none', '-S', '-display', 'none', '-nodefaults'], { stdio: 'ignore' });
+    const loaderGone = new Promise((r) => loader.once('exit', r));
+    await expect.poll(() => existsSync(sandboxFiles(stale).pidFile)).toBe(true);
     const vm = await driver.start({ sandboxDir: path.join(root, 'warm'), image, backingDisk: layer.disk, warm: layer.warm! });
     vms.push(vm);
     timings.push(`boot to SSH on the layer, warm: ${vm.bootMs} ms (${vm.bootMode}, ${vm.accel})`);
@@ -78,8 +86,10 @@ describe('warm environment layers', () => {
     expect(driver.lastWarmShareError).toBeUndefined();
     expect(vm.bootMode).toBe('snapshot');
     expect(vm.coldBootReason).toBeUndefined();
-    // The first start made the layer's shared RAM file from its stream, and runs on it.
+    // The first start made the layer's shared RAM file from its stream, and runs on it; what the killed app left is gone.
     expect(await hasWarmRam(layer.warm!.dir)).toBe(true);
+    await loaderGone;
+    expect(existsSync(stale) || existsSync(path.join(layer.warm!.dir, 'ram.0badc0de.tmp'))).toBe(false);
     expect(await readFile(`/proc/${vm.pid}/maps`, 'utf8')).toContain(warmRamFiles(layer.warm!.dir).ram);
     expect(vm.backingDisk).toBe(layer.disk);
     const ssh = await vm.ssh();
