@@ -47,10 +47,6 @@ export function hookJson(raw: Buffer): unknown {
   }
 }
 
-export interface PreToolUseInput extends ToolCall {
-  session_id: string;
-}
-
 /** Checks of one hook input's fields, without a schema library; each names the first bad field. */
 export function hookFields(raw: Buffer): {
   id(field: string): string;
