@@ -154,6 +154,8 @@ describe('a task run three ways', () => {
     }
     // The failed way stays with its failure.
     expect((await api['tasks.get']({ taskId: id3 })).error).toBeDefined();
+    // The approved way's sandbox ends too once its branch landed (no keep-after-decision here); it may end just after the answer.
+    await waitForTask(env.app, id2, (t) => t.sandbox.status === 'destroyed', 2 * 60_000);
   }, 40 * 60_000);
 
   it('a way approved on its own, as its review panel or `factory approve` does, ends the others too', async () => {
@@ -168,6 +170,7 @@ describe('a task run three ways', () => {
     await api['tasks.approve']({ taskId: id1 });
     const other = await waitForTask(env.app, id2, (t) => t.phase === 'rejected' && t.sandbox.status === 'destroyed', 2 * 60_000);
     expect(other.decision?.kind).toBe('rejected');
+    await waitForTask(env.app, id1, (t) => t.sandbox.status === 'destroyed', 2 * 60_000);
     expect((await api['fanout.compare']({ group: created.group })).ways.map((w) => w.state)).toEqual(['approved', 'rejected']);
   }, 30 * 60_000);
 });
