@@ -334,7 +334,7 @@ async function layerBytes(dir: string): Promise<number> {
   let total = await diskBytes(path.join(dir, DISK));
   // A layer without saved memory has no warm files: they count nothing.
   for (const rel of warmFileList(path.join(dir, WARM))) total += await diskBytes(path.join(dir, WARM, rel)).catch(() => 0);
-  // The RAM file its sandboxes share (warm-ram.ts), once made: as large as the memory in use.
+  // The RAM file its sandboxes share (warm-ram.ts), once made: as large as the memory in use; not made, nothing.
   for (const file of Object.values(warmRamFiles(path.join(dir, WARM)))) total += await diskBytes(file).catch(() => 0);
   return total;
 }

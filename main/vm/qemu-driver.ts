@@ -294,9 +294,11 @@ export class QemuDriver {
     if (!(await hasWarmRam(warmDir))) {
       let making = this.warmRamMaking.get(warmDir);
       if (!making) {
-        making = makeWarmRam({ launch: (c, k, how) => this.launch(c, k, how), createOverlay: (b, o) => this.createOverlay(b, o) }, ctx, warmDir, layerDisk, savedKeys, timeoutMs);
+        // Forgotten once settled, either way: a failure is the awaiting callers' to report.
+        making = makeWarmRam({ launch: (c, k, how) => this.launch(c, k, how), createOverlay: (b, o) => this.createOverlay(b, o) }, ctx, warmDir, layerDisk, savedKeys, timeoutMs).finally(() =>
+          this.warmRamMaking.delete(warmDir),
+        );
         this.warmRamMaking.set(warmDir, making);
-        void making.finally(() => this.warmRamMaking.delete(warmDir)).catch(() => {}); // The caller below reports it.
       }
       await making;
     }

@@ -32,6 +32,7 @@ export function warmRamFiles(dir: string): { ram: string; devices: string } {
 /** Whether the folder holds the shared form whole (devices is renamed in last, so its presence means ram is whole). */
 export async function hasWarmRam(dir: string): Promise<boolean> {
   const f = warmRamFiles(dir);
+  // A file that cannot be read is one not made (yet): the stream is used until it is.
   const [ram, devices] = await Promise.all([lstat(f.ram).catch(() => undefined), lstat(f.devices).catch(() => undefined)]);
   return Boolean(ram?.isFile() && devices?.isFile() && devices.size > 0);
 }

@@ -63,6 +63,16 @@ describe('warm environment layers', () => {
     expect(layer.warm).toBeDefined();
   }, 400_000);
 
+  /** A copy of the layer's warm folder named `name`, with one of its files (`pick`) cut to half its size. */
+  async function damagedCopy(name: string, pick: (dir: string) => string): Promise<string> {
+    const copy = path.join(root, name);
+    await cp(layer.warm!.dir, copy, { recursive: true });
+    const file = pick(copy);
+    await chmod(file, 0o600);
+    await truncate(file, Math.floor((await stat(file)).size / 2));
+    return copy;
+  }
+
   afterAll(async () => {
     for (const vm of vms) await vm.destroy().catch(() => {}); // teardown: what is already gone is fine
     console.log(timings.join('\n'));
@@ -149,11 +159,7 @@ describe('warm environment layers', () => {
   }, 300_000);
 
   it('a damaged shared form (devices cut short) is dropped and the stream restores instead', async () => {
-    const copy = path.join(root, 'damaged-devices-warm');
-    await cp(layer.warm!.dir, copy, { recursive: true });
-    const devices = warmRamFiles(copy).devices;
-    await chmod(devices, 0o600);
-    await truncate(devices, Math.floor((await stat(devices)).size / 2));
+    const copy = await damagedCopy('damaged-devices-warm', (dir) => warmRamFiles(dir).devices);
     const vm = await driver.start({ sandboxDir: path.join(root, 'damaged-devices'), image, backingDisk: layer.disk, warm: { dir: copy, machineKey: layer.warm!.machineKey, shared: true } });
     vms.push(vm);
     expect(vm.bootMode).toBe('snapshot');
@@ -188,11 +194,7 @@ describe('warm environment layers', () => {
   }, 300_000);
 
   it('a damaged memory state (cut short) falls back to a cold boot on the layer, leaving no process behind', async () => {
-    const damaged = path.join(root, 'damaged-warm');
-    await cp(layer.warm!.dir, damaged, { recursive: true });
-    const state = warmFiles(damaged).state;
-    await chmod(state, 0o600);
-    await truncate(state, Math.floor((await stat(state)).size / 2));
+    const damaged = await damagedCopy('damaged-warm', (dir) => warmFiles(dir).state);
     const vm = await driver.start({ sandboxDir: path.join(root, 'damaged'), image, backingDisk: layer.disk, warm: { dir: damaged, machineKey: layer.warm!.machineKey } });
     vms.push(vm);
     expect(vm.bootMode).toBe('cold');
