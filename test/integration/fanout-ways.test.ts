@@ -11,6 +11,8 @@
 // other ways' sandboxes are gone.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Task } from '../../common/domain.js';
 import type { FanoutComparison } from '../../common/fanout.js';
@@ -18,6 +20,7 @@ import { GUEST_ARTIFACTS_DIR } from '../../main/pipeline/artifacts.js';
 import type { RecordedRequest } from '../support/anthropic-stub.js';
 import { startAgentApp, waitForTask, type AgentApp } from '../support/agent-app.js';
 import { egressRulesForThisNetwork } from '../support/egress-network.js';
+import { qemuProcessesUnder } from '../e2e/support/processes.js';
 import { testImage } from '../support/image.js';
 import { makeNodeProject } from '../support/project-fixtures.js';
 import type { FixtureRepo } from '../support/repo.js';
@@ -113,6 +116,15 @@ describe('a task run three ways', () => {
       figures.push(`way ${wayOfTask.get(t.id)}: sandbox ready in ${t.sandbox.bootMs} ms (${t.sandbox.coldBootReason ? `cold: ${t.sandbox.coldBootReason}` : 'from the saved memory'}); setup of the preparation ${prepared.setup!.durationMs} ms`);
     }
     figures.push(`way 2 started ${((Date.parse(t2.stages.find((s) => s.startedAt)?.startedAt ?? '') - preparedAt) / 1000).toFixed(2)} s after the preparation ended`);
+    // Way 1 too runs on the layer's memory after its setup: its sandbox was replaced by one restored from
+    // the layer, whose QEMU maps the layer's shared RAM file (as ways 2 and 3 do), not the setup's own.
+    const layerDir = path.join(env.paths.cache, 'layers', prepared.setup!.layer!.id);
+    for (const t of [t1, t2]) {
+      const [qemu] = qemuProcessesUnder(`${path.join(env.paths.sandboxes, t.id)}/`);
+      expect(qemu, `the QEMU of way ${wayOfTask.get(t.id)}`).toBeDefined();
+      expect(await readFile(`/proc/${qemu!.pid}/maps`, 'utf8'), `way ${wayOfTask.get(t.id)} maps the layer's RAM`).toContain(path.join(layerDir, 'warm', 'ram'));
+    }
+    expect(t1.sandbox).toMatchObject({ status: 'running' });
 
     const compared: FanoutComparison = await api['fanout.compare']({ group: created.group });
     const byWay = new Map(compared.ways.map((w) => [w.way, w]));
