@@ -3,8 +3,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests mirror the environments (DESIGN.md, "Testing"): node for common/ and main/, jsdom
 // for renderer components, real QEMU / keyring / git for integration, Chromium
-// for end to end. Integration and e2e run one file at a time: each boots VMs on
-// a 2-core machine. Their polls wait up to 15 s: under that load a browser can
+// for end to end. Integration and e2e files run at most two at a time, on a
+// 2-core machine. Their polls wait up to 15 s: under that load a browser can
 // take more than the default second to paint what already arrived. The warm
 // pool is off there (an app's waiting VM would count among a test's QEMU
 // processes and take a core); test/integration/warm-pool.test.ts turns it on.
@@ -13,9 +13,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // at most: first the unit and renderer tests side by side, with the one
 // integration file that mostly waits (a sandbox kept for a minute, idle) and
 // the integration files that boot no VM next to them; then the VM integration
-// files two at a time; then e2e alone, so no browser whose frame times are
-// measured shares the machine; then the few VM files that time themselves
-// against the clock, alone. The VM files are CPU-bound under emulation (two at a
+// files two at a time; then e2e two at a time (most drive a scripted app that
+// plays its pipeline on timers and leaves a core idle); then, one at a time, the
+// files that time themselves against the clock (a VM's boot, a stage, a browser's
+// frames), so no second file measures the machine instead of the product. The VM files are CPU-bound under emulation (two at a
 // time kept both cores 95–100 % busy and took 1437 s where one at a time took
 // 1712 s, 2026-12-03): pairing them gains what one file leaves idle, no more.
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
@@ -27,8 +28,11 @@ const TIMED = [
   'test/integration/terminal-log-disk.test.ts',
   'test/integration/terminal-sandbox.test.ts',
   'test/integration/warm-pool.test.ts',
+  'test/e2e/board-ten-sandboxes.test.ts',
+  'test/e2e/review-huge.test.ts',
+  'test/e2e/terminal-flood.test.ts',
 ];
-// The longest VM files start first, so two at a time does not end with one of them alone.
+// The longest VM and e2e files start first, so two at a time does not end with one of them alone.
 const LONGEST = [
   'real-corpus.test.ts',
   'real-projects.test.ts',
@@ -37,6 +41,8 @@ const LONGEST = [
   'node-runtime-setup.test.ts',
   'claude-code-sandbox.test.ts',
   'remote-task.test.ts',
+  'real-project.test.ts',
+  'a11y-axe.test.ts',
 ];
 // Integration files that boot no VM (keychain, proxy, quarantine, an agent CLI
 // as a host process, the CLI's own app with the warm pool off): they run beside
@@ -91,8 +97,20 @@ export default defineConfig({
       { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
       { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
       { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: [...MOSTLY_WAITING, ...NO_VM, ...TIMED], ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 1 } } },
-      { test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], ...VM_TESTS, testTimeout: 900_000, hookTimeout: 900_000, sequence: { groupOrder: 2 } } },
-      { test: { name: 'integration-timed', include: TIMED, ...VM_TESTS, sequence: { groupOrder: 3 } } },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          exclude: TIMED,
+          globalSetup: ['test/e2e/support/global-setup.ts'],
+          ...VM_TESTS,
+          testTimeout: 900_000,
+          hookTimeout: 900_000,
+          fileParallelism: true,
+          sequence: { groupOrder: 2 },
+        },
+      },
+      { test: { name: 'timed', include: TIMED, globalSetup: ['test/e2e/support/global-setup.ts'], ...VM_TESTS, testTimeout: 900_000, hookTimeout: 900_000, sequence: { groupOrder: 3 } } },
     ],
   },
 });
