@@ -74,6 +74,8 @@ export interface QemuDriverPort<Image> {
     /** A restore of the image's snapshot hands this root login shell to ready() before its SSH login (qemu-driver.ts). */
     firstShell?: FirstShellRequest;
   }): Promise<RunningVmPort>;
+  /** Puts a layer's saved memory in the form its starts share (made by the first start otherwise). */
+  shareLayerMemory?(opts: { image: Image; memoryMb?: number; cpus?: number; backingDisk: string; warm: WarmMemoryPort }): Promise<void>;
 }
 
 export interface FirstShellRequest {

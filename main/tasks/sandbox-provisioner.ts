@@ -159,6 +159,16 @@ export class SandboxProvisioner<Image = unknown> {
     return this.deps.live.open(task, this.sandboxDir(task.id));
   }
 
+  /**
+   * A layer just made on this machine, in the form its sandboxes share (its RAM in one file) before
+   * any of them starts. Layers are local only; a driver that cannot does nothing.
+   */
+  async shareLayerMemory(layer: { disk: string; warm?: WarmMemoryPort }, memoryMb?: number): Promise<void> {
+    if (!layer.warm || !this.deps.qemu.shareLayerMemory) return;
+    const image = await this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status }));
+    await this.deps.qemu.shareLayerMemory({ image, memoryMb: memoryMb ?? this.deps.settings().vmMemoryMb, cpus: this.deps.settings().vmCpus, backingDisk: layer.disk, warm: layer.warm });
+  }
+
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
   async boot(
     sandbox: LiveSandbox,

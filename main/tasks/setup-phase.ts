@@ -10,6 +10,7 @@ import type { LiveSandbox } from '../sandbox/live-sandboxes.js';
 import type { SetupRunner } from './setup-step.js';
 import type { TaskBook } from './task-book.js';
 import type { TaskEnvironment } from './task-environment.js';
+import type { LayerPort } from './environment-ports.js';
 
 export interface SetupPhaseDeps {
   book: TaskBook;
@@ -35,6 +36,8 @@ export interface SetupPhaseRun {
   forkedSpare?: boolean;
   /** Records a cancelled or interrupted run (the task service's own ending). */
   aborted: () => Promise<void>;
+  /** Runs once the layer is made, before the setup is recorded as passed (what waits on that waits for it too). */
+  layerMade?: (layer: LayerPort) => Promise<void>;
 }
 
 /** True when the pipeline may run; false when the task failed or was stopped here (already recorded). */
@@ -80,6 +83,7 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
     return false;
   }
   let layer: { id: string; reused: boolean } | undefined;
+  let made: LayerPort | undefined;
   let note = '';
   try {
     // Nothing setup started runs on in the layer (its memory is saved too), nor in this task, alike.
@@ -92,13 +96,15 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
     if (!sandbox.vm.freezeDisk) throw new Error('this sandbox driver cannot freeze its disk');
     const frozen = await sandbox.vm.freezeDisk({ memory: true });
     if (frozen.memoryError) deps.log.warn('the layer is kept without its memory (the next task boots cold)', { taskId: task().id, err: new Error(frozen.memoryError) });
-    const made = await deps.environment.commitLayer(task(), plan, frozen);
+    made = await deps.environment.commitLayer(task(), plan, frozen);
     layer = { id: made.id, reused: false };
   } catch (err) {
     // The task goes on without a cached layer: the next one runs setup again.
     note = ' (not cached: ' + (err instanceof Error ? err.message : String(err)).slice(0, 160) + ')';
     deps.log.warn('caching the environment failed', { taskId: task().id, err });
   }
+  // The layer stands either way: what failed here is done later, or not at all.
+  if (made && run.layerMade) await run.layerMade(made).catch((err: unknown) => deps.log.warn('after making the layer', { taskId: task().id, layer: made!.id, err }));
   await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(layer ? { layer } : {}), ...ended });
   return true;
 }

@@ -26,6 +26,7 @@ import type { QemuDriverPort, SandboxSshPort } from '../sandbox/sandbox-ports.js
 import { bootedSandboxInfo, checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
 import type { SetupRunner } from './setup-step.js';
 import type { TaskEnvironment } from './task-environment.js';
+import type { LayerPort } from './environment-ports.js';
 import { Slots } from './slots.js';
 import { stoppedVmError } from './stopped-vm-error.js';
 import { TaskBook } from './task-book.js';
@@ -539,6 +540,7 @@ export class TaskService<Image = unknown> {
     }
     checkAborted(signal);
     await this.book.transition(record, 'seeded');
+    const preparesWays = task().fanout?.way === 1 && task().fanout!.ways > 1;
     const ready = await runSetupPhase({ book: this.book, environment: env, setup: this.deps.setup, log: this.deps.log }, {
       record,
       sandbox: rt.sandbox,
@@ -548,9 +550,12 @@ export class TaskService<Image = unknown> {
       ...(cached ? { cached: cached.layer } : {}),
       ...(fork ? { forkedFrom: task().session?.subagent?.parentTaskId ?? '', forkedSpare: !!fork.spare } : {}),
       aborted: () => this.aborted(record),
+      // The preparation of N ways: the layer's memory in its shared form before the ways, waiting on
+      // this setup, start together (else the first of them makes it while the others wait).
+      ...(preparesWays ? { layerMade: (made: LayerPort) => this.deps.provisioner.shareLayerMemory(made, plan.memoryMb) } : {}),
     });
     if (!ready) return;
-    if (task().fanout && task().fanout!.way === 1 && task().fanout!.ways > 1 && task().setup?.layer?.reused === false) {
+    if (preparesWays && task().setup?.layer?.reused === false) {
       await this.moveOntoLayer(record, rt, signal, plan, seedCommit);
     }
     await this.runPipelineAndPullback(record, rt, config, startAt, adopted);

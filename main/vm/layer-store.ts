@@ -127,7 +127,7 @@ export class LayerStore {
       await rename(tmp, final);
       await fsyncDir(this.root);
       for (const other of (await this.list()).layers) if (other.key === input.key && other.id !== id) await this.remove(other.id).catch(() => {}); // find() takes the newest; evict() removes an older one left here
-      return { ...meta, dir: final, disk: path.join(final, DISK) };
+      return { ...meta, dir: final, disk: path.join(final, DISK), ...(warm && input.memory ? { warm: { dir: path.join(final, WARM), machineKey: input.memory.machineKey, shared: true } } : {}) };
     } catch (err) {
       await chmod(path.join(tmp, DISK), 0o644).catch(() => {}); // lets the rm below delete the read-only disk; err is what matters
       await rm(tmp, { recursive: true, force: true });

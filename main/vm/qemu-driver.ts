@@ -262,12 +262,8 @@ export class QemuDriver {
    * Rejects (the VM killed) when the state is of another machine or fails.
    */
   private async restoreWarm(ctx: LaunchContext, keys: SandboxKeys, layerDisk: string, warm: WarmMemory, qemuVersion: string, timeoutMs: number): Promise<QemuVm> {
-    const expected = machineKey(ctx, qemuVersion, this.qemuBinary);
-    if (warm.machineKey !== expected) throw new OtherMachineError(`the layer's memory is of another machine (${warm.machineKey}, this one is ${expected})`);
-    const problem = await warmProblem(warm.dir);
-    if (problem) throw new Error(problem);
+    const savedKeys = await this.warmKeys(ctx, warm, qemuVersion);
     const saved = warmFiles(warm.dir);
-    const savedKeys = await readKeys(saved.guest);
     if (warm.shared && !this.warmRamRefused.has(warm.dir)) {
       try {
         return await this.restoreWarmShared(ctx, keys, layerDisk, warm.dir, savedKeys, timeoutMs);
@@ -291,17 +287,7 @@ export class QemuDriver {
    * that needs it (the others of this app wait for that one), then re-keyed as any warm restore.
    */
   private async restoreWarmShared(ctx: LaunchContext, keys: SandboxKeys, layerDisk: string, warmDir: string, savedKeys: SandboxKeys, timeoutMs: number): Promise<QemuVm> {
-    if (!(await hasWarmRam(warmDir))) {
-      let making = this.warmRamMaking.get(warmDir);
-      if (!making) {
-        // Forgotten once settled, either way: a failure is the awaiting callers' to report.
-        making = makeWarmRam({ launch: (c, k, how) => this.launch(c, k, how), createOverlay: (b, o) => this.createOverlay(b, o) }, ctx, warmDir, layerDisk, savedKeys, timeoutMs).finally(() =>
-          this.warmRamMaking.delete(warmDir),
-        );
-        this.warmRamMaking.set(warmDir, making);
-      }
-      await making;
-    }
+    await this.ensureWarmRam(ctx, warmDir, layerDisk, savedKeys, timeoutMs);
     const f = warmRamFiles(warmDir);
     await this.createOverlay(layerDisk, ctx.files.overlay);
     const vm = await this.launch({ ...ctx, memory: { kind: 'file', path: f.ram, shared: false } }, savedKeys, {
@@ -312,6 +298,43 @@ export class QemuDriver {
     });
     await resumeRestored(vm, keys, timeoutMs, { deferredState: f.devices });
     return vm;
+  }
+
+  /** The keys a layer's memory was saved with; rejects when that memory is of another machine or damaged. */
+  private async warmKeys(ctx: LaunchContext, warm: WarmMemory, qemuVersion: string): Promise<SandboxKeys> {
+    const expected = machineKey(ctx, qemuVersion, this.qemuBinary);
+    if (warm.machineKey !== expected) throw new OtherMachineError(`the layer's memory is of another machine (${warm.machineKey}, this one is ${expected})`);
+    const problem = await warmProblem(warm.dir);
+    if (problem) throw new Error(problem);
+    return readKeys(warmFiles(warm.dir).guest);
+  }
+
+  /** The layer's shared RAM file, made once (the other starts of this app wait for the one making it). */
+  private async ensureWarmRam(ctx: LaunchContext, warmDir: string, layerDisk: string, savedKeys: SandboxKeys, timeoutMs: number): Promise<void> {
+    if (await hasWarmRam(warmDir)) return;
+    let making = this.warmRamMaking.get(warmDir);
+    if (!making) {
+      // Forgotten once settled, either way: a failure is the awaiting callers' to report.
+      making = makeWarmRam({ launch: (c, k, how) => this.launch(c, k, how), createOverlay: (b, o) => this.createOverlay(b, o) }, ctx, warmDir, layerDisk, savedKeys, timeoutMs).finally(() =>
+        this.warmRamMaking.delete(warmDir),
+      );
+      this.warmRamMaking.set(warmDir, making);
+    }
+    await making;
+  }
+
+  /**
+   * Makes a layer's shared RAM file now rather than in the first start on it: for a task run N
+   * ways, while the ways still wait, so they do not start beside that conversion. Rejects with the
+   * reason when it cannot (the layer's starts then make it or use the stream, as before).
+   */
+  async shareLayerMemory(opts: { image: StartOptions['image']; memoryMb?: number; cpus?: number; backingDisk: string; warm: WarmMemory }): Promise<void> {
+    if (!opts.warm.shared || this.warmRamRefused.has(opts.warm.dir)) return;
+    const installed = await this.ensureInstalled();
+    // Only the machine matters here (the loader has a folder of its own in the layer's).
+    const ctx = this.context(await this.chooseAccel(), opts.image, opts, sandboxFiles(path.resolve('/nonexistent')), []);
+    const savedKeys = await this.warmKeys(ctx, opts.warm, installed.version);
+    await this.ensureWarmRam(ctx, opts.warm.dir, await checkBackingDisk(opts.backingDisk), savedKeys, 60_000);
   }
 
   /**

@@ -11,6 +11,7 @@
 // other ways' sandboxes are gone.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,6 +96,14 @@ const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].incl
 describe('a task run three ways', () => {
   it('prepares once, compares 2 passing and 1 failing way, approves way 2 alone', async () => {
     const api = env.app.api;
+    // When the preparation's setup is recorded passed (what lets the ways start), the layer's memory is
+    // already in the form they share: none of them makes it while the others wait.
+    let sharedAtRelease: boolean | undefined;
+    const stopWatching = env.app.onEvent((e) => {
+      if (e.type !== 'task.updated' || e.task.fanout?.way !== 1 || e.task.setup?.status !== 'passed' || sharedAtRelease !== undefined) return;
+      const warm = path.join(env.paths.cache, 'layers', e.task.setup.layer?.id ?? '-', 'warm');
+      sharedAtRelease = existsSync(path.join(warm, 'ram')) && existsSync(path.join(warm, 'devices'));
+    });
     const created = await api['fanout.create']({ repoPath: repo.dir, title: 'Add a test', ways: 3 });
     expect(created.ways.map((w) => w.way)).toEqual([1, 2, 3]);
     for (const w of created.ways) wayOfTask.set(w.taskId, w.way);
@@ -106,6 +115,8 @@ describe('a task run three ways', () => {
     expect(prepared.setup?.status, JSON.stringify(prepared.error)).toBe('passed');
     expect(prepared.setup?.layer?.reused).toBe(false);
     const preparedAt = Date.parse(prepared.setup!.endedAt!);
+    stopWatching();
+    expect(sharedAtRelease, "the layer's shared RAM file when the ways were let go").toBe(true);
 
     const done = await Promise.all([id1, id2, id3].map((id) => waitForTask(env.app, id, ended, 15 * 60_000)));
     const [t1, t2, t3] = done as [Task, Task, Task];
