@@ -16,9 +16,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // files two at a time; then e2e two at a time (most drive a scripted app that
 // plays its pipeline on timers and leaves a core idle); then, one at a time, the
 // files that time themselves against the clock (a VM's boot, a stage, a browser's
-// frames), so no second file measures the machine instead of the product. The VM files are CPU-bound under emulation (two at a
-// time kept both cores 95–100 % busy and took 1437 s where one at a time took
-// 1712 s, 2026-12-03): pairing them gains what one file leaves idle, no more.
+// frames), so no second file measures the machine instead of the product. The VM
+// files are CPU-bound under emulation (two at a time kept both cores 95–100 % busy
+// and took 1437 s where one at a time took 1712 s, 2026-12-03): pairing them gains
+// what one file leaves idle, no more.
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
 // VM files that measure time against a bound (a stage's duration, a boot, Ctrl-C's answer,

@@ -104,7 +104,8 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
     deps.log.warn('caching the environment failed', { taskId: task().id, err });
   }
   // The layer stands either way: what failed here is done later, or not at all.
-  if (made && run.layerMade) await run.layerMade(made).catch((err: unknown) => deps.log.warn('after making the layer', { taskId: task().id, layer: made!.id, err }));
+  const layerId = made?.id;
+  if (made && run.layerMade) await run.layerMade(made).catch((err: unknown) => deps.log.warn('the step after making the layer failed (the layer stands)', { taskId: task().id, layer: layerId, err }));
   await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(layer ? { layer } : {}), ...ended });
   return true;
 }
