@@ -207,16 +207,25 @@ async function guestCommand(ssh: Pick<GuestSsh, 'exec'>, command: string, feed: 
   let err = '';
   channel.stderr.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-2000)));
   channel.on('data', () => undefined);
+  let guestEnded = false;
   const done = new Promise<number | null>((resolve) => {
     let code: number | null = null;
     channel.on('exit', (c: number | null) => (code = c));
-    channel.on('close', () => resolve(code));
+    channel.on('close', () => ((guestEnded = true), resolve(code)));
   });
   const timer = setTimeout(() => channel.close(), SYNC_TIMEOUT_MS);
   try {
-    await feed(channel);
+    let fed: { err: unknown } | undefined;
+    await feed(channel).catch((e: unknown) => (fed = { err: e }));
+    // A feed that failed because the guest ended first (its stream stopped, this computer's tar
+    // killed) hides the reason: the guest's own error is it. Otherwise the feed's error is.
+    if (fed && !guestEnded) {
+      channel.close();
+      throw fed.err;
+    }
     const code = await done;
     if (code !== 0) throw new FactoryError('SyncFailed', `carrying the working tree's changes into the sandbox failed (exit ${code}): ${err.trim().slice(0, 300)}`);
+    if (fed) throw fed.err;
   } finally {
     clearTimeout(timer);
   }
