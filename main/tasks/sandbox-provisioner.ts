@@ -165,8 +165,13 @@ export class SandboxProvisioner<Image = unknown> {
    */
   async shareLayerMemory(layer: { disk: string; warm?: WarmMemoryPort }, memoryMb?: number): Promise<void> {
     if (!layer.warm || !this.deps.qemu.shareLayerMemory) return;
-    const image = await this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status }));
+    const image = await this.ensureImage();
     await this.deps.qemu.shareLayerMemory({ image, memoryMb: memoryMb ?? this.deps.settings().vmMemoryMb, cpus: this.deps.settings().vmCpus, backingDisk: layer.disk, warm: layer.warm });
+  }
+
+  /** The base image, its first build's progress shown. */
+  private ensureImage(): Promise<Image> {
+    return this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status }));
   }
 
   /** Base image (a first build may take minutes; a cancel does not wait), extensions, then QEMU. */
@@ -176,7 +181,7 @@ export class SandboxProvisioner<Image = unknown> {
     opts: { egress?: EgressRule[]; backingDisk?: string; warm?: WarmMemoryPort; memoryMb?: number; firstShell?: FirstShellRequest; spare?: PooledSandbox } = {},
   ): Promise<RunningVmPort> {
     const started = Date.now();
-    const image = await abortable(this.deps.images.ensure((status) => this.deps.emit({ type: 'image.progress', status })), signal);
+    const image = await abortable(this.ensureImage(), signal);
     checkAborted(signal);
     const settings = this.deps.settings();
     const driver = (await this.deps.placeSandbox?.(sandbox.task)) ?? this.deps.qemu;

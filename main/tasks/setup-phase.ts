@@ -82,7 +82,6 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
     await deps.book.transition(record, 'fail', { error: { name: 'SetupFailed', message: `setup failed: ${result.summary}`, detail: result.detail } });
     return false;
   }
-  let layer: { id: string; reused: boolean } | undefined;
   let made: LayerPort | undefined;
   let note = '';
   try {
@@ -97,15 +96,16 @@ export async function runSetupPhase(deps: SetupPhaseDeps, run: SetupPhaseRun): P
     const frozen = await sandbox.vm.freezeDisk({ memory: true });
     if (frozen.memoryError) deps.log.warn('the layer is kept without its memory (the next task boots cold)', { taskId: task().id, err: new Error(frozen.memoryError) });
     made = await deps.environment.commitLayer(task(), plan, frozen);
-    layer = { id: made.id, reused: false };
   } catch (err) {
     // The task goes on without a cached layer: the next one runs setup again.
     note = ' (not cached: ' + (err instanceof Error ? err.message : String(err)).slice(0, 160) + ')';
     deps.log.warn('caching the environment failed', { taskId: task().id, err });
   }
   // The layer stands either way: what failed here is done later, or not at all.
-  const layerId = made?.id;
-  if (made && run.layerMade) await run.layerMade(made).catch((err: unknown) => deps.log.warn('the step after making the layer failed (the layer stands)', { taskId: task().id, layer: layerId, err }));
-  await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(layer ? { layer } : {}), ...ended });
+  if (made && run.layerMade) {
+    const { id } = made;
+    await run.layerMade(made).catch((err: unknown) => deps.log.warn('the step after making the layer failed (the layer stands)', { taskId: task().id, layer: id, err }));
+  }
+  await setSetup({ status: 'passed', summary: `${plan.steps.length} step${plan.steps.length === 1 ? '' : 's'} in ${(result.durationMs / 1000).toFixed(1)} s${note}`, ...(made ? { layer: { id: made.id, reused: false } } : {}), ...ended });
   return true;
 }

@@ -331,8 +331,8 @@ export class QemuDriver {
   async shareLayerMemory(opts: { image: StartOptions['image']; memoryMb?: number; cpus?: number; backingDisk: string; warm: WarmMemory }): Promise<void> {
     if (!opts.warm.shared || this.warmRamRefused.has(opts.warm.dir)) return;
     const installed = await this.ensureInstalled();
-    // Only the machine matters here (the loader has a folder of its own in the layer's).
-    const ctx = this.context(await this.chooseAccel(), opts.image, opts, sandboxFiles(path.resolve('/nonexistent')), []);
+    // The loader has a folder of its own in the layer's.
+    const ctx = await this.machineContext(opts.image, opts);
     const savedKeys = await this.warmKeys(ctx, opts.warm, installed.version);
     await this.ensureWarmRam(ctx, opts.warm.dir, await checkBackingDisk(opts.backingDisk), savedKeys, 60_000);
   }
@@ -344,10 +344,15 @@ export class QemuDriver {
   async prepareFastBoot(image: StartOptions['image'], opts: { memoryMb?: number; cpus?: number } = {}): Promise<boolean> {
     if (!this.snapshots) return false;
     const installed = await this.ensureInstalled();
-    // Only the machine matters for the template; its own folder comes from the snapshot store.
-    const ctx = this.context(await this.chooseAccel(), image, opts, sandboxFiles(path.resolve('/nonexistent')), []);
+    // Its own folder comes from the snapshot store.
+    const ctx = await this.machineContext(image, opts);
     await this.snapshots.prepare(ctx, installed.version);
     return true;
+  }
+
+  /** A launch context where only the machine matters (size, devices, accelerator), not a sandbox's folder. */
+  private async machineContext(image: StartOptions['image'], size: { memoryMb?: number | undefined; cpus?: number | undefined }): Promise<LaunchContext> {
+    return this.context(await this.chooseAccel(), image, size, sandboxFiles(path.resolve('/nonexistent')), []);
   }
 
   private context(
