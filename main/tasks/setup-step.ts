@@ -113,8 +113,11 @@ export function setupScript(steps: SetupStepSpec[], where: { setupDir?: string; 
       `printf '\\n\\033[1m▶ %s\\033[0m\\n' ${shellQuote(`${step.name}${step.user === 'root' ? ' (root)' : ''}: ${step.display}`)}`,
       // --foreground: the step stays in the terminal's foreground process group; otherwise a program that
       // sets the terminal up (apt, dpkg) is stopped by SIGTTOU and setup hangs.
+      'began=$SECONDS',
       `timeout --foreground --kill-after=10 ${step.timeoutSeconds} ${run}`,
       `rc=$?; if [ $rc -ne 0 ]; then printf '\\n%s failed (exit status %d)\\n' ${shellQuote(step.name)} "$rc"; exit ${STEP_EXIT_BASE + i}; fi`,
+      // Each step's time, so a slow setup says which step to look at (\r\e[K: over a spinner's last frame).
+      `printf '\\r\\033[K%s: %d s\\n' ${shellQuote(step.name)} $((SECONDS - began))`,
     );
   });
   lines.push("printf '\\nsetup done\\n'");

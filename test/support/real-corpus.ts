@@ -123,5 +123,8 @@ export async function runCorpusProject(
 export function describeRun(r: CorpusRun): string {
   const card = (s?: StageResult) => (s ? `${s.status}${s.summary ? `: ${s.summary}` : ''}` : '-');
   const setup = r.setup ? `${r.setup.status}${r.setup.status === 'failed' ? `: ${r.setup.summary ?? r.task.error?.message ?? ''}` : ''} [${r.setup.lines.join('; ')}]` : '-';
-  return `${r.ok ? 'OK  ' : 'FAIL'} ${r.project}${r.outOfTheBox ? '' : ' (with pipeline.json)'} in ${(r.ms / 1000).toFixed(0)} s | setup ${setup} | build ${card(r.build)} | test ${card(r.test)}`;
+  const secs = (ms?: number) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(0)} s`);
+  const bootMs = r.setup?.startedAt ? Date.parse(r.setup.startedAt) - Date.parse(r.task.createdAt) : undefined;
+  const times = [`to setup ${secs(bootMs)}`, `setup ${secs(r.setup?.durationMs)}`, ...r.task.stages.filter((s) => s.durationMs !== undefined).map((s) => `${s.name} ${secs(s.durationMs)}`)].join(', ');
+  return `${r.ok ? 'OK  ' : 'FAIL'} ${r.project}${r.outOfTheBox ? '' : ' (with pipeline.json)'} in ${(r.ms / 1000).toFixed(0)} s (${times}) | setup ${setup} | build ${card(r.build)} | test ${card(r.test)}`;
 }

@@ -42,6 +42,8 @@ describe('the setup script', () => {
     const r = run([step('one', 'pwd > where; echo "first $GREETING"'), step('two', 'echo second')]);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/first hello[\s\S]*second[\s\S]*setup done/);
+    // Each step says how long it took, so a slow setup names the step to look at.
+    expect(r.out).toMatch(/\r\x1b\[Kone: \d+ s\n[\s\S]*\r\x1b\[Ktwo: \d+ s\n/);
     expect(fs.readFileSync(path.join(r.repoDir, 'where'), 'utf8').trim()).toBe(fs.realpathSync(r.repoDir));
   });
 
@@ -50,6 +52,7 @@ describe('the setup script', () => {
     expect(r.code).toBe(101);
     expect(r.out).toContain('npm ci failed (exit status 3)');
     expect(r.out).not.toContain('never');
+    expect(r.out).not.toMatch(/npm ci: \d+ s/);
   });
 
   it('fails a step on its first failing command (bash -e), not only on its last', () => {
