@@ -9,17 +9,22 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // pool is off there (an app's waiting VM would count among a test's QEMU
 // processes and take a core); test/integration/warm-pool.test.ts turns it on.
 //
-// Four groups, one after the other (sequence.groupOrder), two files at a time
-// at most: first the unit and renderer tests side by side, with the one
-// integration file that mostly waits (a sandbox kept for a minute, idle) and
-// the integration files that boot no VM next to them; then the VM integration
-// files two at a time; then e2e two at a time (most drive a scripted app that
-// plays its pipeline on timers and leaves a core idle); then, one at a time, the
+// Four groups, one after the other (sequence.groupOrder): first the unit and
+// renderer tests, with the one integration file that mostly waits (a sandbox kept
+// for a minute, idle) and the integration files that boot no VM, three files at a
+// time (the waiting file holds one worker while two CPU-bound files keep both cores
+// busy: 276 s, was 328 s with two, 2026-12-04); then the VM integration files two at
+// a time; then e2e two at a time (most drive a scripted app that plays its pipeline
+// on timers; four at a time was slower, 331 s vs 294 s); then, one at a time, the
 // files that time themselves against the clock (a VM's boot, a stage, a browser's
 // frames), so no second file measures the machine instead of the product. The VM
 // files are CPU-bound under emulation (two at a time kept both cores 95–100 % busy
 // and took 1437 s where one at a time took 1712 s, 2026-12-03): pairing them gains
 // what one file leaves idle, no more.
+// Unit and renderer files share their worker's modules (isolate: false): loading them
+// anew for each of 200 files cost more than the tests (renderer alone 67 s → 18 s);
+// each renderer file starts with empty storage (test/renderer/support/jsdom-setup.ts).
+const GROUP0_WORKERS = 3;
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
 // VM files that measure time against a bound (a stage's duration, a boot, Ctrl-C's answer,
@@ -82,21 +87,22 @@ export default defineConfig({
     sequence: { sequencer: WaitingFirst },
     projects: [
       // A poll waits for an event (a phase, a file, a process); under the shared machine's load one second is not enough for one.
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000, expect: { poll: { timeout: 10_000 } }, sequence: { groupOrder: 0 } } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], isolate: false, environment: 'node', testTimeout: 30_000, expect: { poll: { timeout: 10_000 } }, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
       {
         test: {
           name: 'renderer',
           include: ['test/renderer/**/*.test.{ts,tsx}'],
           environment: 'jsdom',
+          isolate: false,
           testTimeout: 30_000,
           setupFiles: ['test/renderer/support/jsdom-setup.ts'],
-          sequence: { groupOrder: 0 },
+          maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 },
         },
         esbuild: { jsx: 'automatic' },
       },
       // Not one file at a time: the same pool as the unit tests, so it runs beside them.
-      { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
-      { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 0 } } },
+      { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
+      { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
       { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: [...MOSTLY_WAITING, ...NO_VM, ...TIMED], ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 1 } } },
       {
         test: {
