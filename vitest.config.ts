@@ -3,7 +3,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests mirror the environments (DESIGN.md, "Testing"): node for common/ and main/, jsdom
 // for renderer components, real QEMU / keyring / git for integration, Chromium
-// for end to end. Integration and e2e files run at most two at a time, on a
+// for end to end. VM integration and e2e files run at most two at a time, on a
 // 2-core machine. Their polls wait up to 15 s: under that load a browser can
 // take more than the default second to paint what already arrived. The warm
 // pool is off there (an app's waiting VM would count among a test's QEMU
