@@ -24,7 +24,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // Unit and renderer files share their worker's modules (isolate: false): loading them
 // anew for each of 200 files cost more than the tests (renderer alone 67 s → 18 s);
 // each renderer file starts with empty storage (test/renderer/support/jsdom-setup.ts).
-const GROUP0_WORKERS = 3;
+// One constant: vitest refuses projects of one group with different maxWorkers.
+const GROUP0 = { maxWorkers: 3, sequence: { groupOrder: 0 } } as const;
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
 // VM files that measure time against a bound (a stage's duration, a boot, Ctrl-C's answer,
@@ -87,7 +88,7 @@ export default defineConfig({
     sequence: { sequencer: WaitingFirst },
     projects: [
       // A poll waits for an event (a phase, a file, a process); under the shared machine's load one second is not enough for one.
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], isolate: false, environment: 'node', testTimeout: 30_000, expect: { poll: { timeout: 10_000 } }, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], isolate: false, environment: 'node', testTimeout: 30_000, expect: { poll: { timeout: 10_000 } }, ...GROUP0 } },
       {
         test: {
           name: 'renderer',
@@ -96,13 +97,13 @@ export default defineConfig({
           isolate: false,
           testTimeout: 30_000,
           setupFiles: ['test/renderer/support/jsdom-setup.ts'],
-          maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 },
+          ...GROUP0,
         },
         esbuild: { jsx: 'automatic' },
       },
       // Not one file at a time: the same pool as the unit tests, so it runs beside them.
-      { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
-      { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, maxWorkers: GROUP0_WORKERS, sequence: { groupOrder: 0 } } },
+      { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, ...GROUP0 } },
+      { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, ...GROUP0 } },
       { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: [...MOSTLY_WAITING, ...NO_VM, ...TIMED], ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 1 } } },
       {
         test: {
