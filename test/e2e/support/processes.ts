@@ -2,19 +2,29 @@
 // so a test checks (and cleans) only what it started.
 import { readdirSync, readFileSync } from 'node:fs';
 
+// A QEMU that runs a helper (`-incoming exec:cat …`, a migrate to `exec:`) forks
+// first: until the child execs, it shows QEMU's own command line. Such a child
+// (its parent one of the QEMUs found) is not a sandbox and is not counted; under
+// load the window is wide enough for a poll to see it.
 export function qemuProcessesUnder(dir: string): Array<{ pid: number; cmdline: string }> {
-  const found: Array<{ pid: number; cmdline: string }> = [];
+  const found: Array<{ pid: number; ppid: number; cmdline: string }> = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let cmdline: string;
+    let stat: string;
     try {
       cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (!/qemu-system/.test(cmdline) || !cmdline.includes(dir)) continue;
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
     } catch {
       continue;
     }
-    if (/qemu-system/.test(cmdline) && cmdline.includes(dir)) found.push({ pid: Number(entry), cmdline });
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ')'.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    found.push({ pid: Number(entry), ppid, cmdline });
   }
-  return found;
+  const pids = new Set(found.map((p) => p.pid));
+  return found.filter((p) => !pids.has(p.ppid)).map(({ pid, cmdline }) => ({ pid, cmdline }));
 }
 
 export function which(binary: string): boolean {
