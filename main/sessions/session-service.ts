@@ -22,23 +22,10 @@ import { SESSION_AGENT, type SessionHoldExecutor } from './session-hold.js';
 import { checkFromError, checkFromReport, newHookSession, withCheck, type CheckHook } from './session-checks.js';
 import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
-import { GUEST_UNTAR, WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
+import { routedFolderKey, routedScript } from './routed-script.js';
+import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
 
-/**
- * How a routed command runs in the sandbox (as the agent user, argv only: the
- * command is never parsed by a shell on this computer): the stages'
- * environment (proxy settings, placeholders) when there is one, the session's
- * folder inside the repository, then the model's shell line.
- */
-const ROUTED_SCRIPT = [
-  // $1 the folder, $2 the command, $3 1 when the working tree's files come on stdin, then paths to remove.
-  'd=$1; c=$2; carry=$3; shift 3',
-  'if [ $# -gt 0 ]; then (cd /work/repo && rm -f -- "$@") || { echo "FACTORY_SYNC_FAILED removing files" >&2; exit 125; }; fi',
-  `if [ "$carry" = 1 ]; then (cd /work/repo && ${GUEST_UNTAR}) || { echo "FACTORY_SYNC_FAILED unpacking files" >&2; exit 125; }; fi`,
-  'if [ -r /work/.factory/env.sh ]; then set -a; . /work/.factory/env.sh; set +a; fi',
-  'cd -- "$d" 2>/dev/null || cd /work/repo',
-  'exec bash -c "$c" </dev/null',
-].join('\n');
+const ROUTED_SCRIPT = routedScript();
 
 export interface SubagentInput {
   sessionId: string;
@@ -186,7 +173,7 @@ export class SessionService {
     try {
       result = await execInSandbox(
         ssh,
-        { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command, feed ? '1' : '0', ...carry.remove], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) },
+        { argv: ['bash', '-c', ROUTED_SCRIPT, 'factory-routed', dir, input.command, feed ? '1' : '0', routedFolderKey(input.agentId, this.deps.ports.getTask(taskId).session?.agent), ...carry.remove], ...(input.timeoutSec ? { timeoutSec: input.timeoutSec } : {}) },
         undefined,
         (channel) => (feed ? feed(channel).catch((err: unknown) => ((feedError = err), Promise.reject(err))) : (channel.end(), Promise.resolve())),
       );

@@ -158,7 +158,9 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     plan = [
       bash(`touch ${marker}; hostname; cat /etc/machine-id; pwd`),
       { toolUses: [{ name: 'Write', input: { file_path: path.join(repo.dir, 'notes', 'from-host.txt'), content: 'written with the Write tool on the host\n' } }] },
-      bash('cat notes/from-host.txt && git status --short'),
+      // A `cd` of its own, as models do: the next command runs there, as with Claude Code's own Bash tool.
+      bash('cd notes'),
+      bash('pwd && cat from-host.txt && cd .. && git status --short'),
       { toolUses: [{ name: 'WebFetch', input: { url: 'https://example.com/', prompt: 'summarise' } }] },
     ];
     let release!: () => void;
@@ -185,9 +187,9 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(code, out.slice(-2000)).toBe(0);
     const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^(--data-dir \S+ )+/, '').startsWith(s));
     expect(byArgs('hook session-start').map((c) => c.status)).toEqual([0]);
-    // Every tool call went through the hook; the two Bash calls ran as routed commands.
-    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0, 0]);
-    expect(byArgs('hook run').map((c) => c.status)).toEqual([0, 0]);
+    // Every tool call went through the hook; the three Bash calls ran as routed commands.
+    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0, 0, 0]);
+    expect(byArgs('hook run').map((c) => c.status)).toEqual([0, 0, 0]);
     const results = toolResults();
     // 1. Nothing ran here: no marker; the hostname and machine id are the sandbox's, the folder is the sandbox's copy.
     expect(fs.existsSync(marker)).toBe(false);
@@ -198,11 +200,12 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(first).toContain('/work/repo');
     // 2. The Write tool wrote here, on the user's working tree…
     expect(fs.readFileSync(path.join(repo.dir, 'notes', 'from-host.txt'), 'utf8')).toBe('written with the Write tool on the host\n');
-    // …and the next routed command saw the file in the sandbox.
-    expect(results[2]).toContain('written with the Write tool on the host');
-    expect(results[2]).toContain('?? notes/');
+    // …and the next routed commands saw the file in the sandbox, in the folder the `cd` before them left.
+    expect(results[3]).toContain('/work/repo/notes\n');
+    expect(results[3]).toContain('written with the Write tool on the host');
+    expect(results[3]).toContain('?? notes/');
     // 3. WebFetch was denied by the hook, and the model was told why and what to do instead.
-    expect(results[3]).toMatch(/not run on this computer.*curl through the Bash tool/s);
+    expect(results[4]).toMatch(/not run on this computer.*curl through the Bash tool/s);
     expect(byArgs('hook stop').map((c) => c.status)).toEqual([0]);
     const end = byArgs('hook session-end');
     expect(end.map((c) => c.status), end[0]?.stderr).toEqual([0]);
