@@ -22,10 +22,10 @@ export function routedFolderKey(agentId: string | undefined, agent: 'codex' | un
 }
 
 /**
- * The script; its arguments: the session's folder, the command, 1 when the
- * working tree's files come on stdin, the folder key (routedFolderKey; empty:
- * every command starts in the session's folder), then
- * paths to remove. `repoDir` is a parameter for its test.
+ * The script. Its arguments: the session's folder, the command, 1 when the
+ * working tree's files come on stdin, the folder key (routedFolderKey; empty
+ * when every command starts in the session's folder), then paths to remove.
+ * `repoDir` is a parameter for its test.
  */
 export function routedScript(repoDir: string = GUEST_REPO_DIR): string {
   const repo = shellQuote(repoDir);
