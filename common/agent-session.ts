@@ -2,6 +2,13 @@
 // session's terminal from the other shells of its task.
 import type { TerminalInfo } from './domain.js';
 
+/**
+ * The interactive agents: whose hooks `factory hooks install` writes and whose
+ * sessions get a sandbox. No runtime import here: the hooks' lean path loads it.
+ */
+export const INTERACTIVE_AGENTS = ['claude', 'codex'] as const;
+export type InteractiveAgent = (typeof INTERACTIVE_AGENTS)[number];
+
 /** The agent's terminal is titled this and the agent's name (e.g. 'agent: Claude Code'). */
 export const AGENT_TERMINAL_PREFIX = 'agent: ';
 

@@ -3,6 +3,7 @@
 // argument, validated with the schema below at the host boundary, and returns a
 // promise. Errors cross as {error:{name,message,detail}} and are rethrown as Errors.
 import { z } from 'zod';
+import { INTERACTIVE_AGENTS } from './agent-session.js';
 import { EditorCommand, MAX_KEEP_MINUTES, StageName } from './domain.js';
 import { ReviewConfirmationKind, type ReviewFileDetail } from './review.js';
 import { credentialApiInputs, type CredentialApiOutputs, type CredentialEvent, type LeakReport } from './credentials.js';
@@ -211,7 +212,7 @@ export const apiInputs = {
     pid: z.number().int().positive().optional(),
     pidStart: z.string().max(32).regex(/^[0-9]+$/).optional(),
     /** Whose session: names the sandbox (Claude Code when absent). */
-    agent: z.enum(['claude', 'codex']).optional(),
+    agent: z.enum(INTERACTIVE_AGENTS).optional(),
   }),
   'sessions.check': z.object({ sessionId: id }),
   'sessions.end': z.object({ sessionId: id }),
@@ -230,7 +231,7 @@ export const apiInputs = {
     sessionId: id,
     agentId: id,
     agentType: z.string().max(128).regex(/^[A-Za-z0-9 ._:-]*$/, 'must be letters, digits, space, dot, colon, dash or underscore').optional(),
-    agent: z.enum(['claude', 'codex']).optional(),
+    agent: z.enum(INTERACTIVE_AGENTS).optional(),
   }),
   'sessions.subagentStop': z.object({ sessionId: id, agentId: id }),
 

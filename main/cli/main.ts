@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { HookAgent } from './hooks/hook-events.js';
+import type { InteractiveAgent } from '../../common/agent-session.js';
 
 /**
  * `[--data-dir D] hook pre-tool-use [--agent codex] --via V`, `[--data-dir D] hook run P` or
@@ -47,7 +47,7 @@ async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookC
   }
   const io = { stdout: process.stdout, stderr: process.stderr, json: false };
   try {
-    if (call.which === 'subagent-start') return await runSubagentStartFast(client, io, call.arg as HookAgent);
+    if (call.which === 'subagent-start') return await runSubagentStartFast(client, io, call.arg as InteractiveAgent);
     if (call.which === 'codex-pre-tool-use') {
       // Blocks with status 2 and why on whatever goes wrong, as Codex needs.
       const { runCodexPreToolUse } = await import('./hooks/codex-hooks.js');
@@ -64,7 +64,7 @@ async function runRoutedHookFast(call: NonNullable<ReturnType<typeof routedHookC
 }
 
 /** SubagentStart as the whole CLI runs it (hook-cli.ts runHook): within the hook's deadline, any failure reported and status 2. */
-async function runSubagentStartFast(client: import('./client.js').FactoryClient, io: import('./output.js').Io, agent: HookAgent): Promise<number> {
+async function runSubagentStartFast(client: import('./client.js').FactoryClient, io: import('./output.js').Io, agent: InteractiveAgent): Promise<number> {
   const [{ cmdHookSubagentStart, parseSubagentStartInput }, { hookDeadlineMs }, { hookFailed }, { readStdin, withDeadline }] = await Promise.all([
     import('./hooks/subagent-start-hook.js'),
     import('./hooks/hook-events.js'),

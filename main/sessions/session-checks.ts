@@ -4,6 +4,7 @@
 // value). Bounded: the newest SESSION_CHECKS_KEPT checks, a few findings and
 // limits each, their texts cut short (they come from scans of untrusted guests).
 import type { LeakReport } from '../../common/credentials.js';
+import type { InteractiveAgent } from '../../common/agent-session.js';
 import { SESSION_CHECKS_KEPT, type HookSession, type SessionCheck } from '../../common/domain.js';
 
 /** Findings and limited sources kept per check; the count says how many there were. */
@@ -64,6 +65,6 @@ export function withCheck(session: HookSession, check: SessionCheck): HookSessio
 }
 
 /** The record a session's task starts with (a subagent's names its session's task and the agent). */
-export function newHookSession(sessionId: string, subagent?: HookSession['subagent'], agent?: 'claude' | 'codex'): HookSession {
+export function newHookSession(sessionId: string, subagent?: HookSession['subagent'], agent?: InteractiveAgent): HookSession {
   return { sessionId, turns: 0, checks: [], ...(agent === 'codex' ? { agent } : {}), ...(subagent ? { subagent } : {}) };
 }

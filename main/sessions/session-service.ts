@@ -13,6 +13,7 @@ import { FactoryError } from '../../common/contract.js';
 import { workTreeTop } from '../git/host-git.js';
 import type { LeakReport } from '../../common/credentials.js';
 import type { ExecResult } from '../../common/contract.js';
+import type { InteractiveAgent } from '../../common/agent-session.js';
 import { interactiveAgentName, type HookSession, type Task } from '../../common/domain.js';
 import { execInSandbox } from '../exec/sandbox-exec.js';
 import { asAgent, shellQuote } from '../guest/guest-shell.js';
@@ -31,10 +32,8 @@ export interface SubagentInput {
   sessionId: string;
   agentId: string;
   agentType?: string | undefined;
-  agent?: SessionAgentName | undefined;
+  agent?: InteractiveAgent | undefined;
 }
-
-export type SessionAgentName = 'claude' | 'codex';
 
 /** The most a subagent's work may weigh on its way into the session's sandbox (a git bundle, guest to guest). */
 const SUBAGENT_BUNDLE_MAX_BYTES = 512 * 1024 * 1024;
@@ -82,7 +81,7 @@ export interface StartInput {
   source?: string | undefined;
   pid?: number | undefined;
   pidStart?: string | undefined;
-  agent?: SessionAgentName | undefined;
+  agent?: InteractiveAgent | undefined;
 }
 
 const FINISHED = new Set(['review', 'approved', 'rejected', 'failed', 'cancelled', 'interrupted']);

@@ -8,14 +8,15 @@ import { UsageError, printJson, type Io, type Values } from '../output.js';
 import { cmdHookEnd, cmdHookStart, cmdHookStop, cmdHookSubagentStart, cmdHookSubagentStop, hookFailed, parseHookInput, readStdin, withDeadline } from './hook-commands.js';
 import { cmdCodexHookStart, runCodexPreToolUse } from './codex-hooks.js';
 import { runRoutedHook } from './routed-hooks.js';
-import { HOOK_AGENTS, hookDeadlineMs, hookEvents, type HookAgent } from './hook-events.js';
+import { INTERACTIVE_AGENTS, type InteractiveAgent } from '../../../common/agent-session.js';
+import { hookDeadlineMs, hookEvents } from './hook-events.js';
 import { installHooks, settingsPath, uninstallHooks } from './settings-file.js';
 
 /** `--agent claude|codex` (Claude Code when not given): whose hooks these are. */
-function hookAgent(v: Values, what: string): HookAgent {
+function hookAgent(v: Values, what: string): InteractiveAgent {
   if (v.agent === undefined) return 'claude';
-  if (typeof v.agent === 'string' && (HOOK_AGENTS as readonly string[]).includes(v.agent)) return v.agent as HookAgent;
-  throw new UsageError(`${what}: --agent must be ${HOOK_AGENTS.join(' or ')}, got ${JSON.stringify(v.agent)}`);
+  if (typeof v.agent === 'string' && (INTERACTIVE_AGENTS as readonly string[]).includes(v.agent)) return v.agent as InteractiveAgent;
+  throw new UsageError(`${what}: --agent must be ${INTERACTIVE_AGENTS.join(' or ')}, got ${JSON.stringify(v.agent)}`);
 }
 
 export async function cmdHooks(io: Io, v: Values, action: string): Promise<number> {

@@ -16,7 +16,7 @@ import { sessionProcess } from '../../sessions/session-process.js';
 import type { FactoryClient } from '../client.js';
 import { plain, printJson, type Io } from '../output.js';
 import { HOOK_ID_RE, hookJson } from './routed-hooks.js';
-import type { HookAgent } from './hook-events.js';
+import type { InteractiveAgent } from '../../../common/agent-session.js';
 
 // The hooks on every command's path live in routed-hooks.ts (a lean module); their callers and tests find them here too.
 export { cmdHookPreToolUse, cmdHookRun, readStdin, withDeadline } from './routed-hooks.js';
@@ -78,7 +78,7 @@ function describeIncomplete(taskId: string, report: LeakReport): string {
   );
 }
 
-export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput, agent: HookAgent = 'claude'): Promise<number> {
+export async function cmdHookStart(client: FactoryClient, io: Io, input: HookInput, agent: InteractiveAgent = 'claude'): Promise<number> {
   const proc = sessionProcess();
   const r = await client.call('sessions.start', {
     sessionId: input.session_id,

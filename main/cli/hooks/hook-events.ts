@@ -1,6 +1,7 @@
 // The hook events we install and their time limits. A module of its own, with no
-// imports: the lean hook path (main.ts) reads it on every SubagentStart without
-// loading the settings writer or the whole CLI.
+// runtime imports: the lean hook path (main.ts) reads it on every SubagentStart
+// without loading the settings writer or the whole CLI.
+import type { InteractiveAgent } from '../../../common/agent-session.js';
 
 /** Claude Code event → our subcommand and its time limit (seconds): provisioning may boot a VM under software emulation. */
 export const HOOK_EVENTS = {
@@ -15,9 +16,6 @@ export const HOOK_EVENTS = {
 } as const;
 export type HookEvent = keyof typeof HOOK_EVENTS;
 
-/** The agents whose hooks we install. */
-export type HookAgent = 'claude' | 'codex';
-export const HOOK_AGENTS: readonly HookAgent[] = ['claude', 'codex'];
 
 /**
  * Codex's events (the pinned 0.171): the same names and input as Claude Code's.
@@ -29,7 +27,7 @@ export const CODEX_HOOK_EVENTS = {
   SessionEnd: { sub: 'session-end', timeout: 3 },
 } as const satisfies Record<HookEvent, { sub: string; timeout: number; matcher?: string }>;
 
-export function hookEvents(agent: HookAgent): Record<HookEvent, { sub: string; timeout: number; matcher?: string }> {
+export function hookEvents(agent: InteractiveAgent): Record<HookEvent, { sub: string; timeout: number; matcher?: string }> {
   return agent === 'codex' ? CODEX_HOOK_EVENTS : HOOK_EVENTS;
 }
 
@@ -38,7 +36,7 @@ export function hookEvents(agent: HookAgent): Record<HookEvent, { sub: string; t
  * settings' timeout; for SessionEnd also CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS,
  * 60 s unless set), so it says why it gives up instead of being killed.
  */
-export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env, agent: HookAgent = 'claude'): number {
+export function hookDeadlineMs(which: string, env: NodeJS.ProcessEnv = process.env, agent: InteractiveAgent = 'claude'): number {
   let limitS: number = Object.values(hookEvents(agent)).find((e) => e.sub === which)?.timeout ?? 60;
   if (which === 'session-end' && agent === 'claude') {
     const envMs = Number(env.CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS);

@@ -11,19 +11,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../../common/contract.js';
 import { shellWord } from '../../../common/shell-quote.js';
-import { CODEX_HOOK_EVENTS, HOOK_EVENTS, hookEvents, type HookAgent, type HookEvent } from './hook-events.js';
+import type { InteractiveAgent } from '../../../common/agent-session.js';
+import { CODEX_HOOK_EVENTS, HOOK_EVENTS, hookEvents, type HookEvent } from './hook-events.js';
 
 /** The comment that marks a command as ours (a shell comment: Claude Code runs hook commands through a shell). */
 export const MARK = '# added by factory hooks install';
 
 export type Scope = 'project' | 'user';
 
-export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME || os.homedir(), agent: HookAgent = 'claude', env: NodeJS.ProcessEnv = process.env): string {
+export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME || os.homedir(), agent: InteractiveAgent = 'claude', env: NodeJS.ProcessEnv = process.env): string {
   if (agent === 'codex') return scope === 'user' ? path.join(env.CODEX_HOME || path.join(home, '.codex'), 'hooks.json') : path.join(cwd, '.codex', 'hooks.json');
   return scope === 'user' ? path.join(home, '.claude', 'settings.json') : path.join(cwd, '.claude', 'settings.json');
 }
 
-export function hookCommand(prefix: string, event: HookEvent, agent: HookAgent = 'claude'): string {
+export function hookCommand(prefix: string, event: HookEvent, agent: InteractiveAgent = 'claude'): string {
   if (agent === 'codex') {
     // Codex lets a call run when its PreToolUse hook fails, and also on status 2 without a reason on stderr: every failure becomes 2 with one.
     if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --agent codex --via ${shellWord(prefix)} || { echo 'factory: the PreToolUse hook failed, so the call is blocked' >&2; exit 2; } ${MARK}`;
@@ -58,7 +59,7 @@ function checkShape(settings: unknown, file: string): asserts settings is Json {
 }
 
 /** Adds (or updates) our entries; everything else stays as it was. Pure. */
-export function mergeHooks(settings: Json, prefix: string, agent: HookAgent = 'claude'): { settings: Json; changed: boolean } {
+export function mergeHooks(settings: Json, prefix: string, agent: InteractiveAgent = 'claude'): { settings: Json; changed: boolean } {
   const out = structuredClone(settings);
   const hooks = (out.hooks ??= {}) as Record<string, Json[]>;
   let changed = false;
@@ -84,7 +85,7 @@ export function mergeHooks(settings: Json, prefix: string, agent: HookAgent = 'c
 }
 
 /** Removes our entries only: a group is dropped when it held nothing but ours, an event and "hooks" when we emptied them. Pure. */
-export function removeHooks(settings: Json, agent: HookAgent = 'claude'): { settings: Json; removed: number } {
+export function removeHooks(settings: Json, agent: InteractiveAgent = 'claude'): { settings: Json; removed: number } {
   const out = structuredClone(settings);
   if (!isObject(out.hooks)) return { settings: out, removed: 0 };
   const hooks = out.hooks as Record<string, Json[]>;
@@ -302,7 +303,7 @@ function syncRulesFile(file: string, text: string | undefined, root: string | un
 }
 
 /** `root`: the repository whose .claude/settings.json (or .codex/hooks.json) this is (project scope); nothing outside it is read or written. */
-export async function installHooks(file: string, prefix: string, root?: string, agent: HookAgent = 'claude'): Promise<{ changed: boolean; rules?: string }> {
+export async function installHooks(file: string, prefix: string, root?: string, agent: InteractiveAgent = 'claude'): Promise<{ changed: boolean; rules?: string }> {
   const { settings, changed } = mergeHooks(readSettings(root !== undefined ? resolveInRepository(file, root) : file) ?? {}, prefix, agent);
   if (agent !== 'codex') {
     if (changed) writeSettings(file, settings, root);
@@ -314,7 +315,7 @@ export async function installHooks(file: string, prefix: string, root?: string, 
   return { changed: changed || rulesChanged, ...(rules ? { rules: codexRulesPath(file) } : {}) };
 }
 
-export async function uninstallHooks(file: string, root?: string, agent: HookAgent = 'claude'): Promise<{ removed: number }> {
+export async function uninstallHooks(file: string, root?: string, agent: InteractiveAgent = 'claude'): Promise<{ removed: number }> {
   const current = readSettings(root !== undefined ? resolveInRepository(file, root) : file);
   if (agent === 'codex') syncRulesFile(codexRulesPath(file), undefined, root);
   if (!current) return { removed: 0 };

@@ -7,7 +7,7 @@ import { FactoryError } from '../../../common/errors.js';
 import type { Task } from '../../../common/domain.js';
 import type { FactoryClient } from '../client.js';
 import { printJson, type Io } from '../output.js';
-import type { HookAgent } from './hook-events.js';
+import type { InteractiveAgent } from '../../../common/agent-session.js';
 import { hookFields } from './routed-hooks.js';
 
 /** The fields SubagentStart uses of the hook input (a subset of hook-commands.ts's HookInput). */
@@ -39,7 +39,7 @@ export function subagentContext(task: Task, parentTaskId: string, sessionId: str
 }
 
 /** SubagentStart: the subagent's own sandbox; a session without one gives none (its commands are refused or go to the session's). */
-export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: SubagentStartInput, agent: HookAgent = 'claude'): Promise<number> {
+export async function cmdHookSubagentStart(client: FactoryClient, io: Io, input: SubagentStartInput, agent: InteractiveAgent = 'claude'): Promise<number> {
   if (!input.agent_id) throw new FactoryError('HookInputInvalid', 'the SubagentStart input has no agent_id');
   let r;
   try {
