@@ -44,7 +44,8 @@ export function routedScript(repoDir: string = GUEST_REPO_DIR): string {
     `top=$(cd ${repo} && pwd -P)`,
     'folder=/dev/null',
     'if [ -n "$key" ]; then folder="${HOME:-/tmp}/.factory-routed-folder-$key"; fi',
-    'if [ "$folder" != /dev/null ] && [ -s "$folder" ]; then',
+    // Empty key: /dev/null, never -s, and the command's folder is written nowhere.
+    'if [ -s "$folder" ]; then',
     '  last=$(cat -- "$folder")',
     '  case "$last" in',
     '    "$top"|"$top"/*) if [ -d "$last" ]; then cd -- "$last"; else echo "factory: the shell\'s folder was reset to $(pwd) ($last is gone)" >&2; fi ;;',

@@ -16,7 +16,6 @@ export const HOOK_EVENTS = {
 } as const;
 export type HookEvent = keyof typeof HOOK_EVENTS;
 
-
 /**
  * Codex's events (the pinned 0.171): the same names and input as Claude Code's.
  * Codex cuts SessionEnd hooks at 3 s whatever they ask for; a hook that times

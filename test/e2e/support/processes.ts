@@ -1,6 +1,7 @@
 // Finds QEMU processes that belong to one test's data dir, by their command line,
 // so a test checks (and cleans) only what it started.
 import { readdirSync, readFileSync } from 'node:fs';
+import { readStat } from '../../../main/sessions/session-process.js';
 
 // A QEMU that runs a helper (`-incoming exec:cat …`, a migrate to `exec:`) forks
 // first: until the child execs, it shows QEMU's own command line. Such a child
@@ -11,17 +12,14 @@ export function qemuProcessesUnder(dir: string): Array<{ pid: number; cmdline: s
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let cmdline: string;
-    let stat: string;
     try {
       cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      if (!/qemu-system/.test(cmdline) || !cmdline.includes(dir)) continue;
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
     } catch {
       continue;
     }
-    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ')'.
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    found.push({ pid: Number(entry), ppid, cmdline });
+    if (!/qemu-system/.test(cmdline) || !cmdline.includes(dir)) continue;
+    const stat = readStat(Number(entry));
+    if (stat) found.push({ pid: Number(entry), ppid: stat.ppid, cmdline });
   }
   const pids = new Set(found.map((p) => p.pid));
   return found.filter((p) => !pids.has(p.ppid)).map(({ pid, cmdline }) => ({ pid, cmdline }));
