@@ -36,6 +36,12 @@ install -d -m 755 -o 1000 -g 1000 "$root/work"
 # `mesg n` in root's .profile, which guards a terminal no other user can write to.
 sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/' "$root/etc/profile"
 sed -i '/^mesg n/d' "$root/root/.profile"
+# Debian packages a sandbox installs (setup, or the agent): dpkg's fsync after each
+# unpacked file becomes a flush of the host's disk, and a sandbox's disk is thrown
+# away with it (a setup cut short keeps no layer); apt fetches no translations of
+# package descriptions, which nobody reads there and which apt would index on update.
+echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/factory-unsafe-io"
+echo 'Acquire::Languages "none";' > "$root/etc/apt/apt.conf.d/80factory-no-translations"
 # factory-init only writes contents at boot; owners and modes are set here.
 install -d -m 700 "$root/root/.ssh"
 install -m 600 /dev/null "$root/root/.ssh/authorized_keys"
