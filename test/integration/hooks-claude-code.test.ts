@@ -148,7 +148,7 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(r).toBe(0);
     const settings = JSON.parse(fs.readFileSync(path.join(repo.dir, '.claude', 'settings.json'), 'utf8'));
     expect(Object.keys(settings.hooks).sort()).toEqual(['PreToolUse', 'SessionEnd', 'SessionStart', 'Stop', 'SubagentStart', 'SubagentStop']);
-    expect(settings.hooks.SessionStart[0].hooks[0].command).toMatch(/^factory (--data-dir \S+ )?hook session-start # added by factory hooks install$/);
+    expect(settings.hooks.SessionStart[0].hooks[0].command).toMatch(/^factory (--data-dir \S+ )?hook session-start # set disableSkillShellExecution # added by factory hooks install$/);
   });
 
   it('a session gets a sandbox; every command runs there, edits made here reach it, a tool that would run here is denied; the end checks and destroys it', async (ctx) => {

@@ -24,7 +24,13 @@ export function settingsPath(scope: Scope, cwd: string, home = process.env.HOME 
   return scope === 'user' ? path.join(home, '.claude', 'settings.json') : path.join(cwd, '.claude', 'settings.json');
 }
 
-export function hookCommand(prefix: string, event: HookEvent, agent: InteractiveAgent = 'claude'): string {
+/**
+ * Noted on our SessionStart command when install, not the user, turned
+ * disableSkillShellExecution on: uninstall turns it off only then.
+ */
+export const FLAG_NOTE = '# set disableSkillShellExecution';
+
+export function hookCommand(prefix: string, event: HookEvent, agent: InteractiveAgent = 'claude', setFlag = false): string {
   if (agent === 'codex') {
     // Codex lets a call run when its PreToolUse hook fails, and also on status 2 without a reason on stderr: every failure becomes 2 with one.
     if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --agent codex --via ${shellWord(prefix)} || { echo 'factory: the PreToolUse hook failed, so the call is blocked' >&2; exit 2; } ${MARK}`;
@@ -32,7 +38,15 @@ export function hookCommand(prefix: string, event: HookEvent, agent: Interactive
   }
   // A PreToolUse hook that exits with any status but 0 or 2 would let the call run (a mere warning): every failure becomes 2.
   if (event === 'PreToolUse') return `${prefix} hook pre-tool-use --via ${shellWord(prefix)} || exit 2 ${MARK}`;
-  return `${prefix} hook ${HOOK_EVENTS[event].sub} ${MARK}`;
+  return `${prefix} hook ${HOOK_EVENTS[event].sub} ${setFlag && event === 'SessionStart' ? `${FLAG_NOTE} ` : ''}${MARK}`;
+}
+
+/** Whether any of our commands among `settings`' hooks carries FLAG_NOTE. */
+function flagNoted(settings: Json): boolean {
+  if (!isObject(settings.hooks)) return false;
+  return Object.values(settings.hooks).some(
+    (groups) => Array.isArray(groups) && groups.some((g: Json) => (g.hooks as Json[]).some((h) => isOurCommand(h.command) && (h.command as string).includes(FLAG_NOTE))),
+  );
 }
 
 export function isOurCommand(command: unknown): boolean {
@@ -61,11 +75,15 @@ function checkShape(settings: unknown, file: string): asserts settings is Json {
 /** Adds (or updates) our entries; everything else stays as it was. Pure. */
 export function mergeHooks(settings: Json, prefix: string, agent: InteractiveAgent = 'claude'): { settings: Json; changed: boolean } {
   const out = structuredClone(settings);
+  // Claude Code runs the `!` lines of slash commands and skills on this computer with no tool
+  // call for the PreToolUse hook to route: on while the hooks are installed. Ours when it was
+  // off before, or when an earlier install of ours turned it on.
+  const setFlag = agent === 'claude' && (out.disableSkillShellExecution !== true || flagNoted(out));
   const hooks = (out.hooks ??= {}) as Record<string, Json[]>;
   let changed = false;
   const events = hookEvents(agent);
   for (const [event, { timeout, matcher }] of Object.entries(events) as Array<[HookEvent, (typeof events)[HookEvent]]>) {
-    const want = { type: 'command', command: hookCommand(prefix, event, agent), timeout };
+    const want = { type: 'command', command: hookCommand(prefix, event, agent, setFlag), timeout };
     const groups = (hooks[event] ??= []);
     const ourGroups = groups.filter((g) => (g.hooks as Json[]).some((h) => isOurCommand(h.command)));
     const ours = ourGroups.flatMap((g) => (g.hooks as Json[]).filter((h) => isOurCommand(h.command)));
@@ -75,8 +93,6 @@ export function mergeHooks(settings: Json, prefix: string, agent: InteractiveAge
     (hooks[event] ??= []).push({ ...(matcher !== undefined ? { matcher } : {}), hooks: [want] });
     changed = true;
   }
-  // Claude Code runs the `!` lines of slash commands and skills on this computer with no tool
-  // call for the PreToolUse hook to route: off while the hooks are installed.
   if (agent === 'claude' && out.disableSkillShellExecution !== true) {
     out.disableSkillShellExecution = true;
     changed = true;
@@ -88,12 +104,13 @@ export function mergeHooks(settings: Json, prefix: string, agent: InteractiveAge
 export function removeHooks(settings: Json, agent: InteractiveAgent = 'claude'): { settings: Json; removed: number } {
   const out = structuredClone(settings);
   if (!isObject(out.hooks)) return { settings: out, removed: 0 };
+  const setByUs = flagNoted(out);
   const hooks = out.hooks as Record<string, Json[]>;
   let removed = 0;
   for (const event of Object.keys(HOOK_EVENTS)) removed += removeFrom(hooks, event);
   if (removed > 0 && Object.keys(hooks).length === 0) delete out.hooks;
-  // Set by install (a user who had set it loses it with the hooks: the README says so).
-  if (agent === 'claude' && removed > 0 && out.disableSkillShellExecution === true) delete out.disableSkillShellExecution;
+  // Only what install turned on: a user's own setting stays.
+  if (agent === 'claude' && setByUs && out.disableSkillShellExecution === true) delete out.disableSkillShellExecution;
   return { settings: out, removed };
 }
 

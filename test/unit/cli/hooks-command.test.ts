@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MARK } from '../../../main/cli/hooks/settings-file.js';
+import { FLAG_NOTE, MARK } from '../../../main/cli/hooks/settings-file.js';
 import { CLI_ENTRY, ROOT } from '../../support/cli.js';
 
 const dirs: string[] = [];
@@ -37,7 +37,7 @@ describe('factory hooks', () => {
     expect(s.model).toBe('opus');
     expect(s.hooks.Stop).toHaveLength(2);
     // The data folder given to install goes into the commands, so the hooks reach the same app.
-    expect(s.hooks.SessionStart[0].hooks[0].command).toBe(`factory --data-dir ${install.dataDir} hook session-start ${MARK}`);
+    expect(s.hooks.SessionStart[0].hooks[0].command).toBe(`factory --data-dir ${install.dataDir} hook session-start ${FLAG_NOTE} ${MARK}`);
     expect(factory(['hooks', 'install', '--user'], { cwd: os.tmpdir(), home }).stdout).toContain('already installed');
     const un = factory(['hooks', 'uninstall', '--user', '--json'], { cwd: os.tmpdir(), home });
     expect(un.code, un.stderr).toBe(0);

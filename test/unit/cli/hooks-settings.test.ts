@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MARK, installHooks, settingsPath, uninstallHooks } from '../../../main/cli/hooks/settings-file.js';
+import { FLAG_NOTE, MARK, installHooks, settingsPath, uninstallHooks } from '../../../main/cli/hooks/settings-file.js';
 
 let dir: string;
 let file: string;
@@ -34,7 +34,7 @@ describe('factory hooks install', () => {
     const s = read();
     // Every tool call goes through the PreToolUse hook; any failure of it becomes Claude Code's blocking status 2.
     expect(s.hooks.PreToolUse).toEqual([{ matcher: '*', hooks: [{ type: 'command', command: `factory hook pre-tool-use --via factory || exit 2 ${MARK}`, timeout: 120 }] }]);
-    expect(s.hooks.SessionStart).toEqual([{ hooks: [{ type: 'command', command: `factory hook session-start ${MARK}`, timeout: 900 }] }]);
+    expect(s.hooks.SessionStart).toEqual([{ hooks: [{ type: 'command', command: `factory hook session-start ${FLAG_NOTE} ${MARK}`, timeout: 900 }] }]);
     expect(s.hooks.Stop[0].hooks[0].command).toBe(`factory hook stop ${MARK}`);
     expect(s.hooks.SessionEnd[0].hooks[0].command).toBe(`factory hook session-end ${MARK}`);
     expect(s.hooks.SubagentStart[0].hooks[0].command).toBe(`factory hook subagent-start ${MARK}`);
@@ -84,6 +84,23 @@ describe('factory hooks install', () => {
     expect(await uninstallHooks(file)).toEqual({ removed: 6 });
     expect(read()).toEqual(USERS);
     expect(await uninstallHooks(file)).toEqual({ removed: 0 });
+  });
+
+  it("a user's own disableSkillShellExecution survives install and uninstall; the one install set goes", async () => {
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, JSON.stringify({ ...USERS, disableSkillShellExecution: true }));
+    await installHooks(file, 'factory');
+    expect(read().hooks.SessionStart[1].hooks[0].command).toBe(`factory hook session-start ${MARK}`);
+    await installHooks(file, '/opt/factory/bin/factory');
+    await uninstallHooks(file);
+    expect(read()).toEqual({ ...USERS, disableSkillShellExecution: true });
+    // Off before: install turns it on, a second install (another path) still knows it did, uninstall turns it off.
+    fs.writeFileSync(file, JSON.stringify(USERS));
+    await installHooks(file, 'factory');
+    await installHooks(file, '/opt/factory/bin/factory');
+    expect(read().disableSkillShellExecution).toBe(true);
+    await uninstallHooks(file);
+    expect(read()).toEqual(USERS);
   });
 
   it('uninstall of a file we created leaves no empty hooks object behind', async () => {
