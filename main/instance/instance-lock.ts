@@ -58,12 +58,22 @@ export function acquireInstanceLock(dataDir: string, opts: InstanceLockOptions =
     }
     // Stale (its process is gone) or unreadable. Apps started at the same moment all see it so: one at a time
     // removes it, and only while it is still the lock that was seen, never one another app has just made.
-    const removed = whileHoldingTakeover(file, () => {
-      if (readPid(file) === holder) fs.rmSync(file, { force: true });
-    });
+    const removed = whileHoldingTakeover(file, () => removeIfStill(file, holder));
     if (!removed) sleepMs(10);
   }
   throw new Error(`could not take the lock ${file}: it keeps reappearing`);
+}
+
+/**
+ * Removes the lock only while it is still the one seen as stale: the same pid, or,
+ * when it was seen unreadable or gone, a file there that is neither missing nor one
+ * being written (without hard links a new lock is empty for a moment, and reads as
+ * unreadable as the one seen). Called holding the takeover mutex.
+ */
+export function removeIfStill(file: string, seen: number | undefined): void {
+  if (readPid(file) !== seen) return;
+  if (seen === undefined && (!fs.existsSync(file) || beingWritten(file))) return;
+  fs.rmSync(file, { force: true });
 }
 
 /** Errors of link() on a file system that has no hard links (vfat and exfat say EPERM). */

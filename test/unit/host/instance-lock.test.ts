@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid } from '../../../main/instance/instance-lock.js';
+import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid, removeIfStill } from '../../../main/instance/instance-lock.js';
 
 const lockModule = path.resolve(__dirname, '../../../main/instance/instance-lock.ts');
 const dirs: string[] = [];
@@ -124,6 +124,31 @@ describe('instance lock', () => {
     expect(readPid(file)).toBe(process.pid);
     lock.release();
     expect(fs.readdirSync(dir)).toEqual([]);
+  });
+
+  it('a takeover removes only the lock it saw: never one another app made since, nor one being written', () => {
+    // The race the concurrent rounds hit by chance on a busy machine, one step at a time: an app saw the
+    // lock unreadable or gone, and by the time it holds the takeover mutex another app has just created
+    // its lock (without hard links: empty, its pid not written yet). That lock must stay.
+    const dir = tempDir();
+    const file = path.join(dir, LOCK_FILE);
+    fs.writeFileSync(file, '');
+    removeIfStill(file, undefined);
+    expect(fs.existsSync(file), 'an empty lock being written').toBe(true);
+    fs.writeFileSync(file, `${process.ppid}\n`);
+    removeIfStill(file, undefined);
+    removeIfStill(file, deadPid());
+    expect(readPid(file), 'a lock with another pid than the one seen').toBe(process.ppid);
+    fs.rmSync(file);
+    expect(() => removeIfStill(file, undefined), 'seen gone, still gone').not.toThrow();
+    // What was seen, still there: removed.
+    fs.writeFileSync(file, 'not a pid');
+    removeIfStill(file, undefined);
+    expect(fs.existsSync(file)).toBe(false);
+    const dead = deadPid();
+    fs.writeFileSync(file, `${dead}\n`);
+    removeIfStill(file, dead);
+    expect(fs.existsSync(file)).toBe(false);
   });
 
   it('names the live holder; takes over a stale or unreadable lock; release leaves a later owner alone', () => {
