@@ -41,12 +41,11 @@ export function hookCommand(prefix: string, event: HookEvent, agent: Interactive
   return `${prefix} hook ${HOOK_EVENTS[event].sub} ${setFlag && event === 'SessionStart' ? `${FLAG_NOTE} ` : ''}${MARK}`;
 }
 
-/** Whether any of our commands among `settings`' hooks carries FLAG_NOTE. */
+/** Whether our SessionStart command, where install writes it, carries FLAG_NOTE (the shape checked by checkShape). */
 function flagNoted(settings: Json): boolean {
-  if (!isObject(settings.hooks)) return false;
-  return Object.values(settings.hooks).some(
-    (groups) => Array.isArray(groups) && groups.some((g: Json) => (g.hooks as Json[]).some((h) => isOurCommand(h.command) && (h.command as string).includes(FLAG_NOTE))),
-  );
+  const groups = isObject(settings.hooks) ? settings.hooks.SessionStart : undefined;
+  if (!Array.isArray(groups)) return false;
+  return groups.some((g: Json) => (g.hooks as Json[]).some((h) => isOurCommand(h.command) && (h.command as string).includes(FLAG_NOTE)));
 }
 
 export function isOurCommand(command: unknown): boolean {

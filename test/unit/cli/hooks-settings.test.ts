@@ -103,6 +103,16 @@ describe('factory hooks install', () => {
     expect(read()).toEqual(USERS);
   });
 
+  it('an event we do not install, in a shape of its own, is left as it is by install and uninstall', async () => {
+    fs.mkdirSync(path.dirname(file));
+    const theirs = { hooks: { Notification: [{ command: 'notify-send hi' }] } };
+    fs.writeFileSync(file, JSON.stringify(theirs));
+    await installHooks(file, 'factory');
+    expect(read().hooks.Notification).toEqual(theirs.hooks.Notification);
+    expect(await uninstallHooks(file)).toEqual({ removed: 6 });
+    expect(read()).toEqual(theirs);
+  });
+
   it('uninstall of a file we created leaves no empty hooks object behind', async () => {
     fs.mkdirSync(path.dirname(file));
     fs.writeFileSync(file, JSON.stringify({ model: 'sonnet' }));
