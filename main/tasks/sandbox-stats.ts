@@ -101,6 +101,7 @@ export class SandboxStatsMonitor {
       w.last = undefined;
       const size = await (this.opts.guestMemory ?? readGuestMemory)(pid);
       if (size !== undefined) w.guestMemoryBytes = size;
+      if (!this.current(taskId, w)) return;
     }
     let now: ProcessCounters | undefined;
     try {
@@ -109,6 +110,9 @@ export class SandboxStatsMonitor {
       this.opts.warn?.('a sandbox could not be sampled', { taskId, pid, err: String(err) });
       return;
     }
+    // The sandbox stopped (or a retry replaced it) while /proc was read: the view already
+    // shows it stopped, and a sample now would be drawn after that.
+    if (!this.current(taskId, w)) return;
     // The process is gone, or the pid now belongs to another process: this sandbox is over.
     if (!now || (w.last && w.last.startTicks !== now.startTicks)) {
       w.live = false;
@@ -123,6 +127,11 @@ export class SandboxStatsMonitor {
     w.samples.push(sample);
     if (w.samples.length > this.capacity) w.samples.splice(0, w.samples.length - this.capacity);
     this.opts.onSample(taskId, sample, w.guestMemoryBytes);
+  }
+
+  /** Whether `w` is still the task's live sandbox (it may have stopped, or been replaced, during a read). */
+  private current(taskId: string, w: Watched): boolean {
+    return w.live && this.byTask.get(taskId) === w;
   }
 
   private idle(): void {

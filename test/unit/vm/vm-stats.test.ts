@@ -231,4 +231,58 @@ describe('the sandbox stats monitor', () => {
       monitor.dispose();
     }
   });
+
+  it('a reading still under way when the sandbox stops adds no sample', async () => {
+    // The app stops sampling when it announces the sandbox gone; a reading of /proc
+    // begun just before must not add a sample the view would draw after that.
+    const seen: SandboxSample[] = [];
+    let ticks = 0;
+    let at = 0;
+    let holding = false;
+    let release: (() => void) | undefined;
+    const monitor = new SandboxStatsMonitor({
+      pidOf: () => 10,
+      onSample: (_t, s) => seen.push(s),
+      intervalMs: 60_000,
+      read: async (p) => {
+        if (holding) await new Promise<void>((r) => (release = r));
+        return { pid: p, at: (at += 2000), startTicks: 1, cpuTicks: (ticks += 20), rssBytes: 4 * MiB, pssBytes: 3 * MiB };
+      },
+      guestMemory: async () => undefined,
+      ticksPerSecond: async () => 100,
+    });
+    /** Starts a round whose reading waits; gives the round once the reading is under way. */
+    const heldRound = async (): Promise<{ done: Promise<void> }> => {
+      holding = true;
+      release = undefined;
+      const round = monitor.tick();
+      await expect.poll(() => release).toBeDefined();
+      holding = false;
+      return { done: round };
+    };
+    try {
+      monitor.watch('t');
+      await monitor.tick();
+      await monitor.tick();
+      expect(seen).toHaveLength(1);
+      let round = await heldRound();
+      monitor.stop('t');
+      release!();
+      await round.done;
+      expect(seen).toHaveLength(1);
+      expect(monitor.stats('t').samples).toHaveLength(1);
+      // A retry gives the task a new sandbox while a reading of the old one is under way: nothing of the old one is added.
+      monitor.watch('t');
+      await monitor.tick();
+      round = await heldRound();
+      monitor.stop('t');
+      monitor.watch('t');
+      release!();
+      await round.done;
+      expect(seen).toHaveLength(1);
+      expect(monitor.stats('t')).toMatchObject({ live: true, samples: [seen[0]] });
+    } finally {
+      monitor.dispose();
+    }
+  });
 });
