@@ -101,7 +101,6 @@ export class SandboxStatsMonitor {
       w.last = undefined;
       const size = await (this.opts.guestMemory ?? readGuestMemory)(pid);
       if (size !== undefined) w.guestMemoryBytes = size;
-      if (!this.current(taskId, w)) return;
     }
     let now: ProcessCounters | undefined;
     try {
