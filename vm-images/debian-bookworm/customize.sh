@@ -39,9 +39,11 @@ sed -i '/^mesg n/d' "$root/root/.profile"
 # Debian packages a sandbox installs (setup, or the agent): dpkg's fsync after each
 # unpacked file becomes a flush of the host's disk, and a sandbox's disk is thrown
 # away with it (a setup cut short keeps no layer); apt fetches no translations of
-# package descriptions, which nobody reads there and which apt would index on update.
+# package descriptions, which nobody reads there and which apt would index on update,
+# and takes the gzip package lists: under emulation `apt-get update` took 10.2 s
+# with them against 12.8-14.9 s with xz (12.1 MB to download for bookworm main, not 8.8, and far less to unpack).
 echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/factory-unsafe-io"
-echo 'Acquire::Languages "none";' > "$root/etc/apt/apt.conf.d/80factory-no-translations"
+printf '%s\n' 'Acquire::Languages "none";' 'Acquire::CompressionTypes::Order:: "gz";' > "$root/etc/apt/apt.conf.d/80factory-apt"
 # factory-init only writes contents at boot; owners and modes are set here.
 install -d -m 700 "$root/root/.ssh"
 install -m 600 /dev/null "$root/root/.ssh/authorized_keys"
