@@ -204,6 +204,21 @@ function packageManagerLines(pm: PinnedPackageManager): string[] {
   return lines;
 }
 
+/**
+ * node-gyp builds against the installed headers instead of downloading them (nodejs.org is not
+ * reachable). Every SSH session in the sandbox has npm_package_config_node_gyp_nodedir (the
+ * image's sshd_config), which node-gyp reads from 11.4 on. An npm bundling an older one gets
+ * nodedir from npmrc instead (npm 11.2 and later warn about that line: "will stop working"), and
+ * so do pnpm and Yarn, whose own node-gyp may be older.
+ */
+export function nodeGypHeaders(opts: { npmOnly: boolean; npmDir?: string; npmrc?: string }): string[] {
+  const npmrc = shellQuote(opts.npmrc ?? '/usr/local/etc/npmrc');
+  const line = `printf '%s\\n' 'nodedir=/usr/local' >> ${npmrc}`;
+  if (!opts.npmOnly) return [line];
+  const gyp = shellQuote(`${opts.npmDir ?? '/usr/local/lib/node_modules/npm'}/node_modules/node-gyp/lib/node-gyp.js`);
+  return [`if ! grep -qs npm_package_config_node_gyp_ ${gyp}; then ${line}; fi`];
+}
+
 function nodeStep(node: NodeInstall): SetupStep {
   const lines = [
     FAIL_FUNCTION,
@@ -224,8 +239,7 @@ function nodeStep(node: NodeInstall): SetupStep {
     'tar -xzf "$tmp/npm.tgz" -C /usr/local/lib/node_modules/npm --strip-components=1 --no-same-owner',
     'ln -sfn ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm',
     'ln -sfn ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx',
-    // node-gyp builds against these headers instead of downloading them (nodejs.org is not reachable).
-    `printf '%s\\n' 'nodedir=/usr/local' >> /usr/local/etc/npmrc`,
+    ...nodeGypHeaders({ npmOnly: !node.packageManager }),
     ...(node.packageManager ? packageManagerLines(node.packageManager) : []),
     'printf "node %s, npm %s\\n" "$(/usr/local/bin/node --version)" "$(/usr/local/bin/npm --version)"',
   ];

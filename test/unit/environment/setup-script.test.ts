@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FAIL_FUNCTION, runtimeLibraries, setupFailureReason, setupSteps, sha512Hex, type NodeInstall } from '../../../main/environment/setup-script.js';
+import { FAIL_FUNCTION, nodeGypHeaders, runtimeLibraries, setupFailureReason, setupSteps, sha512Hex, type NodeInstall } from '../../../main/environment/setup-script.js';
 import { registryProblem } from './support.js';
 import { terminalBytesToText } from '../../../main/terminal/flow-control.js';
 
@@ -60,6 +60,46 @@ describe('the Node step and the libraries official builds link', () => {
     expect(setupFailureReason(`▶ Node 26.12.1 (root): Node 26.12.1 with npm 11.6.2\n${r.out}\nNode 26.12.1 failed (exit status 1)\n`)).toBe(
       'Node 26.12.1 does not start: libatomic.so.1 is missing (error while loading shared libraries)',
     );
+  });
+});
+
+/** Runs the Node step's node-gyp lines in bash against an npm folder whose node-gyp holds `gypSource`; returns the npmrc it left. */
+function runNodeGypLines(gypSource: string | undefined, npmOnly: boolean): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'node-gyp-'));
+  dirs.push(dir);
+  const npmDir = path.join(dir, 'npm');
+  if (gypSource !== undefined) {
+    fs.mkdirSync(path.join(npmDir, 'node_modules/node-gyp/lib'), { recursive: true });
+    fs.writeFileSync(path.join(npmDir, 'node_modules/node-gyp/lib/node-gyp.js'), gypSource);
+  }
+  const npmrc = path.join(dir, 'npmrc');
+  fs.writeFileSync(npmrc, 'proxy=http://10.0.2.100:80\n');
+  const r = spawnSync('bash', ['-c', ['set -euo pipefail', ...nodeGypHeaders({ npmOnly, npmDir, npmrc })].join('\n')], { encoding: 'utf8' });
+  expect(r.status, r.stderr).toBe(0);
+  return fs.readFileSync(npmrc, 'utf8');
+}
+
+describe('where node-gyp finds the installed headers', () => {
+  // The lines node-gyp 12.4 (npm 11.21) and 11.2 (npm 10.9) read their settings with.
+  const NEW_GYP = "const npmConfigPrefix = /^npm_config_/i\nconst npmPackageConfigPrefix = /^npm_package_config_node_gyp_/i\n";
+  const OLD_GYP = "const npmConfigPrefix = 'npm_config_'\n";
+
+  it('leaves npmrc alone when npm\'s node-gyp reads the sandbox\'s environment, so npm has no unknown key to warn about', () => {
+    expect(runNodeGypLines(NEW_GYP, true)).toBe('proxy=http://10.0.2.100:80\n');
+  });
+
+  it('writes nodedir to npmrc for an npm whose node-gyp predates that, or has none where it is looked for', () => {
+    expect(runNodeGypLines(OLD_GYP, true)).toBe('proxy=http://10.0.2.100:80\nnodedir=/usr/local\n');
+    expect(runNodeGypLines(undefined, true)).toBe('proxy=http://10.0.2.100:80\nnodedir=/usr/local\n');
+  });
+
+  it('writes it for pnpm and Yarn, whose own node-gyp may be older, whatever npm has', () => {
+    expect(runNodeGypLines(NEW_GYP, false)).toBe('proxy=http://10.0.2.100:80\nnodedir=/usr/local\n');
+  });
+
+  it('every SSH session in the image gets the setting node-gyp 11.4 and later read', () => {
+    const sshd = fs.readFileSync(new URL('../../../vm-images/debian-bookworm/guest/sshd_config', import.meta.url), 'utf8');
+    expect(sshd).toMatch(/^SetEnv npm_package_config_node_gyp_nodedir=\/usr\/local$/m);
   });
 });
 
