@@ -16,6 +16,7 @@ import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js
 import { Listeners } from '../../common/listeners.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 import type { AppPaths } from '../state/paths.js';
+import { GUEST_PROXY_ENV } from '../guest/guest-proxy.js';
 import { AuditLog } from './audit.js';
 import { EgressPolicy } from './egress-policy.js';
 import { CredentialService } from './credential-service.js';
@@ -23,7 +24,7 @@ import type { SecretStore } from './keychain.js';
 import { dumpGuestMemory, dumpGuestMemoryWith, LeakChecker, type QmpExecutor, type RemoteLeakSource } from './leak-check.js';
 import { taskTerminalLogs } from './leak-sources.js';
 import type { AddressAllowance } from './net-guard.js';
-import { CredentialProxy, GUEST_PROXY_ADDRESS, GUEST_PROXY_URL } from './proxy.js';
+import { CredentialProxy } from './proxy.js';
 import { CredentialRefStore, writeAtomic } from './ref-store.js';
 import { planSandboxRoutes, proxyGuestForward, type GitRouteOptions } from './routes.js';
 
@@ -53,20 +54,6 @@ export interface CredentialBrokerDeps {
   /** A task's sandbox on a remote host: its disk, memory and serial log are scanned there (see useRemoteSandboxes). */
   remoteFor?: (taskId: string) => RemoteLeakSource | undefined;
 }
-
-/**
- * Every guest program that honours the usual proxy variables sends other
- * destinations through the proxy (CONNECT for https, forward for http), where the
- * egress rules decide; the proxy's own routes are reached directly.
- */
-const GUEST_PROXY_ENV: Record<string, string> = {
-  HTTP_PROXY: `${GUEST_PROXY_URL}:80`,
-  HTTPS_PROXY: `${GUEST_PROXY_URL}:80`,
-  http_proxy: `${GUEST_PROXY_URL}:80`,
-  https_proxy: `${GUEST_PROXY_URL}:80`,
-  NO_PROXY: `${GUEST_PROXY_ADDRESS},localhost,127.0.0.1`,
-  no_proxy: `${GUEST_PROXY_ADDRESS},localhost,127.0.0.1`,
-};
 
 /** What a sandbox's routes could use, kept on disk (ids only, never a value) for checks after a restart. */
 const UsedCredentials = z.object({

@@ -15,6 +15,7 @@ import type { Duplex } from 'node:stream';
 import type { AuditEntry } from '../../common/credentials.js';
 import type { EgressRefusal, EgressRule, StepName } from '../../common/egress.js';
 import { Listeners } from '../../common/listeners.js';
+import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT } from '../guest/guest-proxy.js';
 import type { AuditLog } from './audit.js';
 import { EgressPolicy, recordEgress, type EgressGate } from './egress-policy.js';
 import { checkRefCommand, readReceivePackCommands, receivePackRefusal, showRef } from './git-policy.js';
@@ -24,10 +25,6 @@ import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-fra
 import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, relayResponse } from './proxy-forward.js';
 import { openTunnel } from './proxy-tunnel.js';
 
-/** The fixed guest address of the proxy (QEMU user-mode network). */
-export const GUEST_PROXY_ADDRESS = '10.0.2.100';
-export const GUEST_PROXY_PORT = 80;
-export const GUEST_PROXY_URL = `http://${GUEST_PROXY_ADDRESS}`;
 
 export type InjectFormat = 'raw' | 'bearer' | 'basic';
 

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { anthropicCredentialInUse, type CredentialRef } from '../../common/credentials.js';
 import { FactoryError } from '../../common/errors.js';
 import { shellQuote } from '../../common/shell-quote.js';
-import { GUEST_PROXY_ADDRESS, GUEST_PROXY_PORT, GUEST_PROXY_URL, newPlaceholder, type ProxyRoute } from './proxy.js';
+import { GUEST_PROXY_ADDRESS, GUEST_PROXY_ORIGIN, GUEST_PROXY_PORT } from '../guest/guest-proxy.js';
+import { newPlaceholder, type ProxyRoute } from './proxy.js';
 
 export const DEFAULT_UPSTREAMS = {
   anthropic: 'https://api.anthropic.com',
@@ -34,7 +35,7 @@ const MODEL_APIS: Partial<Record<CredentialRef['kind'], ModelApi>> = {
     mount: 'anthropic',
     name: 'anthropic',
     inject: { header: 'x-api-key', format: 'raw' },
-    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_URL}/anthropic`, ANTHROPIC_API_KEY: placeholder }),
+    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_ORIGIN}/anthropic`, ANTHROPIC_API_KEY: placeholder }),
   },
   // A subscription token, as Claude Code sends it: Authorization: Bearer, with its own
   // anthropic-beta (oauth-...) header, which the proxy passes on. Same mount as the API
@@ -44,13 +45,13 @@ const MODEL_APIS: Partial<Record<CredentialRef['kind'], ModelApi>> = {
     mount: 'anthropic',
     name: 'anthropic-oauth',
     inject: { header: 'authorization', format: 'bearer' },
-    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_URL}/anthropic`, CLAUDE_CODE_OAUTH_TOKEN: placeholder }),
+    guestEnv: (placeholder) => ({ ANTHROPIC_BASE_URL: `${GUEST_PROXY_ORIGIN}/anthropic`, CLAUDE_CODE_OAUTH_TOKEN: placeholder }),
   },
   openai: {
     mount: 'openai',
     name: 'openai',
     inject: { header: 'authorization', format: 'bearer' },
-    guestEnv: (placeholder) => ({ OPENAI_BASE_URL: `${GUEST_PROXY_URL}/openai/v1`, OPENAI_API_KEY: placeholder }),
+    guestEnv: (placeholder) => ({ OPENAI_BASE_URL: `${GUEST_PROXY_ORIGIN}/openai/v1`, OPENAI_API_KEY: placeholder }),
   },
 };
 
@@ -108,7 +109,7 @@ export function planSandboxRoutes(refs: CredentialRef[], opts: { taskId: string;
       inject: { header: ref.target.header, format: ref.target.format ?? 'raw', username: ref.target.username },
       placeholder,
     });
-    guestEnv[`FACTORY_PROXY_${ENV_SAFE(ref.id)}_URL`] = `${GUEST_PROXY_URL}${mount}`;
+    guestEnv[`FACTORY_PROXY_${ENV_SAFE(ref.id)}_URL`] = `${GUEST_PROXY_ORIGIN}${mount}`;
     guestEnv[`FACTORY_PROXY_${ENV_SAFE(ref.id)}_TOKEN`] = placeholder;
   }
 

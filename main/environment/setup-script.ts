@@ -7,6 +7,7 @@
 // command can change the script around it.
 import { shellQuote } from '../../common/shell-quote.js';
 import { FactoryError } from '../../common/errors.js';
+import { GUEST_NO_PROXY, GUEST_PROXY_ENV, GUEST_PROXY_URL } from '../guest/guest-proxy.js';
 import { GUEST_REPO_DIR } from '../guest/guest-shell.js';
 import { DEBIAN_PACKAGE_NAME } from './env-schema.js';
 import type { PackageDist } from './node-version.js';
@@ -19,10 +20,6 @@ export interface SetupStep {
   display: string;
   timeoutSeconds: number;
 }
-
-/** The proxy address the guest reaches the host's credential/egress proxy at. */
-export const GUEST_PROXY_URL = 'http://10.0.2.100:80';
-export const GUEST_NO_PROXY = '10.0.2.100,localhost,127.0.0.1';
 
 export interface SetupCommand {
   /** Where it came from, shown before it runs: "postCreateCommand", "environment.setup[1]", "npm ci". */
@@ -88,13 +85,8 @@ function exports(env: Record<string, string>): string[] {
   });
 }
 
-const PROXY_ENV: Record<string, string> = {
-  HTTP_PROXY: GUEST_PROXY_URL, HTTPS_PROXY: GUEST_PROXY_URL, http_proxy: GUEST_PROXY_URL, https_proxy: GUEST_PROXY_URL,
-  NO_PROXY: GUEST_NO_PROXY, no_proxy: GUEST_NO_PROXY,
-};
-
 function script(lines: string[]): string {
-  return [...HEADER, ...exports(PROXY_ENV), ...lines, ''].join('\n');
+  return [...HEADER, ...exports(GUEST_PROXY_ENV), ...lines, ''].join('\n');
 }
 
 /** A sha512 SRI string as the hex sha512sum prints. */
