@@ -25,7 +25,6 @@ import { forwardBody, requestFraming, upstreamFramingHeaders } from './proxy-fra
 import { absoluteTarget, egressAttempt, forwardRequest, guestHeadersForUpstream, refusedEarlier, refuseResponse, relayResponse } from './proxy-forward.js';
 import { openTunnel } from './proxy-tunnel.js';
 
-
 export type InjectFormat = 'raw' | 'bearer' | 'basic';
 
 export interface ProxyRoute {
