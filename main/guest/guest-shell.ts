@@ -11,6 +11,12 @@ export const GUEST_TASK_FILE = '/work/TASK.md';
 export const GUEST_ENV_FILE = '/work/.factory/env.sh';
 export const GUEST_AGENT_USER = 'agent';
 export const GUEST_AGENT_HOME = '/home/agent';
+/**
+ * node-gyp (11.4 and later) builds native addons against the headers setup installs with
+ * Node instead of downloading them from nodejs.org, which a sandbox cannot reach. The
+ * image's sshd_config sets the same for every SSH session (a unit test keeps them equal).
+ */
+export const GUEST_NODE_GYP_ENV = 'npm_package_config_node_gyp_nodedir=/usr/local';
 
 /**
  * A command line that runs `argv` as the unprivileged agent user with a clean,
@@ -22,7 +28,7 @@ export function asAgentArgv(argv: string[]): string {
     'runuser', '-u', GUEST_AGENT_USER, '--',
     'env', '-i',
     `HOME=${GUEST_AGENT_HOME}`, `USER=${GUEST_AGENT_USER}`, `LOGNAME=${GUEST_AGENT_USER}`,
-    'PATH=/usr/local/bin:/usr/bin:/bin', 'TERM=xterm-256color', 'LANG=C.UTF-8',
+    'PATH=/usr/local/bin:/usr/bin:/bin', 'TERM=xterm-256color', 'LANG=C.UTF-8', GUEST_NODE_GYP_ENV,
     ...argv.map(shellQuote),
   ].join(' ');
 }

@@ -120,9 +120,12 @@ describe('a Node project with a real dependency and a node --test suite', () => 
 
   it('refuses an unlisted host, shows it on the task, and lets it through once allowed for the task', async () => {
     const shell = await SandboxShell.open({ app, output }, first.id);
-    // The node-gyp of the installed npm would build a native addon against the installed headers, never download them.
-    const gyp = `node -e 'const g = require("/usr/local/lib/node_modules/npm/node_modules/node-gyp")(); g.parseArgv(["node", "node-gyp", "rebuild"]); console.log("nodedir=" + g.opts.nodedir)'; ls /usr/local/include/node/common.gypi`;
-    expect(await shell.run(gyp)).toMatch(/^nodedir=\/usr\/local\r?\n\/usr\/local\/include\/node\/common\.gypi\s*$/);
+    // The node-gyp of the installed npm would build a native addon against the installed headers, never download them:
+    // in a shell (an SSH session) and in an agent command (as setup and stages run, from an empty environment).
+    const gypOptions = 'const g = require("/usr/local/lib/node_modules/npm/node_modules/node-gyp")(); g.parseArgv(["node", "node-gyp", "rebuild"]); console.log("nodedir=" + g.opts.nodedir)';
+    expect(await shell.run(`node -e '${gypOptions}'; ls /usr/local/include/node/common.gypi`)).toMatch(/^nodedir=\/usr\/local\r?\n\/usr\/local\/include\/node\/common\.gypi\s*$/);
+    const asAgent = await app.api['tasks.exec']({ taskId: first.id, argv: ['node', '-e', gypOptions] });
+    expect(Buffer.from(asAgent.stdout, 'base64').toString('utf8')).toBe('nodedir=/usr/local\n');
     const curl = `curl -sS -x http://10.0.2.100:80 http://localhost:${localPort}/ 2>&1`;
     expect(await shell.run(curl)).toMatch(/refused|403/);
     const refused = await waitForTask(app, first.id, (t) => !!t.egress?.refusals.some((r) => r.host === 'localhost' && r.port === localPort), 30_000);

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FAIL_FUNCTION, nodeGypHeaders, runtimeLibraries, setupFailureReason, setupSteps, sha512Hex, type NodeInstall } from '../../../main/environment/setup-script.js';
 import { registryProblem } from './support.js';
+import { GUEST_NODE_GYP_ENV, asAgentArgv } from '../../../main/guest/guest-shell.js';
 import { terminalBytesToText } from '../../../main/terminal/flow-control.js';
 
 const dirs: string[] = [];
@@ -97,9 +98,13 @@ describe('where node-gyp finds the installed headers', () => {
     expect(runNodeGypLines(NEW_GYP, false)).toBe('proxy=http://10.0.2.100:80\nnodedir=/usr/local\n');
   });
 
-  it('every SSH session in the image gets the setting node-gyp 11.4 and later read', () => {
+  it('every SSH session in the image and every agent command get the setting node-gyp 11.4 and later read', () => {
+    expect(GUEST_NODE_GYP_ENV).toBe('npm_package_config_node_gyp_nodedir=/usr/local');
     const sshd = fs.readFileSync(new URL('../../../vm-images/debian-bookworm/guest/sshd_config', import.meta.url), 'utf8');
-    expect(sshd).toMatch(/^SetEnv npm_package_config_node_gyp_nodedir=\/usr\/local$/m);
+    expect(sshd.split('\n')).toContain(`SetEnv ${GUEST_NODE_GYP_ENV}`);
+    // Agent commands start from an empty environment (env -i), so they carry it themselves.
+    const r = spawnSync('bash', ['-c', asAgentArgv(['printenv', 'npm_package_config_node_gyp_nodedir']).replace(/^runuser -u agent -- /, '')], { encoding: 'utf8' });
+    expect(r.stdout).toBe('/usr/local\n');
   });
 });
 
