@@ -13,6 +13,8 @@ export const DETECTION_FILES = [
   'Makefile', 'makefile', 'GNUmakefile',
   // A C library's tests may have a Makefile of their own (uthash: `cd tests && make`).
   'tests/Makefile', 'test/Makefile',
+  // A Node addon of its own: npm's install runs `node-gyp rebuild` for it.
+  'binding.gyp',
 ] as const;
 
 /** Files that key the environment cache by default, when present. */
@@ -116,6 +118,11 @@ export function detect(present: ReadonlySet<string>, pkg: PackageJsonFacts | und
     } else {
       out.commands.push('npm install');
       out.summary.push(`npm${pm?.name === 'npm' ? pinned : ''} install (package.json, no lockfile)`);
+    }
+    // node-gyp runs gyp (Python), make, and links with g++ even a C addon.
+    if (present.has('binding.gyp')) {
+      add('python3', 'make', 'g++');
+      out.summary.push('binding.gyp: node-gyp builds the addon with python3, make and g++');
     }
   }
   const python = present.has('requirements.txt') || present.has('pyproject.toml');

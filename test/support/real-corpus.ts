@@ -38,6 +38,8 @@ export const CORPUS: CorpusProject[] = [
   { name: 'is-number-like', test: /^4 passed, 0 failed$/ },
   { name: 'uthash-like', test: /\(test counts not recognised\)$/ },
   { name: 'node-test-like', test: /^3 passed, 0 failed$/ },
+  // Its own C addon: node-gyp builds it on install against the installed Node's headers.
+  { name: 'native-addon-like', test: /^3 passed, 0 failed$/ },
   { name: 'ms-like', test: /^4 passed, 0 failed$/ },
   { name: 'vitest-like', test: /^4 passed, 0 failed$/ },
   // node-tap gives each test file 30 s; starting its TypeScript loader under emulation takes longer.

@@ -300,6 +300,17 @@ describe('environment plans of real public projects (issue 33), with a registry 
     expect(stepNames(p)).toEqual(['root:proxy settings', 'root:Debian packages']);
   });
 
+  it('a Node addon of its own (binding.gyp, no install script): npm install builds it, with python3, make and g++ from Debian', async () => {
+    const pkg = { name: 'native-addon-like', version: '1.0.0', gypfile: true, engines: { node: '>=18' }, scripts: { test: 'node --test' } };
+    const p = await planOffline(await repoWith({ 'package.json': JSON.stringify(pkg), 'binding.gyp': '{"targets": [{"target_name": "addon", "sources": ["src/addon.c"]}]}\n', 'src/addon.c': '\n' }));
+    expect(p.debianPackages).toEqual(['python3', 'make', 'g++']);
+    expect(p.summary.slice(1)).toEqual(['npm install (package.json, no lockfile)', 'binding.gyp: node-gyp builds the addon with python3, make and g++', 'Debian: python3 make g++']);
+    expect(stepNames(p)).toEqual(['root:proxy settings', 'root:Debian packages', 'root:Node 24.22.3', 'agent:project setup']);
+    // A binding.gyp without a Node project (no package.json) asks for nothing.
+    const bare = await planOffline(await repoWith({ 'binding.gyp': '{}\n' }));
+    expect(bare.debianPackages).toEqual([]);
+  });
+
   it('ms (packageManager pnpm@10.14.0-0 with its sha512, Node pinned): that very pnpm, its hash checked, never a newer pnpm 10', async () => {
     const hex = '3c'.repeat(64);
     const pkg = { name: 'ms', version: '3.0.0', packageManager: `pnpm@10.14.0-0+sha512.${hex}`, scripts: { test: 'jest' }, devDependencies: { jest: '29.7.0' } };
