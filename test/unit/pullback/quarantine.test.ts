@@ -38,6 +38,7 @@ async function setup(id = 't1') {
   cleanups.push(() => {
     host.cleanup();
     fs.rmSync(guestDir, { recursive: true, force: true });
+    fs.rmSync(`${guestDir}.bundle`, { force: true });
     fs.rmSync(root, { recursive: true, force: true });
   });
   return { host, base, guest, root, quarantine: new PullbackQuarantine({ root, maxBundleBytes: 1024 * 1024 }) };
