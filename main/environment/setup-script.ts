@@ -199,9 +199,9 @@ function packageManagerLines(pm: PinnedPackageManager): string[] {
 /**
  * node-gyp builds against the installed headers instead of downloading them (nodejs.org is not
  * reachable). Every SSH session and agent command in the sandbox has
- * npm_package_config_node_gyp_nodedir (GUEST_NODE_GYP_ENV), which node-gyp reads from 11.4 on. An npm bundling an older one gets
- * nodedir from npmrc instead (npm 11.2 and later warn about that line: "will stop working"), and
- * so do pnpm and Yarn, whose own node-gyp may be older.
+ * npm_package_config_node_gyp_nodedir (GUEST_NODE_GYP_ENV), which node-gyp reads from 11.4 on.
+ * An npm bundling an older one gets nodedir from npmrc instead (npm 11.2 and later warn about
+ * that line: "will stop working"), and so do pnpm and Yarn, whose own node-gyp may be older.
  */
 export function nodeGypHeaders(opts: { npmOnly: boolean; npmDir?: string; npmrc?: string }): string[] {
   const npmrc = shellQuote(opts.npmrc ?? '/usr/local/etc/npmrc');
