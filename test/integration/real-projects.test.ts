@@ -6,10 +6,10 @@
 // node-gyp set to build against the installed headers); the test stage runs
 // the real tests and reports their counts; the second task on the same commit
 // boots on the cached layer and skips setup; another commit (its files, not
-// only its lockfile) makes a new layer. Debian packages through the proxy (gcc and make, only Debian's hosts
-// reached) are proven by uthash's shape in real-corpus.test.ts, and that any
-// changed file, the lockfile included, changes the layer's key by
-// environment-plan.test.ts on real git.
+// only its lockfile) makes a new layer. Debian packages through the proxy (gcc
+// and make, only Debian's hosts reached) are proven by uthash's shape in
+// real-corpus.test.ts, and that any changed file, the lockfile included,
+// changes the layer's key by environment-plan.test.ts on real git.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
