@@ -35,8 +35,9 @@ async function app(opts: { qemuOk?: boolean; dataDir?: string; ensure?: () => Pr
   const dataDir = opts.dataDir ?? tempDir();
   const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
   const a = await createFactoryApp({ host: 'web', paths, vm: fakeVm(opts.qemuOk ?? true, opts.ensure ?? (async () => { throw new Error('no image in unit tests'); })) });
-  cleanups.push(() => a.dispose());
+  // Pushed first, so run last: dispose saves the tasks' state into the folder.
   if (!opts.dataDir) cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  cleanups.push(() => a.dispose());
   return a;
 }
 

@@ -32,8 +32,9 @@ function fakeVm(qemuOk: boolean, ensure: () => Promise<unknown> = async () => { 
 async function app(qemuOk = true, dataDir = tempDir(), ensure?: () => Promise<unknown>): Promise<FactoryApp> {
   const paths = appPaths({ FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache') });
   const a = await createFactoryApp({ host: 'web', paths, vm: fakeVm(qemuOk, ensure) });
-  cleanups.push(() => a.dispose());
+  // Pushed first, so run last: dispose saves the tasks' state into the folder.
   cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  cleanups.push(() => a.dispose());
   return a;
 }
 
@@ -183,8 +184,8 @@ describe('parallel limit', () => {
         return new Promise(() => {});
       }),
     });
-    cleanups.push(() => a.dispose());
     cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    cleanups.push(() => a.dispose());
     const repo = await makeRepo({ files: { a: 'a\n' } });
     cleanups.push(repo.cleanup);
     const first = await a.api['tasks.create']({ repoPath: repo.dir, title: 'one' });
