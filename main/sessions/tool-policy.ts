@@ -7,8 +7,9 @@
 // themselves (.git, .claude, …). Every other tool is allowed only when it is
 // known to run nothing here; an unknown tool is denied (fail closed), with a
 // reason the model reads.
+// What git ignores is kept out by a second step, ignored-files.ts (it runs git).
 // Tools of the pinned Claude Code (2.1.332), read from its first request: Agent,
-// Bash, Edit, ListAgents, Read, ReportFindings, ScheduleWakeup, Skill,
+// Bash, Edit, Glob, Grep, ListAgents, Read, ReportFindings, ScheduleWakeup, Skill,
 // ToolSearch, Workflow, DeferredToolPlaceholder, Write; deferred: CronCreate,
 // CronDelete, CronList, EnterWorktree, ExitWorktree, Monitor, NotebookEdit,
 // SendMessage, TaskStop, WebFetch, WebSearch.
@@ -35,6 +36,8 @@ export interface PolicyContext {
 
 export type Decision =
   | { kind: 'route'; updatedInput: Record<string, unknown> }
+  /** Runs here, with its input changed (a Grep told to leave out what git ignores). */
+  | { kind: 'rewrite'; updatedInput: Record<string, unknown>; why: string }
   | { kind: 'allow' }
   | { kind: 'deny'; reason: string };
 
@@ -168,7 +171,7 @@ export function decideToolUse(call: ToolCall, ctx: PolicyContext): Decision {
   return deny(name, `Factory in a Box does not know whether ${name} runs anything on this computer, so it is kept off. ${IN_SANDBOX}`);
 }
 
-function deny(tool: string, why: string): Decision {
+export function deny(tool: string, why: string): Decision {
   return { kind: 'deny', reason: `Factory in a Box: this session works in a sandbox, so ${printable(tool)} is not run on this computer: ${why}.` };
 }
 
@@ -206,11 +209,30 @@ function folderInRepository(cwd: string, repoTop: string): string {
   return rel ?? '';
 }
 
+/** The path a file tool acts on, as given: Glob, Grep and LS search the session's folder when none is. */
+function pathParam(call: ToolCall, tool: { param: string; writes: boolean }): unknown {
+  const raw = call.tool_input[tool.param];
+  const name = call.tool_name;
+  return raw === undefined && !tool.writes && (name === 'Glob' || name === 'Grep' || name === 'LS') ? call.cwd : raw;
+}
+
+/**
+ * Where a file tool's call acts, inside the repository: its path relative to the top
+ * (symlinks followed as far as the path exists; '' for the top itself), or undefined
+ * for another tool or a path outside (which decideToolUse denies).
+ */
+export function fileToolTarget(call: ToolCall, ctx: PolicyContext): { rel: string; abs: string } | undefined {
+  const tool = isFileTool(call.tool_name) ? FILE_TOOLS[call.tool_name] : undefined;
+  const raw = tool ? pathParam(call, tool) : undefined;
+  if (typeof raw !== 'string' || raw.length === 0 || raw.includes('\0')) return undefined;
+  const abs = realish(path.resolve(call.cwd, raw));
+  const rel = relativeInside(abs, realish(ctx.repoTop));
+  return rel === undefined ? undefined : { rel, abs };
+}
+
 function decideFileTool(call: ToolCall, ctx: PolicyContext, tool: { param: string; writes: boolean }): Decision {
   const name = call.tool_name;
-  const raw = call.tool_input[tool.param];
-  // Glob and Grep search the session's folder when no path is given.
-  if (raw === undefined && !tool.writes && (name === 'Glob' || name === 'Grep' || name === 'LS')) return decideFileTool({ ...call, tool_input: { ...call.tool_input, [tool.param]: call.cwd } }, ctx, tool);
+  const raw = pathParam(call, tool);
   if (typeof raw !== 'string' || raw.length === 0 || raw.includes('\0')) return deny(name, `its ${tool.param} is missing or not a path`);
   const abs = path.resolve(call.cwd, raw);
   const rel = relativeInside(realish(abs), realish(ctx.repoTop));
@@ -262,7 +284,7 @@ function isLink(p: string): boolean {
 }
 
 /** A name from the model, safe to put in a message: hidden characters escaped (the review's own escaping), length capped. */
-function printable(s: string): string {
+export function printable(s: string): string {
   const clean = escapeName(s);
   return clean.length > 200 ? `${clean.slice(0, 200)}…` : clean;
 }

@@ -7,8 +7,8 @@
 // the sandbox by the PreToolUse hook (nothing runs on this computer: a marker
 // it touches does not appear here, and it prints the sandbox's machine id), a
 // file the Write tool made here reaches the sandbox before the next command,
-// and a tool that would run here (WebFetch) is denied with the reason shown
-// to the model; the session end runs the leak check and leaves no QEMU
+// a tool that would run here (WebFetch) is denied with the reason shown
+// to the model, and a git-ignored .env is neither read nor found by a Grep; the session end runs the leak check and leaves no QEMU
 // process and no overlay. A session that copies
 // the credential into the sandbox gets exit 2 naming it; a Claude Code killed
 // mid-session loses its sandbox within the grace period.
@@ -28,6 +28,8 @@ import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 
 const LEAK_VALUE = 'sk-ant-api03-hooktest-Zq8wPl2xVn4';
+/** In the repository's git-ignored .env, on this computer only: the model must never see it. */
+const IGNORED_SECRET = 'HOOK_SECRET=sk-ignored-Rt5mQ2wXc8';
 const GRACE_SEC = 5;
 
 let binary: string | undefined;
@@ -94,8 +96,8 @@ function startClaude(): { child: ChildProcess; done: Promise<{ code: number | nu
     CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS: '600000',
   };
   // Not as root with --dangerously-skip-permissions (refused): the one tool it needs is allowed instead.
-  // WebFetch is allowed too, so that its refusal can only come from the hook.
-  const child = spawn(binary!, ['-p', 'Work in the sandbox.', '--output-format', 'stream-json', '--verbose', '--allowedTools', 'Bash,Write,WebFetch'], {
+  // WebFetch, Read and Grep are allowed too, so that a refusal or a change can only come from the hook.
+  const child = spawn(binary!, ['-p', 'Work in the sandbox.', '--output-format', 'stream-json', '--verbose', '--allowedTools', 'Bash,Write,WebFetch,Read,Grep'], {
     cwd: repo.dir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -121,7 +123,8 @@ beforeAll(async () => {
   wrapperLog = path.join(root, 'factory-calls.log');
   fs.mkdirSync(path.join(root, 'home'));
   fs.mkdirSync(path.join(root, 'bin'));
-  repo = await makeRepo({ files: { 'README.md': '# Fixture\n' } });
+  repo = await makeRepo({ files: { 'README.md': '# Fixture\nHOOK_SECRET goes in .env\n', '.gitignore': '.env\n' } });
+  fs.writeFileSync(path.join(repo.dir, '.env'), `${IGNORED_SECRET}\n`);
   // `factory` on Claude Code's PATH, as the package's bin would be; it logs each call's status and stderr for the test.
   writeFactoryWrapper(path.join(root, 'bin', 'factory'), { dataDir, log: wrapperLog });
   stub = await AnthropicStub.start({ script: (req, ctx) => model(req, ctx), sideReply: { text: 'ok' } });
@@ -162,6 +165,9 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
       bash('cd notes'),
       bash('pwd && cat from-host.txt && cd .. && git status --short'),
       { toolUses: [{ name: 'WebFetch', input: { url: 'https://example.com/', prompt: 'summarise' } }] },
+      // The git-ignored .env, read directly, and searched with a glob that overrides ripgrep's ignore rules.
+      { toolUses: [{ name: 'Read', input: { file_path: path.join(repo.dir, '.env') } }] },
+      { toolUses: [{ name: 'Grep', input: { pattern: 'HOOK_SECRET', glob: '*', output_mode: 'content' } }] },
     ];
     let release!: () => void;
     firstTurnHeld = new Promise<void>((r) => (release = r));
@@ -188,7 +194,7 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     const byArgs = (s: string) => calls().filter((c) => c.args.replace(/^(--data-dir \S+ )+/, '').startsWith(s));
     expect(byArgs('hook session-start').map((c) => c.status)).toEqual([0]);
     // Every tool call went through the hook; the three Bash calls ran as routed commands.
-    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0, 0, 0]);
+    expect(byArgs('hook pre-tool-use').map((c) => c.status)).toEqual([0, 0, 0, 0, 0, 0, 0]);
     expect(byArgs('hook run').map((c) => c.status)).toEqual([0, 0, 0]);
     const results = toolResults();
     // 1. Nothing ran here: no marker; the hostname and machine id are the sandbox's, the folder is the sandbox's copy.
@@ -206,6 +212,10 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(results[3]).toContain('?? notes/');
     // 3. WebFetch was denied by the hook, and the model was told why and what to do instead.
     expect(results[4]).toMatch(/not run on this computer.*curl through the Bash tool/s);
+    // 4. The ignored .env was neither read nor searched: the Read refused, the Grep found the tracked line only.
+    expect(results[5]).toContain('git ignores ".env", so it stays out of the sandbox');
+    expect(results[6]).toContain('README.md:2:HOOK_SECRET goes in .env');
+    expect(stub.requests.filter((r) => r.rawBody.includes('sk-ignored-'))).toEqual([]);
     expect(byArgs('hook stop').map((c) => c.status)).toEqual([0]);
     const end = byArgs('hook session-end');
     expect(end.map((c) => c.status), end[0]?.stderr).toEqual([0]);

@@ -5,6 +5,7 @@
 // (main.ts reaches it before anything else): a routed command must cost about
 // what `factory exec` costs.
 import { FactoryError } from '../../../common/errors.js';
+import { withholdIgnored } from '../../sessions/ignored-files.js';
 import { decideToolUse, isFileTool, parseRoutedCommand, type Decision, type ToolCall } from '../../sessions/tool-policy.js';
 import type { FactoryClient } from '../client.js';
 import { printJson, UsageError, type Io } from '../output.js';
@@ -116,7 +117,8 @@ export async function cmdHookPreToolUse(client: RoutedHookClient, io: Io, raw: B
   let decision: Decision;
   try {
     const info = await client.call('sessions.info', { sessionId: input.session_id });
-    decision = decideToolUse(input, { repoTop: info.repoPath, via, sessionId: input.session_id });
+    const ctx = { repoTop: info.repoPath, via, sessionId: input.session_id };
+    decision = await withholdIgnored(input, ctx, decideToolUse(input, ctx));
   } catch (err) {
     if (!(err instanceof Error && err.name === 'SessionNotFound')) throw err;
     // No sandbox: only what runs nothing here and touches no file goes on.
@@ -131,6 +133,7 @@ export async function cmdHookPreToolUse(client: RoutedHookClient, io: Io, raw: B
 
 function hookOutput(d: Decision): Record<string, unknown> {
   if (d.kind === 'route') return { hookEventName: 'PreToolUse', permissionDecision: 'allow', permissionDecisionReason: 'routed to the session\'s sandbox by Factory in a Box', updatedInput: d.updatedInput };
+  if (d.kind === 'rewrite') return { hookEventName: 'PreToolUse', permissionDecision: 'allow', permissionDecisionReason: d.why, updatedInput: d.updatedInput };
   if (d.kind === 'deny') return { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: d.reason };
   // Allowed: Claude Code's own permission rules and prompts decide as usual.
   return { hookEventName: 'PreToolUse' };
