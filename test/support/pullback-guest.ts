@@ -33,7 +33,8 @@ export interface GuestFixture {
     stage(entries: IndexEntry[]): void;
     /** Commits the index only. */
     commitIndex(message: string): string;
-    bundle(): string;
+    /** Bundles these revisions (by default the task branch since the base) into one file. */
+    bundle(...revs: string[]): string;
   };
   quarantine(opts?: Partial<QuarantineOptions>): PullbackQuarantine;
   /** Bundles the task branch, places it in quarantine and verifies it. */
@@ -76,8 +77,8 @@ export async function guestFixture(opts: { id?: string; files?: Record<string, s
       gitIn(dir, ['commit', '-q', '-m', message]);
       return gitIn(dir, ['rev-parse', 'HEAD']).trim();
     },
-    bundle() {
-      gitIn(dir, ['bundle', 'create', '-q', bundleFile, `refs/heads/factory/${id}`, `^${base}`]);
+    bundle(...revs) {
+      gitIn(dir, ['bundle', 'create', '-q', bundleFile, ...(revs.length ? revs : [`refs/heads/factory/${id}`, `^${base}`])]);
       return bundleFile;
     },
   };

@@ -1,47 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PullbackQuarantine, readBundleHeader } from '../../../main/pullback/quarantine.js';
 import { parseRawNumstat } from '../../../main/pullback/review/listing.js';
-import { gitIn, makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
+import { guestFixtures } from '../../support/pullback-guest.js';
+import { gitIn, type FixtureRepo } from '../../support/repo.js';
 
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  while (cleanups.length) cleanups.pop()!();
-});
+const fixture = guestFixtures();
 
-/** A host repo with one commit and a "guest" clone of it on branch factory/<id>. */
+/** A host repo with one commit and a "guest" clone of it on branch factory/<id>; bundles up to 1 MiB. */
 async function setup(id = 't1') {
-  const host = await makeRepo({ files: { 'README.md': 'hello\n', 'src/a.txt': 'one\ntwo\nthree\n', 'old.txt': 'bye\n' } });
-  const base = host.head();
-  const guestDir = tempDir('factory-guest-');
-  gitIn(guestDir, ['clone', '-q', host.dir, '.']);
-  gitIn(guestDir, ['checkout', '-q', '-b', `factory/${id}`]);
-  const guest = {
-    dir: guestDir,
-    write: (rel: string, content: string | Buffer) => {
-      fs.mkdirSync(path.dirname(path.join(guestDir, rel)), { recursive: true });
-      fs.writeFileSync(path.join(guestDir, rel), content);
-    },
-    commit: (msg: string) => {
-      gitIn(guestDir, ['add', '-A']);
-      gitIn(guestDir, ['commit', '-q', '-m', msg]);
-      return gitIn(guestDir, ['rev-parse', 'HEAD']).trim();
-    },
-    bundle: (...revs: string[]) => {
-      const file = path.join(guestDir, '..', `${path.basename(guestDir)}.bundle`);
-      gitIn(guestDir, ['bundle', 'create', '-q', file, ...revs]);
-      return file;
-    },
-  };
-  const root = tempDir('factory-quarantine-');
-  cleanups.push(() => {
-    host.cleanup();
-    fs.rmSync(guestDir, { recursive: true, force: true });
-    fs.rmSync(`${guestDir}.bundle`, { force: true });
-    fs.rmSync(root, { recursive: true, force: true });
-  });
-  return { host, base, guest, root, quarantine: new PullbackQuarantine({ root, maxBundleBytes: 1024 * 1024 }) };
+  const f = await fixture({ id });
+  return { host: f.host, base: f.base, guest: f.guest, root: f.root, quarantine: f.quarantine({ maxBundleBytes: 1024 * 1024 }) };
 }
 
 async function place(q: PullbackQuarantine, id: string, bundleFile: string | Buffer) {
