@@ -7,8 +7,10 @@
 // - Read, Edit, Write (and notebooks) of an ignored path are refused: reading it
 //   would send it to the model, and a file written there never reaches the sandbox;
 // - Grep over a folder gets every ignored entry under it left out by name
-//   (`!**/<path>` globs after the model's own), or is refused when a name cannot
-//   be written as such a glob; Grep of an ignored file is refused;
+//   (`!**/<path>` globs after the model's own), and every repository nested in the
+//   working tree (git does not enter it, the sync sends none of it, and ripgrep
+//   would obey only its own ignore rules); it is refused when a name cannot be
+//   written as such a glob. Grep of an ignored file is refused;
 // - Glob and LS list names only, and go on as they are.
 // Git runs with the host's safety options (host-git.ts); a git that cannot answer
 // refuses the call (fail closed).
@@ -50,7 +52,7 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   }
   if (name !== 'Grep' || !fs.statSync(target.abs, { throwIfNoEntry: false })?.isDirectory()) return decision;
   const inside = target.rel === '' ? '' : `${target.rel}/`;
-  const entries = (await ignoredEntries(top)).filter((e) => e.startsWith(inside));
+  const entries = (await withheldEntries(top)).filter((e) => e.startsWith(inside));
   if (entries.length === 0) return decision;
   const odd = entries.find((e) => NOT_IN_A_GLOB.test(e));
   if (odd !== undefined || entries.length > MAX_EXCLUDED_ENTRIES) {
@@ -63,7 +65,7 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   return {
     kind: 'rewrite',
     updatedInput: { ...call.tool_input, glob: [...(own?.trim() ? [own.trim()] : []), ...excluded].join(' ') },
-    why: `${entries.length} path${entries.length === 1 ? '' : 's'} git ignores left out of the search by Factory in a Box`,
+    why: `${entries.length} path${entries.length === 1 ? '' : 's'} git ignores (or nested repositories) left out of the search by Factory in a Box`,
   };
 }
 
@@ -76,13 +78,15 @@ async function ignoredByGit(top: string, rel: string): Promise<boolean> {
 }
 
 /**
- * The untracked paths an ignore pattern matches, relative to the top; a folder the
- * pattern matches is one entry ending in "/". A name that is not UTF-8 could not be matched by a glob
- * written here, so it fails the call rather than slip through.
+ * What a Grep must leave out, relative to the top: the untracked paths an ignore
+ * pattern matches (a folder the pattern matches is one entry ending in "/"), and the
+ * repositories nested in the working tree (with every untracked file listed, the only
+ * untracked entries that are folders). A name that is not UTF-8 could not be matched
+ * by a glob written here, so it fails the call rather than slip through.
  */
-async function ignoredEntries(top: string): Promise<string[]> {
+async function withheldEntries(top: string): Promise<string[]> {
   // Not `ls-files --others --ignored --directory`: it also names a folder whose only file is tracked.
-  const r = await runGit(['status', '--porcelain=v1', '-z', '--ignored=matching', '--untracked-files=normal', '--no-renames', '--ignore-submodules=all'], { cwd: top, timeoutMs: GIT_TIMEOUT_MS, maxStdoutBytes: 4 * 1024 * 1024 });
+  const r = await runGit(['status', '--porcelain=v1', '-z', '--ignored=matching', '--untracked-files=all', '--no-renames', '--ignore-submodules=all'], { cwd: top, timeoutMs: GIT_TIMEOUT_MS, maxStdoutBytes: 4 * 1024 * 1024 });
   if (r.code !== 0 || r.truncated) throw new Error(`git could not list the files it ignores: ${r.truncated ? 'too many' : r.stderr.trim().slice(0, 300) || `exit ${r.code}`}`);
   let text: string;
   try {
@@ -91,5 +95,5 @@ async function ignoredEntries(top: string): Promise<string[]> {
     // Not UTF-8: such a name cannot be written into a glob that would match it.
     throw new Error('git ignores a file whose name is not UTF-8, which a Grep glob cannot leave out');
   }
-  return text.split('\0').filter((e) => e.startsWith('!! ')).map((e) => e.slice(3));
+  return text.split('\0').filter((e) => e.startsWith('!! ') || (e.startsWith('?? ') && e.endsWith('/'))).map((e) => e.slice(3));
 }

@@ -99,6 +99,22 @@ describe('Grep over a folder leaves out what git ignores', () => {
     expect(await decide('Grep', { pattern: 'KEY', path: 'src' })).toEqual({ kind: 'allow' });
   });
 
+  it('a repository nested in the working tree is left out whole: ripgrep would obey only its own ignore rules', async () => {
+    const nested = path.join(top, 'vendor', 'lib');
+    fs.mkdirSync(nested, { recursive: true });
+    gitIn(nested, ['init', '-q']);
+    fs.writeFileSync(path.join(nested, '.gitignore'), 'secrets.txt\n');
+    fs.writeFileSync(path.join(nested, 'secrets.txt'), 'KEY=nested\n');
+    try {
+      const d = await decide('Grep', { pattern: 'KEY', path: 'vendor' });
+      expect(d).toMatchObject({ kind: 'rewrite', updatedInput: { glob: '!**/vendor/lib/' } });
+      // Its own ignored file is refused by name, as git reads the nested .gitignore too.
+      expect(reason(await decide('Read', { file_path: 'vendor/lib/secrets.txt' }))).toContain('git ignores "vendor/lib/secrets.txt"');
+    } finally {
+      fs.rmSync(path.join(top, 'vendor'), { recursive: true, force: true });
+    }
+  });
+
   it.each([
     ['white space', 'my secrets.log'],
     ['a comma', 'a,b.log'],
