@@ -10,7 +10,10 @@
 //   (`!**/<path>` globs after the model's own), and every repository nested in the
 //   working tree (git does not enter it, the sync sends none of it, and ripgrep
 //   would obey only its own ignore rules); it is refused when a name cannot be
-//   written as such a glob. Grep of an ignored file is refused;
+//   written as such a glob. Given a glob of the model's, it also gets version-control
+//   folders left out again: Claude Code's own exclusions of them come before the
+//   model's globs, so `"glob": "*"` searched .git/config. Grep of an ignored file is
+//   refused;
 // - Glob and LS list names only, and go on as they are.
 // Git runs with the host's safety options (host-git.ts); a git that cannot answer
 // refuses the call (fail closed).
@@ -28,6 +31,9 @@ export const MAX_EXCLUDED_ENTRIES = 2000;
 const NOT_IN_A_GLOB = /[\s,{}[\]*?\\!\p{Cc}]/u;
 
 const GIT_TIMEOUT_MS = 15_000;
+
+/** The folders Claude Code's Grep leaves out by itself (2.1.332), which a glob of the model's overrides. */
+const VERSION_CONTROL_FOLDERS = ['.git', '.svn', '.hg', '.bzr', '.jj', '.sl'];
 
 /** The decision, with what git ignores kept out of it. */
 export async function withholdIgnored(call: ToolCall, ctx: PolicyContext, decision: Decision): Promise<Decision> {
@@ -53,7 +59,6 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   if (name !== 'Grep' || !fs.statSync(target.abs, { throwIfNoEntry: false })?.isDirectory()) return decision;
   const inside = target.rel === '' ? '' : `${target.rel}/`;
   const entries = (await withheldEntries(top)).filter((e) => e.startsWith(inside));
-  if (entries.length === 0) return decision;
   const odd = entries.find((e) => NOT_IN_A_GLOB.test(e));
   if (odd !== undefined || entries.length > MAX_EXCLUDED_ENTRIES) {
     const why = odd !== undefined ? `${JSON.stringify(printable(odd))}, whose name a Grep glob cannot leave out` : `${entries.length} entries, more than a Grep glob can leave out`;
@@ -61,11 +66,13 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   }
   const own = call.tool_input.glob;
   if (own !== undefined && typeof own !== 'string') return deny(name, 'its glob is not text');
-  const excluded = entries.map((e) => `!**/${e}`);
+  const ownGlob = own?.trim() ?? '';
+  const excluded = [...entries, ...(ownGlob ? VERSION_CONTROL_FOLDERS : [])].map((e) => `!**/${e}`);
+  if (excluded.length === 0) return decision;
   return {
     kind: 'rewrite',
-    updatedInput: { ...call.tool_input, glob: [...(own?.trim() ? [own.trim()] : []), ...excluded].join(' ') },
-    why: `${entries.length} path${entries.length === 1 ? '' : 's'} git ignores (or nested repositories) left out of the search by Factory in a Box`,
+    updatedInput: { ...call.tool_input, glob: [...(ownGlob ? [ownGlob] : []), ...excluded].join(' ') },
+    why: `${entries.length} path${entries.length === 1 ? '' : 's'} git ignores (or nested repositories)${ownGlob ? ' and version-control folders' : ''} left out of the search by Factory in a Box`,
   };
 }
 

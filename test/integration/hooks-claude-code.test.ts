@@ -8,7 +8,8 @@
 // it touches does not appear here, and it prints the sandbox's machine id), a
 // file the Write tool made here reaches the sandbox before the next command,
 // a tool that would run here (WebFetch) is denied with the reason shown
-// to the model, and a git-ignored .env is neither read nor found by a Grep; the session end runs the leak check and leaves no QEMU
+// to the model, and neither a git-ignored .env nor .git/config is read or found
+// by a Grep; the session end runs the leak check and leaves no QEMU
 // process and no overlay. A session that copies
 // the credential into the sandbox gets exit 2 naming it; a Claude Code killed
 // mid-session loses its sandbox within the grace period.
@@ -25,7 +26,7 @@ import { claudeCodeBinary } from '../support/claude-code-host.js';
 import { runCli, stopApp } from '../support/cli.js';
 import { factoryCalls, killStarted, waitFor, writeFactoryWrapper } from '../support/factory-wrapper.js';
 import { testImage } from '../support/image.js';
-import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { gitIn, makeRepo, type FixtureRepo } from '../support/repo.js';
 
 const LEAK_VALUE = 'sk-ant-api03-hooktest-Zq8wPl2xVn4';
 /** In the repository's git-ignored .env, on this computer only: the model must never see it. */
@@ -125,6 +126,8 @@ beforeAll(async () => {
   fs.mkdirSync(path.join(root, 'bin'));
   repo = await makeRepo({ files: { 'README.md': '# Fixture\nHOOK_SECRET goes in .env\n', '.gitignore': '.env\n' } });
   fs.writeFileSync(path.join(repo.dir, '.env'), `${IGNORED_SECRET}\n`);
+  // And in the repository's git config, which Claude Code's Grep leaves out only until a glob of the model's matches it.
+  gitIn(repo.dir, ['config', 'hooktest.note', 'HOOK_SECRET=sk-gitconfig-Wq3nV7']);
   // `factory` on Claude Code's PATH, as the package's bin would be; it logs each call's status and stderr for the test.
   writeFactoryWrapper(path.join(root, 'bin', 'factory'), { dataDir, log: wrapperLog });
   stub = await AnthropicStub.start({ script: (req, ctx) => model(req, ctx), sideReply: { text: 'ok' } });
@@ -212,10 +215,12 @@ describe.skipIf(process.platform !== 'linux')('Claude Code session hooks, real C
     expect(results[3]).toContain('?? notes/');
     // 3. WebFetch was denied by the hook, and the model was told why and what to do instead.
     expect(results[4]).toMatch(/not run on this computer.*curl through the Bash tool/s);
-    // 4. The ignored .env was neither read nor searched: the Read refused, the Grep found the tracked line only.
+    // 4. The ignored .env was neither read nor searched: the Read refused, the Grep found the tracked line only
+    //    (not .git/config either).
     expect(results[5]).toContain('git ignores ".env", so it stays out of the sandbox');
     expect(results[6]).toContain('README.md:2:HOOK_SECRET goes in .env');
-    expect(stub.requests.filter((r) => r.rawBody.includes('sk-ignored-'))).toEqual([]);
+    expect(results[6]).not.toContain('.git');
+    expect(stub.requests.filter((r) => r.rawBody.includes('sk-ignored-') || r.rawBody.includes('sk-gitconfig-'))).toEqual([]);
     expect(byArgs('hook stop').map((c) => c.status)).toEqual([0]);
     const end = byArgs('hook session-end');
     expect(end.map((c) => c.status), end[0]?.stderr).toEqual([0]);

@@ -43,6 +43,8 @@ async function decide(tool: string, input: Record<string, unknown>, repoTop = to
   return withholdIgnored(call, ctx, decideToolUse(call, ctx));
 }
 
+const VCS = ['!**/.git', '!**/.svn', '!**/.hg', '!**/.bzr', '!**/.jj', '!**/.sl'];
+
 const reason = (d: Decision) => (d.kind === 'deny' ? d.reason : '');
 
 describe('a file git ignores is neither read nor written here', () => {
@@ -89,8 +91,13 @@ describe('Grep over a folder leaves out what git ignores', () => {
     const d = await decide('Grep', { pattern: 'KEY', glob: '*', output_mode: 'content' });
     expect(d).toMatchObject({ kind: 'rewrite', updatedInput: { pattern: 'KEY', output_mode: 'content' } });
     if (d.kind !== 'rewrite') return;
-    // Claude Code splits the glob at white space; the model's comes first, the exclusions win after it.
-    expect((d.updatedInput.glob as string).split(/\s+/)).toEqual(['*', '!**/.env', '!**/build/', '!**/pkg/.env']);
+    // Claude Code splits the glob at white space; the model's comes first, the exclusions win after it,
+    // version-control folders too (Claude Code's own exclusions of them come before the model's glob).
+    expect((d.updatedInput.glob as string).split(/\s+/)).toEqual(['*', '!**/.env', '!**/build/', '!**/pkg/.env', ...VCS]);
+  });
+
+  it('a glob of the model\'s gets version-control folders left out even where git ignores nothing', async () => {
+    expect(await decide('Grep', { pattern: 'KEY', path: 'src', glob: '*' })).toMatchObject({ kind: 'rewrite', updatedInput: { glob: ['*', ...VCS].join(' ') } });
   });
 
   it('without a glob of its own too (ripgrep would leave them out, but one rule for both), and only the folder\'s', async () => {
