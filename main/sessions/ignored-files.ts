@@ -72,7 +72,10 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   return {
     kind: 'rewrite',
     updatedInput: { ...call.tool_input, glob: [...(ownGlob ? [ownGlob] : []), ...excluded].join(' ') },
-    why: `${entries.length} path${entries.length === 1 ? '' : 's'} git ignores (or nested repositories)${ownGlob ? ' and version-control folders' : ''} left out of the search by Factory in a Box`,
+    why: `${[
+      ...(entries.length ? [`${entries.length} path${entries.length === 1 ? '' : 's'} git ignores or does not enter`] : []),
+      ...(ownGlob ? ['version-control folders'] : []),
+    ].join(' and ')} left out of the search by Factory in a Box`,
   };
 }
 

@@ -97,12 +97,16 @@ describe('Grep over a folder leaves out what git ignores', () => {
   });
 
   it('a glob of the model\'s gets version-control folders left out even where git ignores nothing', async () => {
-    expect(await decide('Grep', { pattern: 'KEY', path: 'src', glob: '*' })).toMatchObject({ kind: 'rewrite', updatedInput: { glob: ['*', ...VCS].join(' ') } });
+    expect(await decide('Grep', { pattern: 'KEY', path: 'src', glob: '*' })).toMatchObject({
+      kind: 'rewrite',
+      updatedInput: { glob: ['*', ...VCS].join(' ') },
+      why: 'version-control folders left out of the search by Factory in a Box',
+    });
   });
 
   it('without a glob of its own too (ripgrep would leave them out, but one rule for both), and only the folder\'s', async () => {
     const d = await decide('Grep', { pattern: 'KEY', path: 'pkg' });
-    expect(d).toMatchObject({ kind: 'rewrite', updatedInput: { glob: '!**/pkg/.env' } });
+    expect(d).toMatchObject({ kind: 'rewrite', updatedInput: { glob: '!**/pkg/.env' }, why: '1 path git ignores or does not enter left out of the search by Factory in a Box' });
     expect(await decide('Grep', { pattern: 'KEY', path: 'src' })).toEqual({ kind: 'allow' });
   });
 
