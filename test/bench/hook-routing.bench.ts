@@ -13,7 +13,10 @@
 // stale: a fork of the sandbox then), and a fresh sandbox of the same
 // repository (a second session's start, the path a subagent takes when its
 // session has no running sandbox), all after the first boot. The warm pool is
-// on, as by default (spares are made only then).
+// on, as by default (spares are made only then). Each round also times the hook's
+// decision for file tools on this computer: Glob (decided without git, the
+// baseline), Read (git check-ignore) and Grep with a glob (git status, for the
+// exclusions of what git ignores; sessions/ignored-files.ts).
 // The CLI is the compiled one (built here into a temporary folder), as users run
 // it: under tsx each process would spend most of its time transpiling.
 // BENCH_ROUNDS (default 7).
@@ -96,6 +99,12 @@ async function main() {
     }
     const commands: Record<string, string> = { true: 'true', 'git status': 'git status --short && ls -R >/dev/null' };
     const times = new Map(Object.keys(commands).map((k) => [k, { exec: [] as number[], routed: [] as number[], hook: [] as number[] }]));
+    const fileTools: Record<string, Record<string, unknown>> = {
+      Glob: { tool_name: 'Glob', tool_input: { pattern: '**/*.txt' } },
+      Read: { tool_name: 'Read', tool_input: { file_path: path.join(repo.dir, 'src', 'a.txt') } },
+      Grep: { tool_name: 'Grep', tool_input: { pattern: 'round', glob: '*' } },
+    };
+    const fileToolMs = new Map(Object.keys(fileTools).map((k) => [k, [] as number[]]));
     for (let round = 1; round <= rounds; round++) {
       // An edit on this computer each round, as the agent's Write tool would make: the routed command carries it in.
       repo.write('src/a.txt', `round ${round}\n`);
@@ -119,6 +128,12 @@ async function main() {
           t.routed.push(hook.ms + runMs);
         }
         console.log(`round ${round}: ${name.padEnd(10)} exec ${t.exec.at(-1)!.toFixed(0).padStart(5)} ms, routed ${t.routed.at(-1)!.toFixed(0).padStart(5)} ms (hook ${t.hook.at(-1)!.toFixed(0)} ms)`);
+      }
+      const names = Object.keys(fileTools);
+      for (const name of round % 2 ? names : [...names].reverse()) {
+        const decision = await cli(dataDir, ['hook', 'pre-tool-use', '--via', via], JSON.stringify({ session_id: sessionId, cwd: repo.dir, hook_event_name: 'PreToolUse', ...fileTools[name] }));
+        if (decision.code !== 0 || JSON.parse(decision.stdout).hookSpecificOutput.permissionDecision === 'deny') throw new Error(`${name} was not let through: ${decision.stdout}${decision.stderr}`);
+        fileToolMs.get(name)!.push(decision.ms);
       }
     }
     // A subagent's own sandbox, from SubagentStart to ready. After the session was idle: its spare fork.
@@ -146,6 +161,8 @@ async function main() {
       const routed = median(t.routed);
       console.log(`${name.padEnd(10)} factory exec ${exec.toFixed(0).padStart(5)} ms, routed ${routed.toFixed(0).padStart(5)} ms (of which the hook's decision ${median(t.hook).toFixed(0)} ms), routed / exec ${(routed / exec).toFixed(2)}`);
     }
+    const glob = median(fileToolMs.get('Glob')!);
+    console.log(`file tools, the hook's decision: Glob ${glob.toFixed(0)} ms (no git), ${['Read', 'Grep'].map((n) => `${n} ${median(fileToolMs.get(n)!).toFixed(0)} ms (${(median(fileToolMs.get(n)!) / glob).toFixed(2)}×)`).join(', ')}`);
     const kind = (how: string) => (how.includes('spare') ? 'spare fork' : how.startsWith('forked') ? 'fork' : 'NOT forked');
     console.log(
       `subagent sandbox ready after SubagentStart: session idle (${kind(idle.how)}) ${(idle.ms / 1000).toFixed(2)} s; right after a command (${kind(busy.how)}) ${(busy.ms / 1000).toFixed(1)} s; ` +
