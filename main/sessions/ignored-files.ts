@@ -58,7 +58,11 @@ async function withhold(call: ToolCall, ctx: PolicyContext, decision: Decision):
   }
   if (name !== 'Grep' || !fs.statSync(target.abs, { throwIfNoEntry: false })?.isDirectory()) return decision;
   const inside = target.rel === '' ? '' : `${target.rel}/`;
-  const entries = (await withheldEntries(top)).filter((e) => e.startsWith(inside));
+  const withheld = await withheldEntries(top);
+  // A folder inside a nested repository: the exclusions below would start under it, and ripgrep would obey that repository's own rules.
+  const nested = withheld.find((e) => e.endsWith('/') && inside.startsWith(e));
+  if (nested !== undefined) return deny(name, `${JSON.stringify(printable(target.rel))} is in ${JSON.stringify(printable(nested))}, a repository nested in the working tree, which the sandbox does not get and whose ignored files Grep would search`);
+  const entries = withheld.filter((e) => e.startsWith(inside));
   const odd = entries.find((e) => NOT_IN_A_GLOB.test(e));
   if (odd !== undefined || entries.length > MAX_EXCLUDED_ENTRIES) {
     const why = odd !== undefined ? `${JSON.stringify(printable(odd))}, whose name a Grep glob cannot leave out` : `${entries.length} entries, more than a Grep glob can leave out`;

@@ -119,6 +119,8 @@ describe('Grep over a folder leaves out what git ignores', () => {
     try {
       const d = await decide('Grep', { pattern: 'KEY', path: 'vendor' });
       expect(d).toMatchObject({ kind: 'rewrite', updatedInput: { glob: '!**/vendor/lib/' } });
+      // Searched from inside it, no exclusion written above it would hold: refused.
+      expect(reason(await decide('Grep', { pattern: 'KEY', path: 'vendor/lib', glob: '*' }))).toContain('"vendor/lib" is in "vendor/lib/", a repository nested in the working tree');
       // Its own ignored file is refused by name, as git reads the nested .gitignore too.
       expect(reason(await decide('Read', { file_path: 'vendor/lib/secrets.txt' }))).toContain('git ignores "vendor/lib/secrets.txt"');
     } finally {
