@@ -209,11 +209,15 @@ function folderInRepository(cwd: string, repoTop: string): string {
   return rel ?? '';
 }
 
-/** The path a file tool acts on, as given: Glob, Grep and LS search the session's folder when none is. */
-function pathParam(call: ToolCall, tool: { param: string; writes: boolean }): unknown {
-  const raw = call.tool_input[tool.param];
+/**
+ * The path a file tool acts on, as given (Glob, Grep and LS search the session's folder
+ * when none is), or undefined when it is missing or not a path.
+ */
+function pathParam(call: ToolCall, tool: { param: string; writes: boolean }): string | undefined {
+  const given = call.tool_input[tool.param];
   const name = call.tool_name;
-  return raw === undefined && !tool.writes && (name === 'Glob' || name === 'Grep' || name === 'LS') ? call.cwd : raw;
+  const raw = given === undefined && !tool.writes && (name === 'Glob' || name === 'Grep' || name === 'LS') ? call.cwd : given;
+  return typeof raw === 'string' && raw.length > 0 && !raw.includes('\0') ? raw : undefined;
 }
 
 /**
@@ -224,7 +228,7 @@ function pathParam(call: ToolCall, tool: { param: string; writes: boolean }): un
 export function fileToolTarget(call: ToolCall, ctx: PolicyContext): { rel: string; abs: string } | undefined {
   const tool = isFileTool(call.tool_name) ? FILE_TOOLS[call.tool_name] : undefined;
   const raw = tool ? pathParam(call, tool) : undefined;
-  if (typeof raw !== 'string' || raw.length === 0 || raw.includes('\0')) return undefined;
+  if (raw === undefined) return undefined;
   const abs = realish(path.resolve(call.cwd, raw));
   const rel = relativeInside(abs, realish(ctx.repoTop));
   return rel === undefined ? undefined : { rel, abs };
@@ -233,7 +237,7 @@ export function fileToolTarget(call: ToolCall, ctx: PolicyContext): { rel: strin
 function decideFileTool(call: ToolCall, ctx: PolicyContext, tool: { param: string; writes: boolean }): Decision {
   const name = call.tool_name;
   const raw = pathParam(call, tool);
-  if (typeof raw !== 'string' || raw.length === 0 || raw.includes('\0')) return deny(name, `its ${tool.param} is missing or not a path`);
+  if (raw === undefined) return deny(name, `its ${tool.param} is missing or not a path`);
   const abs = path.resolve(call.cwd, raw);
   const rel = relativeInside(realish(abs), realish(ctx.repoTop));
   if (rel === undefined) return deny(name, `${JSON.stringify(printable(raw))} is outside the repository ${JSON.stringify(printable(ctx.repoTop))}; the session works on that repository only`);
