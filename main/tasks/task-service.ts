@@ -104,6 +104,8 @@ export class TaskService<Image = unknown> {
   private readonly lifetime: SandboxLifetime;
   private readonly destroying = new Map<string, Promise<Task>>();
   private disposed = false;
+  /** Calls that end by registering a run (create, retry, a quick sandbox, an agent session): dispose waits for them. */
+  private readonly starting = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: TaskServiceDeps<Image>) {
     this.slots = new Slots(() => deps.settings().maxParallelTasks);
@@ -145,8 +147,11 @@ export class TaskService<Image = unknown> {
   }
 
   /** Validates everything the user can fix before a task exists, then starts it in the background. */
-  async create(input: CreateTaskInput): Promise<Task> {
-    if (this.disposed) throw new FactoryError('ShuttingDown', 'the app is shutting down');
+  create(input: CreateTaskInput): Promise<Task> {
+    return this.admit(() => this.createAndStart(input));
+  }
+
+  private async createAndStart(input: CreateTaskInput): Promise<Task> {
     const title = input.title.trim();
     if (!title) throw new FactoryError('InvalidInput', 'title: the task text is empty');
     const repo = await inspectRepo(input.repoPath, input.baseRef);
@@ -178,9 +183,23 @@ export class TaskService<Image = unknown> {
   }
 
   /** A quick sandbox (quick-sandbox.ts): a fresh VM and a shell, optionally a repository seeded, no pipeline. */
-  async quick(input: QuickInput): Promise<Task> {
+  quick(input: QuickInput): Promise<Task> {
     const d = this.deps;
-    return startQuickSandbox({ ...this.sandboxParts(), ...(d.firstShell ? { firstShell: d.firstShell } : {}) }, input);
+    return this.admit(() => startQuickSandbox({ ...this.sandboxParts(), ...(d.firstShell ? { firstShell: d.firstShell } : {}) }, input));
+  }
+
+  /**
+   * Runs a call that ends by registering a task's run, unless the service is shutting down. Dispose
+   * waits for the calls under way: a run registered after it aborted the others would go on writing
+   * the task's state after the app ended (into a data folder that may be gone by then).
+   */
+  private admit<T>(start: () => Promise<T>): Promise<T> {
+    if (this.disposed) return Promise.reject(new FactoryError('ShuttingDown', 'the app is shutting down'));
+    const started = start();
+    this.starting.add(started);
+    const settled = () => void this.starting.delete(started);
+    started.then(settled, settled);
+    return started;
   }
 
   /** What a sandbox started outside the pipeline (quick sandbox, agent session) needs of the service. */
@@ -202,16 +221,19 @@ export class TaskService<Image = unknown> {
   async agentSession(input: AgentSessionInput): Promise<Task> {
     const d = this.deps;
     if (!d.agentSessions) throw new FactoryError('NoSandbox', 'this app runs no agent sessions');
-    await this.checkAgentCredential(input.agent);
-    return startAgentSession(
-      {
-        ...d.agentSessions,
-        ...this.sandboxParts(),
-        pullBack: (r, ssh) => this.reviews.pullBack(r, ssh),
-        aborted: (r) => this.aborted(r),
-      },
-      input,
-    );
+    const sessions = d.agentSessions;
+    return this.admit(async () => {
+      await this.checkAgentCredential(input.agent);
+      return startAgentSession(
+        {
+          ...sessions,
+          ...this.sandboxParts(),
+          pullBack: (r, ssh) => this.reviews.pullBack(r, ssh),
+          aborted: (r) => this.aborted(r),
+        },
+        input,
+      );
+    });
   }
 
   /** What Start would do for a repository: its environment, the egress it asks for, whether setup is cached, the agent and what it lacks. */
@@ -268,7 +290,11 @@ export class TaskService<Image = unknown> {
    * earlier stages keep their results. In the same sandbox while it runs;
    * when it is gone (the app stopped, QEMU died), in a fresh one seeded like the first.
    */
-  async retry(taskId: string, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): Promise<Task> {
+  retry(taskId: string, fromStage?: StageName, opts: { overrideReview?: boolean } = {}): Promise<Task> {
+    return this.admit(() => this.retryNow(taskId, fromStage, opts));
+  }
+
+  private async retryNow(taskId: string, fromStage: StageName | undefined, opts: { overrideReview?: boolean }): Promise<Task> {
     const record = this.record(taskId);
     const t = record.task;
     const old = this.runtimes.get(taskId);
@@ -430,6 +456,10 @@ export class TaskService<Image = unknown> {
   async dispose(): Promise<void> {
     this.disposed = true;
     await this.lifetime.dispose();
+    // The runs under way stop first (a retry waits for its task's last run to end), then the calls
+    // still starting one finish, and what they registered is stopped with the rest.
+    for (const rt of this.runtimes.values()) rt.abort.abort();
+    await Promise.allSettled(this.starting);
     const live = [...this.runtimes.entries()];
     for (const [, rt] of live) rt.abort.abort();
     await Promise.all(

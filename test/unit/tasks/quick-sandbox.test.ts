@@ -97,6 +97,22 @@ describe('sandboxes.quick', () => {
     const second = await app({ dataDir });
     expect(await second.api['tasks.get']({ taskId: q.id })).toMatchObject({ phase: 'closed', sandbox: { status: 'none' } });
   });
+
+  it('a quick sandbox asked for as the app shuts down is closed by the shutdown; nothing is written after it', async () => {
+    const dataDir = tempDir();
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const first = await app({ dataDir, ensure: () => new Promise(() => {}) });
+    // Asked for, not awaited: the shutdown comes while the sandbox is being recorded.
+    const asked = first.api['sandboxes.quick']({});
+    await first.dispose();
+    const q = await asked;
+    // What the shutdown left is all there is: a run still going would write into the folder after it.
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(fs.existsSync(dataDir)).toBe(false);
+    await expect(first.api['sandboxes.quick']({})).rejects.toMatchObject({ name: 'ShuttingDown' });
+    expect(q).toMatchObject({ kind: 'quick' });
+  });
 });
 
 describe('QuickSandboxWatcher', () => {
