@@ -12,6 +12,7 @@
 import type net from 'node:net';
 import { TERMINAL_SIZE_RANGE, terminalSizeFits } from '../../common/contract.js';
 import type { TerminalSource } from '../terminal/types.js';
+import { GUEST_NODE_GYP_DIR } from './guest-shell.js';
 
 /** Frame types, both ways: [type u8][length u16, big-endian][payload]. */
 export const CONSOLE_FRAME = {
@@ -62,6 +63,9 @@ export function consolePerlValues(): Record<string, number | string> {
     MAX_CONSOLE_DATA,
     MAX_CONSOLE_ERROR,
     SHELL_SEED_FILE,
+    // The login environment of the first shell is an SSH login's: sshd_config's SetEnv too.
+    NODE_GYP_ENV_NAME: GUEST_NODE_GYP_DIR.name,
+    NODE_GYP_ENV_VALUE: GUEST_NODE_GYP_DIR.value,
   };
 }
 

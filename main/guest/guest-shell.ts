@@ -14,9 +14,11 @@ export const GUEST_AGENT_HOME = '/home/agent';
 /**
  * node-gyp (11.4 and later) builds native addons against the headers setup installs with
  * Node instead of downloading them from nodejs.org, which a sandbox cannot reach. The
- * image's sshd_config sets the same for every SSH session (a unit test keeps them equal).
+ * image's sshd_config sets the same for every SSH session (a unit test keeps them equal),
+ * and so does the first shell's console (console-subs.pl).
  */
-export const GUEST_NODE_GYP_ENV = 'npm_package_config_node_gyp_nodedir=/usr/local';
+export const GUEST_NODE_GYP_DIR = { name: 'npm_package_config_node_gyp_nodedir', value: '/usr/local' } as const;
+export const GUEST_NODE_GYP_ENV = `${GUEST_NODE_GYP_DIR.name}=${GUEST_NODE_GYP_DIR.value}`;
 
 /**
  * A command line that runs `argv` as the unprivileged agent user with a clean,

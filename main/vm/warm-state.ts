@@ -58,8 +58,9 @@ export function machineKey(m: MachineFields, qemuVersion: string, qemuBinary: st
  * clone has its identity (machine key versions 3, 4 and 6 before).
  * 2: the waiter relays a first shell over the identity port when asked
  * (guest-console.ts).
+ * 3: the first shell's login environment has node-gyp's header folder, as an SSH login's.
  */
-export const TEMPLATE_VERSION = 2;
+export const TEMPLATE_VERSION = 3;
 
 /** The snapshot template's folder name: its machine (machineKey) and what its guest was made to run. */
 export function templateKey(machine: string, version = TEMPLATE_VERSION): string {

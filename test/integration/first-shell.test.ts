@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GUEST_NODE_GYP_DIR } from '../../main/guest/guest-shell.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
@@ -105,10 +106,15 @@ describe("a restored sandbox's first shell", () => {
     await screen.waitFor(/[\r\n]40 120\r\n/);
     const ssh = await vm.ssh();
     const viaSsh = await ssh.run('cat /etc/machine-id', { timeoutMs: 30_000 });
+    // The login environment an SSH session gets from the image (node-gyp's header folder) is the first shell's too.
+    const gypViaSsh = await ssh.run(`echo "gyp=$${GUEST_NODE_GYP_DIR.name}."`, { timeoutMs: 30_000 });
     ssh.close();
     expect(viaSsh.code).toBe(0);
+    expect(gypViaSsh.stdout.trim()).toBe(`gyp=${GUEST_NODE_GYP_DIR.value}.`);
     screen.source.write('cat /etc/machine-id\r');
     await screen.waitFor(new RegExp(`[\\r\\n]${viaSsh.stdout.trim()}\\r\\n`));
+    screen.source.write(`echo "gyp=$${GUEST_NODE_GYP_DIR.name}."\r`);
+    await screen.waitFor(new RegExp(`[\\r\\n]gyp=${GUEST_NODE_GYP_DIR.value}\\.\\r\\n`));
     screen.source.write('exit 3\r');
     expect(await screen.waitExit()).toEqual({ code: 3, lost: false });
   }, 180_000);

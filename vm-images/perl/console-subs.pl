@@ -21,7 +21,7 @@ sub start_shell {
     # A shell started in the template would give every clone the same $RANDOM (and bash's first $SRANDOM
     # comes from bytes it read there): at its first prompt it sets a trap that, before the first command
     # (in the clone), seeds RANDOM from SHELL_SEED_FILE, written by the relay from the clone's kernel.
-    %ENV = (HOME => "/root", USER => "root", LOGNAME => "root", SHELL => "/bin/bash", TERM => "xterm-256color", LANG => "C.UTF-8", PATH => "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    %ENV = (HOME => "/root", USER => "root", LOGNAME => "root", SHELL => "/bin/bash", TERM => "xterm-256color", LANG => "C.UTF-8", PATH => "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", {{NODE_GYP_ENV_NAME}} => "{{NODE_GYP_ENV_VALUE}}",
       PROMPT_COMMAND => "unset PROMPT_COMMAND; trap \"{ read -r RANDOM < {{SHELL_SEED_FILE}}; } 2>/dev/null; trap - DEBUG\" DEBUG");
     chdir("/root"); exec { "/bin/bash" } "-bash"; POSIX::_exit(127);
   }
