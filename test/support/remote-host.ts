@@ -75,12 +75,18 @@ export async function ensureLibvirtd(): Promise<void> {
     await run('mknod', ['-m', '000', noKvm, 'c', '1', '3']);
     binds.push(`mount --bind ${noKvm} /dev/kvm`);
   }
-  await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${binds.join(' && ')} && exec libvirtd -d`]);
-  for (let i = 0; i < 100; i++) {
-    if (existsSync('/run/libvirt/libvirt-sock')) return;
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${binds.join(' && ')} && exec libvirtd -d`]);
+    for (let i = 0; i < 100; i++) {
+      if (existsSync('/run/libvirt/libvirt-sock')) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('libvirtd did not open its socket within 10 s');
+  } finally {
+    // The daemon's mounts hold the files themselves, not their names: the folder can go now
+    // (libvirtd read its config as it started) and is not left behind by every start.
+    rmSync(dir, { recursive: true, force: true });
   }
-  throw new Error('libvirtd did not open its socket within 10 s');
 }
 
 function freePort(): Promise<number> {
