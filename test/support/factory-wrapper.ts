@@ -21,7 +21,8 @@ export function writeFactoryWrapper(file: string, opts: { dataDir: string; log: 
     file,
     [
       '#!/bin/bash',
-      'err=$(mktemp)',
+      // Next to the log, in the test's folder: a call killed with its agent leaves no file in the temp directory.
+      `err=$(mktemp -p ${JSON.stringify(path.dirname(opts.log))} factory-stderr.XXXXXX)`,
       `${JSON.stringify(process.execPath)} --import ${JSON.stringify(tsx)} ${JSON.stringify(CLI_ENTRY)} --data-dir ${JSON.stringify(opts.dataDir)} "$@" 2>"$err"`,
       's=$?',
       'cat "$err" >&2',
