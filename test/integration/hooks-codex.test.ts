@@ -15,6 +15,10 @@
 // command reach the app. Codex asks the user to trust hooks from a file:
 // here --dangerously-bypass-hook-trust stands for that answer, and the
 // repository is marked trusted in Codex's own config as its prompt would.
+// Then a subagent (Codex's spawn_agent, a function tool of its collaboration
+// namespace; its requests carry `x-openai-subagent: collab_spawn`): its shell
+// command runs in a sandbox of its own, forked from the session's, and its
+// commit arrives in the session's sandbox as a branch once it stops.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,7 +33,7 @@ import { factoryCalls, killStarted, waitFor, writeFactoryWrapper } from '../supp
 import { codexBinary } from '../support/codex-host.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
-import { addFilePatch, codeModeJs, ResponsesStub, toolResultsOf } from '../support/responses-stub.js';
+import { addFilePatch, codeModeJs, ResponsesStub, toolResultsOf, type RecordedResponsesRequest, type ResponsesReply } from '../support/responses-stub.js';
 
 const GRACE_SEC = 5;
 const API_KEY = 'fiab-placeholder-codex-hooks';
@@ -45,6 +49,23 @@ let factoryBin: string;
 const started: ChildProcess[] = [];
 /** The code-mode cell the model sends as its first turn; then it is done. */
 let cell = '';
+/** The model's turns, by the number of tool results in the request: the session's, and a subagent's. */
+let plan: ResponsesReply[] | undefined;
+let subPlan: ResponsesReply[] = [];
+
+function reply(req: RecordedResponsesRequest): ResponsesReply {
+  const results = toolResultsOf(req).length;
+  if (req.headers['x-openai-subagent'] === 'collab_spawn') return subPlan[results] ?? { text: 'Subagent done.' };
+  if (plan) return plan[results] ?? { text: 'Done in the sandbox.' };
+  return results === 0 && cell ? { toolCalls: [{ input: cell }] } : { text: 'Done in the sandbox.' };
+}
+
+/** A code-mode turn running one shell command. */
+const shell = (cmd: string): ResponsesReply => ({ toolCalls: [{ input: codeModeJs({ commands: [cmd] }) }] });
+/** A turn calling one of Codex's collaboration tools (a function tool, not code mode's). */
+const collaboration = (name: string, args: Record<string, unknown>): ResponsesReply => ({
+  toolCalls: [{ kind: 'function', namespace: 'collaboration', name, input: JSON.stringify(args) }],
+});
 
 /** Every `factory` invocation (the hooks and the routed commands), with its status and stderr. */
 const calls = () => factoryCalls(wrapperLog).map((c) => ({ ...c, args: c.args.replace(/^(--data-dir \S+ )+/, '') }));
@@ -88,7 +109,7 @@ beforeAll(async () => {
   // `factory`, as the package's bin would be, logging each call's status and stderr for the test.
   factoryBin = path.join(root, 'bin', 'factory');
   writeFactoryWrapper(factoryBin, { dataDir, log: wrapperLog });
-  stub = await ResponsesStub.start({ apiKey: API_KEY, script: (req) => (toolResultsOf(req).length === 0 && cell ? { toolCalls: [{ input: cell }] } : { text: 'Done in the sandbox.' }) });
+  stub = await ResponsesStub.start({ apiKey: API_KEY, script: reply });
   const ls = await runCli(dataDir, ['ls'], { env: { FACTORY_SESSION_GRACE_SEC: String(GRACE_SEC) } });
   expect(ls.code, ls.stderr).toBe(0);
   client = await FactoryClient.connect(path.join(dataDir, 'factory.sock'));
@@ -159,5 +180,67 @@ describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and
     const report = await client.call('leakcheck.get', { taskId: task!.id });
     expect(report?.verdict).toBe('clean');
     console.log(`codex session with hooks, from start to a destroyed sandbox: ${Date.now() - t0} ms; session-end hook: ${JSON.stringify(byArgs('hook session-end').map((c) => [c.status, c.stderr.slice(0, 200)]))}`);
+  }, 10 * 60_000);
+
+  it("a Codex subagent gets a sandbox of its own, forked from the session's: its command runs there, not here, and its commit arrives in the session's sandbox as a branch", async (ctx) => {
+    if (!binary) ctx.skip();
+    fs.writeFileSync(wrapperLog, '');
+    const marker = path.join(root, 'SUBAGENT-MARKER-must-not-appear-here');
+    const machineId = /\b[0-9a-f]{32}\b/;
+    plan = [
+      // A file only the session's sandbox has: a subagent forked from it has it too.
+      shell('echo SESSION-ID $(cat /etc/machine-id); echo made-in-the-session > ~/fork-marker'),
+      collaboration('spawn_agent', { task_name: 'commit_in_sandbox', message: 'Commit a file in your sandbox.', fork_turns: 'none' }),
+      collaboration('wait_agent', { timeout_ms: 600_000 }),
+      shell("git branch --list 'factory/*' && git log --all --format=%s | sort -u && ls"),
+    ];
+    subPlan = [
+      shell(`touch ${marker}; echo SUB-ID $(cat /etc/machine-id) FORK=$(cat ~/fork-marker 2>/dev/null || echo none) && echo from-the-subagent > sub.txt && git add sub.txt && git commit -qm "work of the subagent" && echo committed`),
+    ];
+    const peak: { qemu: number; seen: string[] } = { qemu: 0, seen: [] };
+    const watch = setInterval(() => {
+      const now = qemuProcessesUnder(dataDir);
+      if (now.length > peak.qemu) Object.assign(peak, { qemu: now.length, seen: now.map((q) => q.cmdline.replaceAll(dataDir, '<data>').slice(0, 400)) });
+    }, 500);
+    const before = stub.responseRequests().length;
+    let run: Awaited<ReturnType<typeof runCodex>>;
+    try {
+      run = await runCodex();
+    } finally {
+      clearInterval(watch);
+    }
+    expect(run.code, run.out.slice(-3000)).toBe(0);
+    const requests = stub.responseRequests().slice(before);
+    // The subagent asked the model as a subagent, and the session's wait ended with it.
+    expect(requests.filter((r) => r.headers['x-openai-subagent'] === 'collab_spawn').length).toBeGreaterThan(0);
+    const all = requests.map((r) => toolResultsOf(r).join('\n')).join('\n');
+    const sessionId = /SESSION-ID ([0-9a-f]{32})/.exec(all)?.[1];
+    const subId = /SUB-ID ([0-9a-f]{32})/.exec(all)?.[1];
+    expect(sessionId, `the session printed its machine id: ${all.slice(0, 1500)}`).toMatch(machineId);
+    expect(subId, `the subagent printed its machine id: ${all.slice(0, 1500)}`).toMatch(machineId);
+    // Nothing of the subagent ran here; its command ran on a machine of its own, forked from the session's.
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(subId).not.toBe(sessionId);
+    expect(subId).not.toBe(fs.existsSync('/etc/machine-id') ? fs.readFileSync('/etc/machine-id', 'utf8').trim() : '');
+    expect(/SUB-ID [0-9a-f]{32} FORK=([a-z-]+)/.exec(all)?.[1]).toBe('made-in-the-session');
+    const byArgs = (s: string) => calls().filter((c) => c.args.startsWith(s));
+    expect(byArgs('hook subagent-start').map((c) => c.status), byArgs('hook subagent-start')[0]?.stderr).toEqual([0]);
+    expect(byArgs('hook subagent-stop').map((c) => c.status), byArgs('hook subagent-stop')[0]?.stderr).toEqual([0]);
+    // Three shell commands, each routed: the session's two and the subagent's one.
+    expect(byArgs('hook run').map((c) => c.status)).toEqual([0, 0, 0]);
+    expect(peak.qemu, `seen at once:\n${peak.seen.join('\n')}`).toBe(2);
+    // The subagent's commit is in the session's sandbox as its branch, not in the working tree here.
+    const last = toolResultsOf(requests.filter((r) => r.headers['x-openai-subagent'] !== 'collab_spawn').at(-1)!).at(-1) ?? '';
+    expect(last).toMatch(/factory\/[A-Za-z0-9._-]+\/[A-Za-z0-9._-]+/);
+    expect(last).toContain('work of the subagent');
+    expect(last).not.toContain('sub.txt');
+    expect(fs.existsSync(path.join(repo.dir, 'sub.txt'))).toBe(false);
+    // After the session: every sandbox is gone, the subagent's with the rest.
+    const subTasks = (await sessionTasks()).filter((t) => t.title.includes('subagent'));
+    expect(subTasks).toHaveLength(1);
+    expect(subTasks[0]!.title).toMatch(/^Codex subagent /);
+    expect(subTasks[0]!.setup?.summary).toMatch(/^forked from the sandbox of task /);
+    await waitFor('every sandbox of the session to be destroyed', async () => (await sessionTasks()).every((t) => t.sandbox.status === 'destroyed'), 5 * 60_000, 500);
+    expect(qemuProcessesUnder(dataDir)).toEqual([]);
   }, 10 * 60_000);
 });

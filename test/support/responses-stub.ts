@@ -34,6 +34,8 @@ export interface ResponsesToolCall {
   name?: string;
   /** 'custom' (custom_tool_call with a free-form input, the default) or 'function' (function_call with JSON arguments). */
   kind?: 'custom' | 'function';
+  /** A function tool's namespace, as the model names it (Codex's `collaboration` for spawn_agent). */
+  namespace?: string;
   callId?: string;
 }
 
@@ -254,7 +256,7 @@ export class ResponsesStub {
         output.push(done);
       } else {
         const id = `fc_${randomBytes(12).toString('hex')}`;
-        const done = { id, type: 'function_call', status: 'completed', call_id: callId, name, arguments: call.input };
+        const done = { id, type: 'function_call', status: 'completed', call_id: callId, name, ...(call.namespace ? { namespace: call.namespace } : {}), arguments: call.input };
         await send('response.output_item.added', { output_index: index, item: { ...done, status: 'in_progress', arguments: '' } });
         await send('response.function_call_arguments.delta', { output_index: index, item_id: id, delta: call.input });
         await send('response.function_call_arguments.done', { output_index: index, item_id: id, arguments: call.input });
