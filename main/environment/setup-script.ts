@@ -277,12 +277,34 @@ const PROGRESS_LINE = /^(?:[\u2800-\u28ff◐◓◑◒|/\\.·•\s-]*|[\u2800-\u2
 // The first line that says what went wrong, in the words of npm, pnpm, yarn, corepack, curl, apt, node.
 const CAUSE_LINE = /^(?:ERR_PNPM_\w+|ERROR\b|npm (?:ERR!|error)|error\b|(?:\w*Error|Internal Error|Usage Error)\b:?|fatal:|E: |curl: \(\d+\)|YN\d{4}:.*(?:error|failed)|➤ YN\d{4})/i;
 
+/** What node-gyp says when a tool it builds with is missing (node-gyp 11–12 as npm, pnpm and Yarn run it). */
+const NODE_GYP_MISSING: Array<[RegExp, string]> = [
+  [/gyp ERR! .*Could not find any Python installation|gyp ERR! find Python .*could not be run/, 'no Python'],
+  [/gyp ERR! stack Error: not found: make\b/, 'no make'],
+  [/make(?:\[\d+\])?: (?:cc|gcc|g\+\+|c\+\+): (?:No such file or directory|[Cc]ommand not found)/, 'no C/C++ compiler'],
+];
+
+/**
+ * A native addon of a dependency that node-gyp could not build for want of its tools (no
+ * prebuilt binary came, or the package has none): which tool, which package, and the line
+ * that gives the sandbox the tools. Setup installs them by itself only for the repository's
+ * own binding.gyp (detect.ts); a dependency's addon shows only when its install runs.
+ */
+function nodeGypToolchainReason(lines: string[]): string | undefined {
+  const missing = NODE_GYP_MISSING.find(([re]) => lines.some((l) => re.test(l)))?.[1];
+  if (!missing) return undefined;
+  // "gyp ERR! cwd /work/repo/node_modules/<name>" (or npm's "npm error path …"): the package being built.
+  const where = lines.map((l) => /(?:gyp ERR! cwd|npm (?:error|ERR!) path) (\S*\/node_modules\/(?:@[^/\s]+\/)?[^/\s]+)\/?$/.exec(l)?.[1]).find(Boolean);
+  const name = where?.replace(/^.*\/node_modules\//, '');
+  return `node-gyp could not build ${name ?? 'a native addon'}: ${missing} in the sandbox. Add {"environment": {"packages": ["python3", "make", "g++"]}} to .factory/pipeline.json`;
+}
+
 /**
  * Why a setup step failed, in one line for the setup card, from the end of the
  * setup's output (escapes already removed): the step's own reason line when it
- * printed one, else the library the loader missed, else the first line of the
- * failing step's output that names a cause. Spinner and progress frames are
- * skipped; undefined when nothing says why.
+ * printed one, else the tool node-gyp lacked, else the library the loader missed,
+ * else the first line of the failing step's output that names a cause. Spinner and
+ * progress frames are skipped; undefined when nothing says why.
  */
 export function setupFailureReason(tail: string): string | undefined {
   const lastStep = tail.lastIndexOf('\n▶ ');
@@ -294,6 +316,8 @@ export function setupFailureReason(tail: string): string | undefined {
   const cap = (l: string): string => (l.length > 240 ? `${l.slice(0, 239)}…` : l);
   const own = lines.filter((l) => l.startsWith(REASON_MARK.trim())).pop();
   if (own) return cap(own.slice(REASON_MARK.trim().length).trim());
+  const gyp = nodeGypToolchainReason(lines);
+  if (gyp) return cap(gyp);
   const lib = lines.map((l) => /error while loading shared libraries: ([^\s:]+)/.exec(l)?.[1]).find(Boolean);
   if (lib) return cap(`${lib} is missing in the sandbox (error while loading shared libraries)`);
   const cause = lines.find((l) => CAUSE_LINE.test(l));

@@ -109,6 +109,20 @@ describe('where node-gyp finds the installed headers', () => {
 });
 
 describe('why a setup step failed, for the card', () => {
+  it("names the tool node-gyp lacked to build a dependency's native addon, the package, and the line that adds the tools", () => {
+    const fixture = (name: string) => fs.readFileSync(new URL(`../../fixtures/setup-output/${name}`, import.meta.url), 'utf8');
+    const step = (out: string) => `▶ project setup (agent): npm install\n${out}\nproject setup failed (exit status 1)\n`;
+    const add = 'Add {"environment": {"packages": ["python3", "make", "g++"]}} to .factory/pipeline.json';
+    expect(setupFailureReason(step(fixture('node-gyp-no-python.txt')))).toBe(`node-gyp could not build native-thing: no Python in the sandbox. ${add}`);
+    expect(setupFailureReason(step(fixture('node-gyp-no-make.txt')))).toBe(`node-gyp could not build native-thing: no make in the sandbox. ${add}`);
+    expect(setupFailureReason(step(fixture('node-gyp-no-compiler.txt')))).toBe(`node-gyp could not build native-thing: no C/C++ compiler in the sandbox. ${add}`);
+    // A scoped package, named by node-gyp's own cwd line (pnpm and Yarn print no "npm error path").
+    const scoped = 'gyp ERR! build error\ngyp ERR! stack Error: not found: make\ngyp ERR! cwd /work/repo/node_modules/.pnpm/@acme+fast@1.0.0/node_modules/@acme/fast\n';
+    expect(setupFailureReason(step(scoped))).toBe(`node-gyp could not build @acme/fast: no make in the sandbox. ${add}`);
+    // Any other failure of a node-gyp build keeps npm's own first line.
+    expect(setupFailureReason(step('npm error code 1\nnpm error gyp ERR! build error\nnpm error gyp ERR! stack Error: `make` failed with exit code: 2\n'))).toBe('npm error code 1');
+  });
+
   it('takes the cause from among pnpm spinner frames and progress lines, not the frames', () => {
     // As a pnpm that could not switch itself to the pinned version draws it: frames redrawn with cursor moves.
     const raw = [
