@@ -277,7 +277,7 @@ const PROGRESS_LINE = /^(?:[\u2800-\u28ff◐◓◑◒|/\\.·•\s-]*|[\u2800-\u2
 // The first line that says what went wrong, in the words of npm, pnpm, yarn, corepack, curl, apt, node.
 const CAUSE_LINE = /^(?:ERR_PNPM_\w+|ERROR\b|npm (?:ERR!|error)|error\b|(?:\w*Error|Internal Error|Usage Error)\b:?|fatal:|E: |curl: \(\d+\)|YN\d{4}:.*(?:error|failed)|➤ YN\d{4})/i;
 
-/** What node-gyp says when a tool it builds with is missing (node-gyp 11–12 as npm, pnpm and Yarn run it). */
+/** What node-gyp says when a tool it builds with is missing (seen with node-gyp 12.4 under npm 11.19; the lines are node-gyp's own, whoever runs it). */
 const NODE_GYP_MISSING: Array<[RegExp, string]> = [
   [/gyp ERR! .*Could not find any Python installation|gyp ERR! find Python .*could not be run/, 'no Python'],
   [/gyp ERR! stack Error: not found: make\b/, 'no make'],
@@ -288,7 +288,7 @@ const NODE_GYP_MISSING: Array<[RegExp, string]> = [
  * A native addon of a dependency that node-gyp could not build for want of its tools (no
  * prebuilt binary came, or the package has none): which tool, which package, and the line
  * that gives the sandbox the tools. Setup installs them by itself only for the repository's
- * own binding.gyp (detect.ts); a dependency's addon shows only when its install runs.
+ * own binding.gyp (detect.ts): a dependency's addon is known only once its install runs.
  */
 function nodeGypToolchainReason(lines: string[]): string | undefined {
   const missing = NODE_GYP_MISSING.find(([re]) => lines.some((l) => re.test(l)))?.[1];
