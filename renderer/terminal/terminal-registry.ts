@@ -43,7 +43,12 @@ interface Entry {
   searchResults: { index: number; count: number };
   onSearchOpen: (() => void) | null;
   onLeave: (() => void) | null;
+  /** Typed before the attach answered (a shell just opened): sent once it is live, in order. */
+  pendingInput: string;
 }
+
+/** What is kept of input typed while a terminal attaches (a paste included); more is dropped, and the pane says so. */
+const MAX_PENDING_INPUT = 64 * 1024;
 
 export class TerminalRegistry {
   private readonly entries = new Map<string, Entry>();
@@ -225,7 +230,18 @@ export class TerminalRegistry {
   /** Sends input as if typed (e.g. a "send Ctrl-C" button: input(id, '\x03')). */
   input(sessionId: string, data: string): void {
     const e = this.entries.get(sessionId);
-    if (!e || !e.interactive || e.snapshot.info?.status !== 'live') return;
+    if (!e || !e.interactive) return;
+    // Not known yet whether the session is live: the keys wait for the attach answer, as a
+    // terminal's would for its shell, instead of being lost.
+    if (e.snapshot.info === null && e.snapshot.phase === 'attaching') {
+      if (e.pendingInput.length + data.length > MAX_PENDING_INPUT) {
+        this.update(e, { error: 'input typed before the terminal attached was too long; type it again' });
+        return;
+      }
+      e.pendingInput += data;
+      return;
+    }
+    if (e.snapshot.info?.status !== 'live') return;
     // What the keystroke answers (a prompt after Ctrl+C) must not wait behind a flood's pacing.
     e.pacer.userInput();
     this.bridge.call('terminal.write', { sessionId, data }).catch((err: unknown) => this.update(e, { error: messageOf(err) }));
@@ -302,6 +318,7 @@ export class TerminalRegistry {
       searchResults: { index: -1, count: 0 },
       onSearchOpen: null,
       onLeave: null,
+      pendingInput: '',
     };
     search.onDidChangeResults((r) => {
       e.searchResults = { index: r.resultIndex, count: r.resultCount };
@@ -340,6 +357,9 @@ export class TerminalRegistry {
         const bytes = base64ToBytes(scrollback);
         if (bytes.length > 0) e.term.write(bytes);
         this.update(e, { phase: 'attached', info });
+        const typed = e.pendingInput;
+        e.pendingInput = '';
+        if (typed) this.input(e.sessionId, typed);
         // The pane may have been fitted before the session was known to be live.
         if (info.status === 'live' && (e.term.cols !== info.cols || e.term.rows !== info.rows) && e.host?.isConnected) {
           // A session that ended meanwhile has no size to set; the next fit sends it again.
@@ -348,6 +368,7 @@ export class TerminalRegistry {
       })
       .catch((err: unknown) => {
         if (gen !== e.generation) return;
+        e.pendingInput = '';
         this.update(e, { phase: 'failed', error: messageOf(err) });
       });
   }

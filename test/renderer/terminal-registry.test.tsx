@@ -307,6 +307,25 @@ describe('TerminalRegistry', () => {
     await act(async () => {});
   });
 
+  it('keys typed while a just-opened shell attaches reach it once it is live, in order; none when it failed', async () => {
+    const { service, bridge } = setup();
+    const info = service.register({ kind: 'shell', title: 'sh', cols: 80, rows: 24, source: ptyCommand('read line; echo "got:$line"; read _end') });
+    registry.acquire(info.id);
+    // Typed before the attach answered (it comes a turn later, over the "socket").
+    expect(registry.snapshot(info.id)?.phase).toBe('attaching');
+    registry.input(info.id, 'hel');
+    registry.input(info.id, 'lo\r');
+    expect(bridge.calls.filter((c) => c.method === 'terminal.write')).toEqual([]);
+    await waitFor(() => registry.text(info.id).includes('got:hello'));
+    expect(bridge.calls.filter((c) => c.method === 'terminal.write').map((c) => (c.input as { data: string }).data)).toEqual(['hello\r']);
+    // A session that cannot be attached gets nothing written.
+    registry.acquire('no-such-session');
+    registry.input('no-such-session', 'x');
+    await waitFor(() => registry.snapshot('no-such-session')?.phase === 'failed');
+    expect(bridge.calls.filter((c) => c.method === 'terminal.write')).toHaveLength(1);
+    service.write(info.id, '\r');
+  });
+
   it('a re-attach (after a reconnect) resets and replays without duplicating', async () => {
     const { service } = setup();
     const m = manualSource();
