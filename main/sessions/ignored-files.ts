@@ -19,7 +19,7 @@
 // refuses the call (fail closed).
 import fs from 'node:fs';
 import { runGit } from '../git/host-git.js';
-import { deny, fileToolTarget, printable, type Decision, type PolicyContext, type ToolCall } from './tool-policy.js';
+import { deny, fileToolTarget, mayTouchIgnored, printable, type Decision, type PolicyContext, type ToolCall } from './tool-policy.js';
 
 /** More ignored entries than this under a Grep's folder are not written into its glob: the call is refused instead. */
 export const MAX_EXCLUDED_ENTRIES = 2000;
@@ -37,7 +37,7 @@ const VERSION_CONTROL_FOLDERS = ['.git', '.svn', '.hg', '.bzr', '.jj', '.sl'];
 
 /** The decision, with what git ignores kept out of it. */
 export async function withholdIgnored(call: ToolCall, ctx: PolicyContext, decision: Decision): Promise<Decision> {
-  if (decision.kind !== 'allow' || call.tool_name === 'Glob' || call.tool_name === 'LS') return decision;
+  if (!mayTouchIgnored(call, decision)) return decision;
   try {
     return await withhold(call, ctx, decision);
   } catch (err) {

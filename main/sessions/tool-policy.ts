@@ -154,6 +154,14 @@ export function isFileTool(name: string): boolean {
   return Object.hasOwn(FILE_TOOLS, name);
 }
 
+/**
+ * Whether what git ignores must still be kept out of an allowed call (ignored-files.ts):
+ * a file tool that reads or writes content. Glob and LS list names only.
+ */
+export function mayTouchIgnored(call: ToolCall, decision: Decision): boolean {
+  return decision.kind === 'allow' && isFileTool(call.tool_name) && call.tool_name !== 'Glob' && call.tool_name !== 'LS';
+}
+
 export function decideToolUse(call: ToolCall, ctx: PolicyContext): Decision {
   const name = call.tool_name;
   if (name === 'Bash') return routeBash(call, ctx);

@@ -5,7 +5,7 @@
 // (main.ts reaches it before anything else): a routed command must cost about
 // what `factory exec` costs.
 import { FactoryError } from '../../../common/errors.js';
-import { decideToolUse, isFileTool, parseRoutedCommand, type Decision, type ToolCall } from '../../sessions/tool-policy.js';
+import { decideToolUse, isFileTool, mayTouchIgnored, parseRoutedCommand, type Decision, type ToolCall } from '../../sessions/tool-policy.js';
 import type { FactoryClient } from '../client.js';
 import { printJson, UsageError, type Io } from '../output.js';
 
@@ -118,8 +118,8 @@ export async function cmdHookPreToolUse(client: RoutedHookClient, io: Io, raw: B
     const info = await client.call('sessions.info', { sessionId: input.session_id });
     const ctx = { repoTop: info.repoPath, via, sessionId: input.session_id };
     decision = decideToolUse(input, ctx);
-    // Loaded only for a file tool the policy allowed: a routed Bash call pays nothing for it (git's modules).
-    if (decision.kind === 'allow' && isFileTool(input.tool_name)) decision = await (await import('../../sessions/ignored-files.js')).withholdIgnored(input, ctx, decision);
+    // Loaded only when it applies: a routed Bash call (or a Glob) pays nothing for it (git's modules).
+    if (mayTouchIgnored(input, decision)) decision = await (await import('../../sessions/ignored-files.js')).withholdIgnored(input, ctx, decision);
   } catch (err) {
     if (!(err instanceof Error && err.name === 'SessionNotFound')) throw err;
     // No sandbox: only what runs nothing here and touches no file goes on.
