@@ -85,6 +85,9 @@ export interface Detected {
   needsNode: boolean;
 }
 
+/** What node-gyp builds an addon with: gyp (Python), make, and g++ to link even a C addon. */
+export const NODE_GYP_PACKAGES = ['python3', 'make', 'g++'] as const;
+
 /** `present` holds the DETECTION_FILES found; `pyprojectHasProject` whether pyproject.toml has a [project] table. */
 export function detect(present: ReadonlySet<string>, pkg: PackageJsonFacts | undefined, pyprojectHasProject: boolean): Detected {
   const out: Detected = { debianPackages: [], commands: [], summary: [], needsNode: false };
@@ -119,9 +122,8 @@ export function detect(present: ReadonlySet<string>, pkg: PackageJsonFacts | und
       out.commands.push('npm install');
       out.summary.push(`npm${pm?.name === 'npm' ? pinned : ''} install (package.json, no lockfile)`);
     }
-    // node-gyp runs gyp (Python), make, and links with g++ even a C addon.
     if (present.has('binding.gyp')) {
-      add('python3', 'make', 'g++');
+      add(...NODE_GYP_PACKAGES);
       out.summary.push('binding.gyp: node-gyp builds the addon with python3, make and g++');
     }
   }

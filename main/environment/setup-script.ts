@@ -9,6 +9,7 @@ import { shellQuote } from '../../common/shell-quote.js';
 import { FactoryError } from '../../common/errors.js';
 import { GUEST_NO_PROXY, GUEST_PROXY_ENV, GUEST_PROXY_URL } from '../guest/guest-proxy.js';
 import { GUEST_REPO_DIR } from '../guest/guest-shell.js';
+import { NODE_GYP_PACKAGES } from './detect.js';
 import { DEBIAN_PACKAGE_NAME } from './env-schema.js';
 import type { PackageDist } from './node-version.js';
 
@@ -296,7 +297,8 @@ function nodeGypToolchainReason(lines: string[]): string | undefined {
   // "gyp ERR! cwd /work/repo/node_modules/<name>" (or npm's "npm error path …"): the package being built.
   const where = lines.map((l) => /(?:gyp ERR! cwd|npm (?:error|ERR!) path) (\S*\/node_modules\/(?:@[^/\s]+\/)?[^/\s]+)\/?$/.exec(l)?.[1]).find(Boolean);
   const name = where?.replace(/^.*\/node_modules\//, '');
-  return `node-gyp could not build ${name ?? 'a native addon'}: ${missing} in the sandbox. Add {"environment": {"packages": ["python3", "make", "g++"]}} to .factory/pipeline.json`;
+  const packages = NODE_GYP_PACKAGES.map((p) => JSON.stringify(p)).join(', ');
+  return `node-gyp could not build ${name ?? 'a native addon'}: ${missing} in the sandbox. Add {"environment": {"packages": [${packages}]}} to .factory/pipeline.json`;
 }
 
 /**
