@@ -47,17 +47,14 @@ let client: FactoryClient;
 let wrapperLog: string;
 let factoryBin: string;
 const started: ChildProcess[] = [];
-/** The code-mode cell the model sends as its first turn; then it is done. */
-let cell = '';
 /** The model's turns, by the number of tool results in the request: the session's, and a subagent's. */
-let plan: ResponsesReply[] | undefined;
+let plan: ResponsesReply[] = [];
 let subPlan: ResponsesReply[] = [];
 
 function reply(req: RecordedResponsesRequest): ResponsesReply {
   const results = toolResultsOf(req).length;
   if (req.headers['x-openai-subagent'] === 'collab_spawn') return subPlan[results] ?? { text: 'Subagent done.' };
-  if (plan) return plan[results] ?? { text: 'Done in the sandbox.' };
-  return results === 0 && cell ? { toolCalls: [{ input: cell }] } : { text: 'Done in the sandbox.' };
+  return plan[results] ?? { text: 'Done in the sandbox.' };
 }
 
 /** A code-mode turn running one shell command. */
@@ -136,9 +133,11 @@ describe.skipIf(process.platform !== 'linux')('Codex session hooks, real CLI and
     expect(fs.readFileSync(path.join(repo.dir, '.codex', 'rules', 'factory-in-a-box.rules'), 'utf8')).toContain(`pattern = ${JSON.stringify([factoryBin, '--data-dir', dataDir, 'hook', 'run'])}`);
     const marker = path.join(root, 'MARKER-must-not-appear-here');
     const hostMachineId = fs.existsSync('/etc/machine-id') ? fs.readFileSync('/etc/machine-id', 'utf8').trim() : 'no-machine-id-here';
-    cell = codeModeJs({ patches: [addFilePatch('notes/from-host.txt', 'written by apply_patch on the host')], commands: [`touch ${marker}; cat /etc/machine-id; pwd; cat notes/from-host.txt`] });
+    let cell = codeModeJs({ patches: [addFilePatch('notes/from-host.txt', 'written by apply_patch on the host')], commands: [`touch ${marker}; cat /etc/machine-id; pwd; cat notes/from-host.txt`] });
     // Then a patch the hook must refuse (Codex's own hooks folder), the refusal caught so the model reads it.
     cell += `\ntry { await tools.apply_patch(${JSON.stringify(addFilePatch('.codex/planted.txt', 'x'))}); text('APPLIED'); } catch (e) { text('REFUSED: ' + String(e)); }`;
+    // One code-mode cell as the model's first turn; then it is done.
+    plan = [{ toolCalls: [{ input: cell }] }];
     const t0 = Date.now();
     const { code, out, pid } = await runCodex();
     expect(code, out.slice(-3000)).toBe(0);
