@@ -6,6 +6,7 @@
 // (and common/), never one after it, so no two folders import each other. A
 // new folder of main/ must be given its place here (rule main-folder-has-a-place).
 const MAIN_ORDER = [
+  'streams', // waiting on Node streams
   'log', // the app's log
   'ssh', // keys and the SSH client of a sandbox
   'state', // persistence: paths, settings, the task store

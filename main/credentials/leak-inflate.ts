@@ -4,11 +4,15 @@
 // of a memory dump), and only then inflated by Node's zlib, streaming, with an
 // output cap, into a scanner.
 import zlib from 'node:zlib';
+import { drainedOrClosed } from '../streams/drained.js';
 
 export type StreamKind = 'gzip' | 'zlib';
 
-/** Reads up to `length` bytes at `position` of the scanned data (fewer at its end). */
-export type PositionalReader = (position: number, length: number) => Promise<Buffer>;
+/**
+ * Reads up to `length` bytes at `position` of the scanned data (fewer at its end). Given
+ * `into` (at least `length` long), it may read into it and answer with the part it filled.
+ */
+export type PositionalReader = (position: number, length: number, into?: Buffer) => Promise<Buffer>;
 
 // Standard zlib headers (CMF 0x78: deflate, 32 KiB window) at the four levels;
 // git, Python and Node write these. Other window sizes are rare enough to skip.
@@ -317,7 +321,7 @@ export async function inflateAt(read: PositionalReader, offset: number, kind: St
       break;
     }
     pos += block.length;
-    if (!z.write(block)) await new Promise<void>((r) => z.once('drain', r).once('close', r));
+    if (!z.write(block)) await drainedOrClosed(z);
     // Let zlib run on what it has before deciding to read more.
     await new Promise<void>((r) => setImmediate(r));
   }

@@ -25,6 +25,7 @@ import { processAlive } from './session-process.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
 import { routedFolderKey, routedScript } from './routed-script.js';
 import { WorkingTreeSync, type SyncResult } from './working-tree-sync.js';
+import { drainedOrClosed } from '../streams/drained.js';
 
 const ROUTED_SCRIPT = routedScript();
 
@@ -525,7 +526,7 @@ async function carryBranch(from: Pick<GuestSsh, 'exec'>, to: Pick<GuestSsh, 'exe
       take.close();
       throw new FactoryError('SandboxError', `the subagent's work is larger than ${SUBAGENT_BUNDLE_MAX_BYTES / (1024 * 1024)} MiB as a bundle; it was not brought over and its sandbox is kept`);
     }
-    if (!take.write(chunk)) await new Promise((r) => take.once('drain', r));
+    if (!take.write(chunk)) await drainedOrClosed(take);
   }
   take.end();
   const [mc, tc] = await Promise.all([made, taken]);

@@ -17,6 +17,7 @@ import { uncommittedChanges } from '../git/work-tree-changes.js';
 import type { ClientChannel } from 'ssh2';
 import type { GuestSsh } from '../guest/guest-ssh.js';
 import { asAgent, GUEST_REPO_DIR, shellQuote } from '../guest/guest-shell.js';
+import { drainedOrClosed } from '../streams/drained.js';
 
 export const SYNC_MAX_BYTES = 64 * 1024 * 1024;
 export const SYNC_MAX_FILES = 5000;
@@ -252,7 +253,7 @@ async function pump(channel: ClientChannel, source: () => NodeJS.ReadableStream,
         throw new FactoryError('SyncTooLarge', 'the working tree changed while it was carried into the sandbox (a file grew past what was measured); the command did not run: try again');
       }
       if (closed) break;
-      if (!channel.write(chunk)) await new Promise((r) => (channel.once('drain', r), channel.once('close', r)));
+      if (!channel.write(chunk)) await drainedOrClosed(channel);
     }
   } catch (err) {
     if (!closed || err instanceof FactoryError) throw err;
