@@ -119,9 +119,9 @@ export async function openGuestRam(qmp: QmpExecutor, pid: number): Promise<Guest
     ram: {
       bytes,
       pageMap: { segments: [{ offset: 0, size: bytes, paddr: 0 }] },
-      async read(position, length) {
+      async read(position, length, into) {
         const n = Math.max(0, Math.min(length, bytes - position));
-        const buf = Buffer.allocUnsafe(n);
+        const buf = into && into.length >= n ? into.subarray(0, n) : Buffer.allocUnsafe(n);
         let got = 0;
         while (got < n) {
           const { bytesRead } = await fh.read(buf, got, n - got, hva + position + got);
