@@ -3,7 +3,8 @@
 //  1. system packages (apt-get as root, else the exact command to run)
 //  2. type checks of every process's config (the Electron host against Electron's
 //     own types), the layering rules (dependency-cruiser) and ESLint
-//  3. the app build (the end-to-end tests drive the built renderer)
+//  3. the app build (the end-to-end tests drive the built renderer; the app, CLI and
+//     hook processes the tests start run the built JavaScript)
 //  4. the base VM image, built on first use with progress and cached
 //     (2 to 4 in two lanes side by side: tsc and ESLint each keep one core busy)
 //  5. vitest (unit, renderer, integration with real QEMU, e2e in Chromium) inside
@@ -95,9 +96,11 @@ const vitestArgs = [
   ...extraArgs,
 ];
 const withKeyring = path.join(root, 'test/support/with-keyring.sh');
+// dist/ was just built from this tree: the processes the tests start may run it (test/support/cli.ts, runnable).
+const testEnv = { ...process.env, FACTORY_TEST_DIST: '1' };
 const status = existsSync(withKeyring)
-  ? step('tests', 'bash', [withKeyring, 'npx', ...vitestArgs], { allowFail: true })
-  : step('tests', 'npx', vitestArgs, { allowFail: true });
+  ? step('tests', 'bash', [withKeyring, 'npx', ...vitestArgs], { allowFail: true, env: testEnv })
+  : step('tests', 'npx', vitestArgs, { allowFail: true, env: testEnv });
 
 // One plain closing line that any reader understands.
 let passed = 0;

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { Task } from '../../common/domain.js';
 import { PullbackReview } from '../../common/review.js';
 import { qemuProcessesUnder } from '../e2e/support/processes.js';
-import { CLI_ENTRY, ROOT, runCli, stopApp } from '../support/cli.js';
+import { cliArgs, ROOT, runCli, stopApp } from '../support/cli.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 
@@ -114,7 +114,7 @@ describe('factory CLI on a real sandbox', () => {
   });
 
   it('shell: a real pty whose size follows a resize, and Ctrl-C stops a guest sleep', async () => {
-    const term = pty.spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, '--data-dir', dataDir, 'shell', taskId], {
+    const term = pty.spawn(process.execPath, cliArgs('--data-dir', dataDir, 'shell', taskId), {
       cols: 80,
       rows: 24,
       cwd: ROOT,
@@ -237,7 +237,7 @@ describe('factory CLI on a real sandbox', () => {
       expect(started.code, started.stderr).toBe(0);
       const id = started.stdout.trim();
       // Following starts while the sandbox still boots: it waits for the first stage.
-      const child = spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, '--data-dir', dataDir, 'logs', id, '--follow'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, cliArgs('--data-dir', dataDir, 'logs', id, '--follow'), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       const seen = new Map<string, number>();
       child.stdout.on('data', (c: Buffer) => {

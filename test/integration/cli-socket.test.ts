@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Task } from '../../common/domain.js';
 import { ERRORS } from '../../common/errors.js';
-import { ROOT, WEB_ENTRY, alive, appPid, runCli, stopApp } from '../support/cli.js';
+import { ROOT, WEB_ENTRY, alive, appPid, runCli, runnable, stopApp } from '../support/cli.js';
 
 const CliError = z.object({ error: z.object({ name: z.string(), title: z.string(), message: z.string(), help: z.string().optional() }) });
 
@@ -154,7 +154,8 @@ describe('the CLI socket', () => {
   });
 
   it('refuses a second app on the same data dir with a clear message', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WEB_ENTRY], { cwd: ROOT, env: { ...process.env, FACTORY_DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const web = runnable(WEB_ENTRY);
+    const child = spawn(process.execPath, [...web.nodeArgs, web.file], { cwd: ROOT, env: { ...process.env, FACTORY_DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));

@@ -1,14 +1,10 @@
 // The app as the user runs it without Electron: the web host entry in its own
-// Node process (TypeScript loaded by tsx in that same process, so its pid is
-// the app's), on a data dir of the test's choosing. The test talks to it the
+// Node process (compiled, or TypeScript loaded by tsx in that same process: its
+// pid is the app's, see runnable), on a data dir of the test's choosing. The test talks to it the
 // way scripts do, POST /api/call with the token, and can kill it like a crash.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const ENTRY = path.join(ROOT, 'main/host/web/main.ts');
+import { ROOT, runnable, WEB_ENTRY } from './cli.js';
 
 export interface AppProcess {
   pid: number;
@@ -30,7 +26,8 @@ export class AppCallError extends Error {
 
 export async function startAppProcess(opts: { dataDir: string; startTimeoutMs?: number }): Promise<AppProcess> {
   const token = randomBytes(24).toString('base64url');
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', ENTRY], {
+  const web = runnable(WEB_ENTRY);
+  const child: ChildProcess = spawn(process.execPath, [...web.nodeArgs, web.file], {
     cwd: ROOT,
     env: { ...process.env, FACTORY_DATA_DIR: opts.dataDir, FACTORY_WEB_PORT: '0', FACTORY_WEB_TOKEN: token },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,11 +2,9 @@
 // real pty (node-pty), so raw mode, keys and the agent's TUI go through a tty
 // as they do for a person. Used by the agent session tests (factory claude,
 // factory codex).
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import * as pty from 'node-pty';
 import { expect } from 'vitest';
-import { CLI_ENTRY, ROOT } from './cli.js';
+import { cliArgs } from './cli.js';
 
 export interface CliInPty {
   term: pty.IPty;
@@ -23,12 +21,12 @@ export interface CliInPty {
  * `context` adds a line to a failed wait (what the model stub saw, say).
  */
 export function cliInPty(opts: { dataDir: string; cwd: string; args: string[]; context?: () => string }): CliInPty {
-  // tsx by its file: the terminal's folder (outside the project) has no node_modules to find it in.
-  const term = pty.spawn(
-    process.execPath,
-    ['--import', pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, CLI_ENTRY, '--data-dir', opts.dataDir, '--no-start', ...opts.args],
-    { cols: 120, rows: 40, cwd: opts.cwd, env: process.env as Record<string, string> },
-  );
+  const term = pty.spawn(process.execPath, cliArgs('--data-dir', opts.dataDir, '--no-start', ...opts.args), {
+    cols: 120,
+    rows: 40,
+    cwd: opts.cwd,
+    env: process.env as Record<string, string>,
+  });
   let out = '';
   term.onData((d) => (out += d));
   const exited = new Promise<number>((r) => term.onExit((e) => r(e.exitCode)));

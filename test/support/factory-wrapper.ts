@@ -5,7 +5,7 @@
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { CLI_ENTRY, ROOT } from './cli.js';
+import { cliArgs } from './cli.js';
 
 export interface FactoryCall {
   /** As the agent passed them, `--data-dir` included. */
@@ -16,14 +16,13 @@ export interface FactoryCall {
 
 /** Writes the `factory` script at `file` (mode 0755). */
 export function writeFactoryWrapper(file: string, opts: { dataDir: string; log: string }): void {
-  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs');
   fs.writeFileSync(
     file,
     [
       '#!/bin/bash',
       // Next to the log, in the test's folder: a call killed with its agent leaves no file in the temp directory.
       `err=$(mktemp -p ${JSON.stringify(path.dirname(opts.log))} factory-stderr.XXXXXX)`,
-      `${JSON.stringify(process.execPath)} --import ${JSON.stringify(tsx)} ${JSON.stringify(CLI_ENTRY)} --data-dir ${JSON.stringify(opts.dataDir)} "$@" 2>"$err"`,
+      `${[process.execPath, ...cliArgs('--data-dir', opts.dataDir)].map((a) => JSON.stringify(a)).join(' ')} "$@" 2>"$err"`,
       's=$?',
       'cat "$err" >&2',
       `printf '%s\\t%s\\t%s\\n' "$*" "$s" "$(base64 -w0 < "$err")" >> ${JSON.stringify(opts.log)}`,

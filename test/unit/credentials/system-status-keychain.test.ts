@@ -5,13 +5,13 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ImageStatus } from '../../../common/domain.js';
 import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
 import { KeychainStore } from '../../../main/credentials/keychain.js';
 import { appPaths } from '../../../main/state/paths.js';
+import { runnable } from '../../support/cli.js';
 import { requireSecretService } from '../../support/keyring.js';
 import { tempDir } from '../../support/repo.js';
 
@@ -52,9 +52,9 @@ describe('system.status keychain', () => {
     // in a child whose session bus is a socket that does not exist.
     const dataDir = tempDir('status-keychain-');
     cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-    const appModule = pathToFileURL(path.resolve(import.meta.dirname, '../../../main/app.ts')).href;
+    const appModule = runnable(path.resolve(import.meta.dirname, '../../../main/app.ts'));
     const script = `
-      const { createFactoryApp } = await import(${JSON.stringify(appModule)});
+      const { createFactoryApp } = await import(${JSON.stringify(appModule.url)});
       const app = await createFactoryApp({
         host: 'web',
         vm: { images: { status: () => ({ state: 'missing', version: 'test' }), ensure: async () => { throw new Error('no image'); } },
@@ -64,7 +64,7 @@ describe('system.status keychain', () => {
       const status = await app.api['system.status']({});
       console.log(JSON.stringify({ keychain: status.keychain, ms: Date.now() - started }));
       await app.dispose();`;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    const { stdout } = await run(process.execPath, [...appModule.nodeArgs, '--input-type=module', '-e', script], {
       env: { ...process.env, FACTORY_DATA_DIR: dataDir, FACTORY_CACHE_DIR: path.join(dataDir, 'cache'), DBUS_SESSION_BUS_ADDRESS: `unix:path=${path.join(dataDir, 'no-bus.sock')}` },
       timeout: 60_000,
     });

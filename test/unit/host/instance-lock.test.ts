@@ -6,8 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireInstanceLock, DataDirInUseError, LOCK_BIRTH_MS, LOCK_FILE, readPid, removeIfStill } from '../../../main/instance/instance-lock.js';
+import { runnable } from '../../support/cli.js';
 
-const lockModule = path.resolve(__dirname, '../../../main/instance/instance-lock.ts');
+const lockModule = runnable(path.resolve(__dirname, '../../../main/instance/instance-lock.ts'));
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
@@ -42,7 +43,7 @@ const NO_HARD_LINKS = linkWithoutHardLinks.toString();
  */
 async function race(dataDir: string, n: number, noHardLinks = false): Promise<string[]> {
   const script = `
-    const { acquireInstanceLock } = await import(${JSON.stringify(lockModule)});
+    const { acquireInstanceLock } = await import(${JSON.stringify(lockModule.url)});
     const { createInterface } = await import('node:readline');
     const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
     console.log('ready');
@@ -56,7 +57,7 @@ async function race(dataDir: string, n: number, noHardLinks = false): Promise<st
       console.log(err.name === 'DataDirInUse' ? 'in use' : 'error: ' + err.message);
     }
     process.exit(0);`;
-  const children = Array.from({ length: n }, () => spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] }));
+  const children = Array.from({ length: n }, () => spawn(process.execPath, [...lockModule.nodeArgs, '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] }));
   const lineOf = (child: (typeof children)[number], want: (line: string) => boolean) =>
     new Promise<string>((resolve, reject) => {
       let out = '';
