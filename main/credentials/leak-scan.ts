@@ -252,6 +252,7 @@ export async function scanReader(
     if ('err' in got) throw got.err;
     const chunk = got.chunk;
     if (!chunk.length) break;
+    if (chunk.length > room) throw new Error(`the source answered ${chunk.length} bytes where ${room} were asked for`);
     const here = bufs[cur]!;
     const there = bufs[1 - cur]!;
     // A reader may answer with a buffer of its own instead of filling the one it was given.
