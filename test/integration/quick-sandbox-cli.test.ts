@@ -7,13 +7,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import * as pty from 'node-pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Task } from '../../common/domain.js';
 import { qemuProcessesUnder } from '../e2e/support/processes.js';
-import { CLI_ENTRY, ROOT, runCli, stopApp } from '../support/cli.js';
+import { cliArgs, runCli, stopApp } from '../support/cli.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, type FixtureRepo } from '../support/repo.js';
 
@@ -37,8 +36,7 @@ afterAll(async () => {
 
 /** `factory sandbox …` in a real pty, from the repository's parent folder (a relative path is the user's). */
 function sandboxInPty(args: string[]) {
-  // tsx by its file: the terminal's folder (outside the project) has no node_modules to find it in.
-  const term = pty.spawn(process.execPath, ['--import', pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, CLI_ENTRY, '--data-dir', dataDir, 'sandbox', ...args], {
+  const term = pty.spawn(process.execPath, cliArgs('--data-dir', dataDir, 'sandbox', ...args), {
     cols: 100,
     rows: 30,
     cwd: path.dirname(repo.dir),

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FLAG_NOTE, MARK } from '../../../main/cli/hooks/settings-file.js';
-import { CLI_ENTRY, ROOT } from '../../support/cli.js';
+import { cliArgs } from '../../support/cli.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -15,10 +15,9 @@ afterEach(() => {
 });
 
 function factory(args: string[], opts: { cwd: string; home: string; input?: string; env?: NodeJS.ProcessEnv }) {
-  const tsx = path.join(ROOT, 'node_modules/tsx/dist/loader.mjs');
   // --data-dir: a folder that must stay empty, since these commands never reach an app.
   const dataDir = path.join(opts.home, 'data');
-  const r = spawnSync(process.execPath, ['--import', tsx, CLI_ENTRY, '--data-dir', dataDir, ...args], { cwd: opts.cwd, env: { ...process.env, HOME: opts.home, ...opts.env }, encoding: 'utf8', input: opts.input ?? '' });
+  const r = spawnSync(process.execPath, cliArgs('--data-dir', dataDir, ...args), { cwd: opts.cwd, env: { ...process.env, HOME: opts.home, ...opts.env }, encoding: 'utf8', input: opts.input ?? '' });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, dataDir };
 }
 

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLI_ENTRY } from '../../support/cli.js';
+import { cliArgs } from '../../support/cli.js';
 import { makeRepo, type FixtureRepo } from '../../support/repo.js';
 
 const repos: FixtureRepo[] = [];
@@ -20,8 +20,7 @@ describe('factory through npm run', () => {
     const clone = await makeRepo({ files: { 'package.json': '{"name":"factory-in-a-box"}\n' } });
     const mine = await makeRepo({ files: { 'README.md': '# mine\n' } });
     repos.push(clone, mine);
-    const tsx = path.join(path.dirname(CLI_ENTRY), '../../node_modules/tsx/dist/loader.mjs');
-    const r = spawnSync(process.execPath, ['--import', tsx, CLI_ENTRY, 'hooks', 'install', '--project', '--json'], {
+    const r = spawnSync(process.execPath, cliArgs('hooks', 'install', '--project', '--json'), {
       cwd: clone.dir,
       env: { ...process.env, npm_lifecycle_event: 'factory', npm_package_name: 'factory-in-a-box', INIT_CWD: mine.dir },
       encoding: 'utf8',
