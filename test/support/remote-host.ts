@@ -17,7 +17,7 @@
 // The system's own files are not changed.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,7 +65,12 @@ export async function ensureLibvirtd(): Promise<void> {
   if (!existsSync('/usr/sbin/libvirtd')) throw new Error('libvirtd is not installed: run `bash scripts/ensure-system.sh test` as root');
   if ((await pids('virtlogd')).length === 0) await run('virtlogd', ['-d']);
   if ((await pids('libvirtd')).length > 0) return;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'libvirt-conf-'));
+  // One folder per machine, as the daemon is, kept while it runs: libvirt carries /dev's mounts
+  // into each QEMU's own /dev by their source's name, and a removed no-KVM node fails every
+  // domain ("Unable to move /dev/kvm mount").
+  const dir = path.join(os.tmpdir(), 'factory-libvirt-rig');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { mode: 0o700 });
   const conf = path.join(dir, 'qemu.conf');
   writeFileSync(conf, `${readFileSync('/etc/libvirt/qemu.conf', 'utf8')}\nseccomp_sandbox = 0\n`);
   const binds = [`mount --bind ${conf} /etc/libvirt/qemu.conf`];
@@ -75,18 +80,12 @@ export async function ensureLibvirtd(): Promise<void> {
     await run('mknod', ['-m', '000', noKvm, 'c', '1', '3']);
     binds.push(`mount --bind ${noKvm} /dev/kvm`);
   }
-  try {
-    await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${binds.join(' && ')} && exec libvirtd -d`]);
-    for (let i = 0; i < 100; i++) {
-      if (existsSync('/run/libvirt/libvirt-sock')) return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('libvirtd did not open its socket within 10 s');
-  } finally {
-    // The daemon's mounts hold the files themselves, not their names: the folder can go now
-    // (libvirtd read its config as it started) and is not left behind by every start.
-    rmSync(dir, { recursive: true, force: true });
+  await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${binds.join(' && ')} && exec libvirtd -d`]);
+  for (let i = 0; i < 100; i++) {
+    if (existsSync('/run/libvirt/libvirt-sock')) return;
+    await new Promise((r) => setTimeout(r, 100));
   }
+  throw new Error('libvirtd did not open its socket within 10 s');
 }
 
 function freePort(): Promise<number> {
