@@ -26,6 +26,7 @@ import ssh2 from 'ssh2';
 import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
 import { SshHost, type SshHostTarget } from '../../main/remote/ssh-host.js';
 import type { SandboxHostSetting } from '../../main/state/settings.js';
+import { takeLock } from '../../main/vm/file-lock.js';
 
 const run = promisify(execFile);
 
@@ -63,6 +64,20 @@ async function pids(name: string): Promise<number[]> {
 /** virtlogd and libvirtd as daemons, once per machine (a running pair is reused). */
 export async function ensureLibvirtd(): Promise<void> {
   if (!existsSync('/usr/sbin/libvirtd')) throw new Error('libvirtd is not installed: run `bash scripts/ensure-system.sh test` as root');
+  // Two remote test files may start at once: one of them starts the pair, the other waits and reuses it.
+  const lock = path.join(os.tmpdir(), 'factory-libvirt-rig.lock');
+  for (let i = 0; !(await takeLock(lock)); i++) {
+    if (i >= 600) throw new Error(`another test run has held ${lock} for a minute`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  try {
+    await startLibvirtd();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+async function startLibvirtd(): Promise<void> {
   if ((await pids('virtlogd')).length === 0) await run('virtlogd', ['-d']);
   if ((await pids('libvirtd')).length > 0) return;
   // One folder per machine, as the daemon is, kept while it runs: libvirt carries /dev's mounts
