@@ -74,6 +74,19 @@ export function discardProblem(args: readonly string[]): string | undefined {
 export const TCG_CACHE_MB = 128;
 
 /**
+ * How TCG runs a sandbox's vCPUs: one host thread each (multi) only when each has
+ * a core of its own while two sandboxes run (the default two tasks at once). With
+ * fewer cores the vCPU threads of the running sandboxes take turns, and a guest CPU
+ * that waits on another (an IPI, a TLB shootdown) spins while that one is not
+ * running. On 2 cores, two 2-vCPU sandboxes doing the same guest work took 20-30 %
+ * less CPU with one thread each (test/bench/tcg-threads.bench.ts). The guest still
+ * has its vCPUs; a sandbox alone on such a machine loses their parallelism.
+ */
+export function tcgThreads(cpus: number, hostCores: number): 'multi' | 'single' {
+  return cpus > 1 && hostCores >= 2 * cpus ? 'multi' : 'single';
+}
+
+/**
  * The kernel command line a guest boots with. Under emulation (TCG) it adds
  * `norandmaps`: QEMU 7.2 finds code it has already translated by the guest's
  * virtual address, so with address randomisation every process start translates
@@ -90,6 +103,8 @@ export interface QemuLaunchSpec {
   /** Guest name (QMP, ps); with pidFile it identifies the sandbox's process (see sandbox-files.ts). */
   name: string;
   accel: AccelChoice;
+  /** Under TCG: one host thread per vCPU or one for all (tcgThreads). */
+  tcgThreads: 'multi' | 'single';
   memoryMb: number;
   /** Anonymous RAM when not given. */
   memory?: GuestMemory;
@@ -154,7 +169,7 @@ export function buildQemuArgs(spec: QemuLaunchSpec): string[] {
   const netdev = userNetdev('net0', spec.sshPort, spec.guestForwards);
 
   if (!/^[A-Za-z0-9._-]{1,80}$/.test(spec.name)) throw new Error(`bad guest name ${JSON.stringify(spec.name)}`);
-  const accel = spec.accel.accel === 'tcg' ? `tcg,thread=multi,tb-size=${TCG_CACHE_MB}` : spec.accel.accel;
+  const accel = spec.accel.accel === 'tcg' ? `tcg,thread=${spec.tcgThreads},tb-size=${TCG_CACHE_MB}` : spec.accel.accel;
   if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 1_048_576) throw new Error(`bad guest memory size ${spec.memoryMb} MiB`);
   const memory = spec.memory ?? { kind: 'ram' };
   if (memory.kind === 'file' && !memory.path.startsWith('/')) throw new Error(`the guest memory file ${JSON.stringify(memory.path)} is not an absolute path`);

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, mkdir, rm } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../common/errors.js';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
@@ -16,7 +17,7 @@ import { AccelProbe, type AccelChoice, type ForcedAccel } from './accel-probe.js
 import type { BaseImage } from './image-store.js';
 import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
-import { buildQemuArgs, type GuestForward } from './qemu-args.js';
+import { buildQemuArgs, tcgThreads, type GuestForward } from './qemu-args.js';
 import { QemuVm, type FrozenDisk, type LaunchContext, type StartPhase } from './qemu-vm.js';
 import { activeDisk, identitySocketFor, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import type { QmpClient } from './qmp-client.js';
@@ -44,6 +45,8 @@ export interface QemuDriverOptions {
    * every sandbox boots cold.
    */
   snapshotsDir?: string | false;
+  /** How TCG runs the vCPUs; by default by this machine's cores (qemu-args.ts, tcgThreads). */
+  tcgThreads?: 'multi' | 'single';
 }
 
 export interface StartOptions {
@@ -118,6 +121,7 @@ const PORT_ATTEMPTS = 4;
 export class QemuDriver {
   private readonly qemuBinary: string;
   private readonly qemuImgBinary: string;
+  private readonly tcgThreads: QemuDriverOptions['tcgThreads'];
   private readonly chooseAccel: () => Promise<AccelChoice>;
   private readonly snapshots: SnapshotBoot | undefined;
   private installed: InstallStatus | undefined;
@@ -136,6 +140,7 @@ export class QemuDriver {
   constructor(opts: QemuDriverOptions = {}) {
     this.qemuBinary = opts.qemuBinary ?? 'qemu-system-x86_64';
     this.qemuImgBinary = opts.qemuImgBinary ?? 'qemu-img';
+    this.tcgThreads = opts.tcgThreads;
     const forced = opts.forceAccel;
     this.chooseAccel = opts.accel ?? (() => AccelProbe.cached({ qemuBinary: this.qemuBinary, ...(forced ? { forced } : {}) }));
     this.snapshots = opts.snapshotsDir
@@ -421,6 +426,7 @@ export class QemuDriver {
     const args = buildQemuArgs({
       name: qemuGuestName(ctx.sandboxDir),
       accel: ctx.accel,
+      tcgThreads: this.tcgThreads ?? tcgThreads(ctx.cpus, os.availableParallelism()),
       memoryMb: ctx.memoryMb,
       ...(ctx.memory ? { memory: ctx.memory } : {}),
       cpus: ctx.cpus,

@@ -36,7 +36,7 @@ import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { freePort, QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import type { SandboxSsh } from '../../main/ssh/sandbox-ssh.js';
 import type { TerminalSource } from '../../main/terminal/types.js';
-import { buildQemuArgs, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
+import { buildQemuArgs, tcgThreads, type QemuLaunchSpec } from '../../main/vm/qemu-args.js';
 import { QmpClient } from '../../main/vm/qmp-client.js';
 import { sandboxFiles } from '../../main/vm/sandbox-files.js';
 import { templateRam } from '../../main/vm/snapshot-boot.js';
@@ -113,6 +113,7 @@ function rawArgs(
   return buildQemuArgs({
     name: vm.name,
     accel: env.accel,
+    tcgThreads: tcgThreads(CPUS, os.availableParallelism()),
     memoryMb: MEMORY_MB,
     cpus: CPUS,
     kernel: env.image.kernel,

@@ -16,7 +16,7 @@ import { appPaths } from '../../main/state/paths.js';
 import { generateSandboxKeys, publicKeyBlob } from '../../main/ssh/sandbox-keys.js';
 import { AccelProbe } from '../../main/vm/accel-probe.js';
 import type { BaseImage } from '../../main/vm/image-store.js';
-import { buildQemuArgs } from '../../main/vm/qemu-args.js';
+import { buildQemuArgs, tcgThreads } from '../../main/vm/qemu-args.js';
 import { freePort, QemuDriver } from '../../main/vm/qemu-driver.js';
 import { QmpClient } from '../../main/vm/qmp-client.js';
 import { readKeys, sandboxFiles } from '../../main/vm/sandbox-files.js';
@@ -62,6 +62,7 @@ describe("the snapshot template's guest", () => {
     const args = buildQemuArgs({
       name: 'identity-port-test',
       accel: await AccelProbe.cached(),
+      tcgThreads: tcgThreads(CPUS, os.availableParallelism()),
       memoryMb: MEMORY_MB,
       memory: { kind: 'file', path: templateRam(template), shared: false },
       cpus: CPUS,

@@ -16,6 +16,7 @@ export function launchSpec(overrides: Partial<QemuLaunchSpec> = {}): QemuLaunchS
   return {
     name: 'factory-sb',
     accel: { accel: 'tcg', cpu: 'max', reason: 'test' },
+    tcgThreads: 'multi',
     memoryMb: 2048,
     cpus: 2,
     kernel: '/img/vmlinuz',

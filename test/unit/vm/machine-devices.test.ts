@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB } from '../../../main/vm/qemu-args.js';
+import { buildQemuArgs, discardProblem, MACHINE_DEVICES, TCG_CACHE_MB, tcgThreads } from '../../../main/vm/qemu-args.js';
 import { launchSpec, testMachine } from './launch-spec.js';
 import { machineKey } from '../../../main/vm/warm-state.js';
 
@@ -79,11 +79,22 @@ describe('the translation cache under software emulation', () => {
   it('caps QEMU\'s translation cache of a TCG sandbox, which otherwise grows with every program the guest runs', () => {
     const parts = options(accelOf(buildQemuArgs(spec)));
     expect(parts[0]).toBe('tcg');
-    expect(parts).toContain('thread=multi');
     expect(parts).toContain(`tb-size=${TCG_CACHE_MB}`);
     // Below 128 MiB the agent CLIs ran up to twice as slow; QEMU's own default is 1 GiB.
     expect(TCG_CACHE_MB).toBeGreaterThanOrEqual(128);
     expect(TCG_CACHE_MB).toBeLessThan(1024);
+  });
+
+  it('runs each vCPU on a thread of its own only when two sandboxes\' vCPUs each have a core', () => {
+    expect(options(accelOf(buildQemuArgs({ ...spec, tcgThreads: 'multi' })))).toContain('thread=multi');
+    expect(options(accelOf(buildQemuArgs({ ...spec, tcgThreads: 'single' })))).toContain('thread=single');
+    // Two 2-vCPU sandboxes on 2 cores would take turns on them: one thread each (test/bench/tcg-threads.bench.ts).
+    expect(tcgThreads(2, 2)).toBe('single');
+    expect(tcgThreads(2, 3)).toBe('single');
+    expect(tcgThreads(2, 4)).toBe('multi');
+    expect(tcgThreads(4, 8)).toBe('multi');
+    expect(tcgThreads(4, 6)).toBe('single');
+    expect(tcgThreads(1, 64)).toBe('single');
   });
 
   it('gives KVM and HVF, which translate nothing, no TCG options', () => {
