@@ -11,9 +11,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 //
 // Four groups, one after the other (sequence.groupOrder): first the unit and
 // renderer tests, with the one integration file that mostly waits (a sandbox kept
-// for a minute, idle) and the integration files that boot no VM, three files at a
-// time (the waiting file holds one worker while two CPU-bound files keep both cores
-// busy: 276 s, was 328 s with two, 2026-12-04); then the VM integration files two at
+// for a minute, idle) and the integration files that boot no VM, four files at a
+// time (the waiting file holds one worker, and three keep both cores busy where two
+// left a quarter idle while a file waited: 107-120 s, was 129-130 s with three, and
+// 115 s with five, 2026-12-07); then the VM integration files two at
 // a time; then e2e two at a time (most drive a scripted app that plays its pipeline
 // on timers; four at a time was slower, 331 s vs 294 s); then, one at a time, the
 // files that time themselves against the clock (a VM's boot, a stage, a browser's
@@ -25,7 +26,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // anew for each of 200 files cost more than the tests (renderer alone 67 s → 18 s);
 // each renderer file starts with empty storage (test/renderer/support/jsdom-setup.ts).
 // One constant: vitest refuses projects of one group with different maxWorkers.
-const GROUP0 = { maxWorkers: 3, sequence: { groupOrder: 0 } } as const;
+const GROUP0 = { maxWorkers: 4, sequence: { groupOrder: 0 } } as const;
 const VM_TESTS = { environment: 'node', testTimeout: 600_000, hookTimeout: 600_000, fileParallelism: false, expect: { poll: { timeout: 15_000 } }, env: { FACTORY_WARM_POOL: '0' } } as const;
 const MOSTLY_WAITING = ['test/integration/sandbox-kept.test.ts'];
 // VM files that measure time against a bound (a stage's duration, a boot, Ctrl-C's answer,
