@@ -78,9 +78,9 @@ export const TCG_CACHE_MB = 128;
  * a core of its own while two sandboxes run (the default two tasks at once). With
  * fewer cores the vCPU threads of the running sandboxes take turns, and a guest CPU
  * that waits on another (an IPI, a TLB shootdown) spins while that one is not
- * running. On 2 cores, two 2-vCPU sandboxes doing the same guest work took 20-30 %
- * less CPU with one thread each (test/bench/tcg-threads.bench.ts). The guest still
- * has its vCPUs; a sandbox alone on such a machine loses their parallelism.
+ * running. On 2 cores, two 2-vCPU sandboxes doing the same guest work took 0.74x
+ * the time and 0.75x the CPU with one thread each; a sandbox alone the same time
+ * with 0.91x the CPU (test/bench/tcg-threads.bench.ts). The guest keeps its vCPUs.
  */
 export function tcgThreads(cpus: number, hostCores: number): 'multi' | 'single' {
   return cpus > 1 && hostCores >= 2 * cpus ? 'multi' : 'single';
