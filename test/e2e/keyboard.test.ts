@@ -195,6 +195,11 @@ describe.skipIf(!!missing)('keyboard only', () => {
     await expect.poll(async () => (await focused(page)).testId, { timeout: 10_000 }).toBe('task-title');
     secondId = (await page.getByTestId('task-detail').getAttribute('data-task-id'))!;
     expect(secondId).not.toBe(taskId);
+    // Its stages run on timers: once it is in review, its review panel (Approve, Reject) cannot appear
+    // between two of the key presses below and change where Shift+Tab lands.
+    await expect.poll(() => page.getByTestId(`task-phase-${secondId}`).textContent(), { timeout: 30_000 }).toBe('review');
+    await page.getByTestId('review-file').first().waitFor();
+    expect((await focused(page)).testId).toBe('task-title');
 
     // Newest first on the board: down is the first task, up the new one again, and no further.
     await page.keyboard.press('Alt+ArrowDown');
