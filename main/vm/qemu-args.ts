@@ -3,6 +3,7 @@
 // restrict=on (the guest reaches nothing but what is forwarded), SSH forwarded
 // on 127.0.0.1 only, guest->host paths only as per-connection commands, no
 // host folder shared, no display, serial console to a file, QMP for control.
+import os from 'node:os';
 import type { AccelChoice } from './accel-probe.js';
 import { IDENTITY_PORT_NAME } from '../guest/identity-channel.js';
 
@@ -82,7 +83,9 @@ export const TCG_CACHE_MB = 128;
  * the time and 0.75x the CPU with one thread each; a sandbox alone the same time
  * with 0.91x the CPU (test/bench/tcg-threads.bench.ts). The guest keeps its vCPUs.
  */
-export function tcgThreads(cpus: number, hostCores: number): 'multi' | 'single' {
+export type TcgThreads = 'multi' | 'single';
+
+export function tcgThreads(cpus: number, hostCores = os.availableParallelism()): TcgThreads {
   return cpus > 1 && hostCores >= 2 * cpus ? 'multi' : 'single';
 }
 
@@ -104,7 +107,7 @@ export interface QemuLaunchSpec {
   name: string;
   accel: AccelChoice;
   /** Under TCG: one host thread per vCPU or one for all (tcgThreads). */
-  tcgThreads: 'multi' | 'single';
+  tcgThreads: TcgThreads;
   memoryMb: number;
   /** Anonymous RAM when not given. */
   memory?: GuestMemory;

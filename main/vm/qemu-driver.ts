@@ -8,7 +8,6 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, mkdir, rm } from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { FactoryError } from '../../common/errors.js';
 import { generateSandboxKeys, type SandboxKeys } from '../ssh/sandbox-keys.js';
@@ -17,7 +16,7 @@ import { AccelProbe, type AccelChoice, type ForcedAccel } from './accel-probe.js
 import type { BaseImage } from './image-store.js';
 import { createOverlay } from './overlay.js';
 import { runCommand } from './process-runner.js';
-import { buildQemuArgs, tcgThreads, type GuestForward } from './qemu-args.js';
+import { buildQemuArgs, tcgThreads, type GuestForward, type TcgThreads } from './qemu-args.js';
 import { QemuVm, type FrozenDisk, type LaunchContext, type StartPhase } from './qemu-vm.js';
 import { activeDisk, identitySocketFor, qemuGuestName, readKeys, sandboxDisks, qmpSocketFor, sandboxFiles, writeKeys, type SandboxFiles } from './sandbox-files.js';
 import type { QmpClient } from './qmp-client.js';
@@ -46,7 +45,7 @@ export interface QemuDriverOptions {
    */
   snapshotsDir?: string | false;
   /** How TCG runs the vCPUs; by default by this machine's cores (qemu-args.ts, tcgThreads). */
-  tcgThreads?: 'multi' | 'single';
+  tcgThreads?: TcgThreads;
 }
 
 export interface StartOptions {
@@ -426,7 +425,7 @@ export class QemuDriver {
     const args = buildQemuArgs({
       name: qemuGuestName(ctx.sandboxDir),
       accel: ctx.accel,
-      tcgThreads: this.tcgThreads ?? tcgThreads(ctx.cpus, os.availableParallelism()),
+      tcgThreads: this.tcgThreads ?? tcgThreads(ctx.cpus),
       memoryMb: ctx.memoryMb,
       ...(ctx.memory ? { memory: ctx.memory } : {}),
       cpus: ctx.cpus,

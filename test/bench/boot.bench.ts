@@ -113,7 +113,7 @@ function rawArgs(
   return buildQemuArgs({
     name: vm.name,
     accel: env.accel,
-    tcgThreads: tcgThreads(CPUS, os.availableParallelism()),
+    tcgThreads: tcgThreads(CPUS),
     memoryMb: MEMORY_MB,
     cpus: CPUS,
     kernel: env.image.kernel,

@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { appPaths } from '../../main/state/paths.js';
+import type { TcgThreads } from '../../main/vm/qemu-args.js';
 import { QemuDriver, type RunningVm } from '../../main/vm/qemu-driver.js';
 import { testImage } from '../support/image.js';
 import { pidCpu } from '../support/process-cpu.js';
@@ -25,7 +26,12 @@ const WORK = [
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function measure(threads: 'multi' | 'single', sandboxes: number, root: string): Promise<{ wallS: number; cpuS: number }> {
+interface Measured {
+  wallS: number;
+  cpuS: number;
+}
+
+async function measure(threads: TcgThreads, sandboxes: number, root: string): Promise<Measured> {
   const driver = new QemuDriver({ snapshotsDir: appPaths().snapshots, tcgThreads: threads });
   const image = await testImage();
   const vms: RunningVm[] = [];
@@ -49,17 +55,18 @@ const root = await mkdtemp(path.join(os.tmpdir(), 'tcg-threads-bench-'));
 try {
   console.log(`${os.availableParallelism()} cores here; ${rounds} rounds; each sandbox ${CPUS} vCPUs`);
   for (const sandboxes of [2, 1]) {
-    const runs = { multi: [] as Array<{ wallS: number; cpuS: number }>, single: [] as Array<{ wallS: number; cpuS: number }> };
+    const runs: Record<TcgThreads, Measured[]> = { multi: [], single: [] };
     for (let r = 0; r < rounds; r++) {
       // Alternating, and each round starting with the other kind, so drift in the machine's load falls on both.
-      for (const threads of r % 2 ? (['single', 'multi'] as const) : (['multi', 'single'] as const)) {
+      for (const threads of (r % 2 ? ['single', 'multi'] : ['multi', 'single']) satisfies TcgThreads[]) {
         const m = await measure(threads, sandboxes, root);
         runs[threads].push(m);
         console.log(`  ${sandboxes} sandbox(es), thread=${threads}: work ${m.wallS.toFixed(1)} s, QEMU CPU ${m.cpuS.toFixed(1)} s`);
       }
     }
-    const wall = { multi: median(runs.multi.map((m) => m.wallS)), single: median(runs.single.map((m) => m.wallS)) };
-    const cpu = { multi: median(runs.multi.map((m) => m.cpuS)), single: median(runs.single.map((m) => m.cpuS)) };
+    const medianOf = (threads: TcgThreads, of: keyof Measured) => median(runs[threads].map((m) => m[of]));
+    const wall = { multi: medianOf('multi', 'wallS'), single: medianOf('single', 'wallS') };
+    const cpu = { multi: medianOf('multi', 'cpuS'), single: medianOf('single', 'cpuS') };
     console.log(
       `${sandboxes} sandbox(es) at once: multi ${wall.multi.toFixed(1)} s / ${cpu.multi.toFixed(1)} CPU-s, single ${wall.single.toFixed(1)} s / ${cpu.single.toFixed(1)} CPU-s;` +
         ` single/multi wall ${(wall.single / wall.multi).toFixed(2)}, CPU ${(cpu.single / cpu.multi).toFixed(2)}`,

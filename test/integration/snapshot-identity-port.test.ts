@@ -62,7 +62,7 @@ describe("the snapshot template's guest", () => {
     const args = buildQemuArgs({
       name: 'identity-port-test',
       accel: await AccelProbe.cached(),
-      tcgThreads: tcgThreads(CPUS, os.availableParallelism()),
+      tcgThreads: tcgThreads(CPUS),
       memoryMb: MEMORY_MB,
       memory: { kind: 'file', path: templateRam(template), shared: false },
       cpus: CPUS,
