@@ -23,6 +23,20 @@ export async function takeLock(lockFile: string): Promise<boolean> {
   return false;
 }
 
+/**
+ * Waits until another process's work is there (`ready` gives it) or this process
+ * holds the lock (undefined: build it, then remove the lock). `onWait` runs before each pause.
+ */
+export async function lockUnlessReady<T>(lockFile: string, ready: () => T | undefined, pollMs: number, onWait?: () => void): Promise<T | undefined> {
+  for (;;) {
+    const done = ready();
+    if (done !== undefined) return done;
+    if (await takeLock(lockFile)) return undefined;
+    onWait?.();
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
 export function processAlive(pid: number): boolean {
   if (pid === process.pid) return true;
   try {

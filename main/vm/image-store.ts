@@ -9,7 +9,7 @@ import type { ImageStatus } from '../../common/domain.js';
 import { ImageBuilder, type BuildProgress } from './image-builder.js';
 import { parseManifest, type ImageManifest } from './image-manifest.js';
 import { findRecipeDir, loadRecipe, type LoadedRecipe } from './image-recipe.js';
-import { processAlive, takeLock } from './file-lock.js';
+import { lockUnlessReady, processAlive } from './file-lock.js';
 import { stderrLogger, type Logger } from '../log/logger.js';
 
 export interface BaseImage {
@@ -108,15 +108,12 @@ export class ImageStore {
     this.emit({ state: 'building', version: this.version, progress: 0, step: 'starting' }, onProgress);
     try {
       // Wait for another process's build, or take the lock ourselves.
-      for (;;) {
-        const ready = this.tryLoad();
-        if (ready) {
-          this.emit({ state: 'ready', version: this.version, progress: 1 }, onProgress);
-          return ready;
-        }
-        if (await takeLock(lockFile)) break;
-        this.emit({ state: 'building', version: this.version, progress: 0, step: 'waiting for another process building this image' }, onProgress);
-        await new Promise((r) => setTimeout(r, this.lockPollMs));
+      const built = await lockUnlessReady(lockFile, () => this.tryLoad(), this.lockPollMs, () =>
+        this.emit({ state: 'building', version: this.version, progress: 0, step: 'waiting for another process building this image' }, onProgress),
+      );
+      if (built) {
+        this.emit({ state: 'ready', version: this.version, progress: 1 }, onProgress);
+        return built;
       }
       try {
         const ready = this.tryLoad();

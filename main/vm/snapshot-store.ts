@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { takeLock } from './file-lock.js';
+import { lockUnlessReady } from './file-lock.js';
 
 /** What a template was made from, kept in its meta.json. */
 export interface TemplateMeta {
@@ -68,11 +68,7 @@ export class SnapshotStore {
   private async create(key: string, final: string, make: (tempDir: string) => Promise<void>, meta: TemplateMeta): Promise<string> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const lock = path.join(this.dir, `.${key}.lock`);
-    for (;;) {
-      if (existsSync(path.join(final, 'ready'))) return final;
-      if (await takeLock(lock)) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    if (await lockUnlessReady(lock, () => (existsSync(path.join(final, 'ready')) ? final : undefined), 500)) return final;
     try {
       if (existsSync(path.join(final, 'ready'))) return final;
       await rm(final, { recursive: true, force: true });
