@@ -8,7 +8,8 @@
 //  4. the base VM image, built on first use with progress and cached
 //     (2 to 4 in two lanes side by side: tsc and ESLint each keep one core busy; the
 //     build's tsc checks main and preload, so the type check lane leaves those to it:
-//     69 s for both lanes where checking them twice took 81 s, 2026-12-07)
+//     ~12 CPU-s less; both lanes 69 s where checking them twice took 81 s back to back,
+//     70 s in a fresh-clone run against 71-72 s before, 2026-12-07)
 //  5. vitest (unit, renderer, integration with real QEMU, e2e in Chromium) inside
 //     a D-Bus session with an unlocked gnome-keyring, so the keychain is real
 // It ends with one line "N passed, N failed, N skipped".
