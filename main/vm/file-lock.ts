@@ -31,7 +31,13 @@ export async function lockUnlessReady<T>(lockFile: string, ready: () => T | unde
   for (;;) {
     const done = ready();
     if (done !== undefined) return done;
-    if (await takeLock(lockFile)) return undefined;
+    if (await takeLock(lockFile)) {
+      // The other process may have finished and let go between the look above and the lock.
+      const late = ready();
+      if (late === undefined) return undefined;
+      await rm(lockFile, { force: true });
+      return late;
+    }
     onWait?.();
     await new Promise((r) => setTimeout(r, pollMs));
   }

@@ -116,8 +116,6 @@ export class ImageStore {
         return built;
       }
       try {
-        const ready = this.tryLoad();
-        if (ready) return ready;
         await this.cleanStaleBuilds();
         const tmp = path.join(this.imagesDir, `.build-${this.version}-${process.pid}-${Date.now()}`);
         try {

@@ -70,7 +70,6 @@ export class SnapshotStore {
     const lock = path.join(this.dir, `.${key}.lock`);
     if (await lockUnlessReady(lock, () => (existsSync(path.join(final, 'ready')) ? final : undefined), 500)) return final;
     try {
-      if (existsSync(path.join(final, 'ready'))) return final;
       await rm(final, { recursive: true, force: true });
       const tmp = path.join(this.dir, `.tmp-${key}-${process.pid}-${Date.now()}`);
       try {

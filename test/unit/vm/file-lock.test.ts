@@ -31,6 +31,15 @@ describe('lockUnlessReady', () => {
     expect(fs.readFileSync(lock, 'utf8')).toBe(String(process.pid));
   });
 
+  it('returns work finished between its look and taking the lock, and lets the lock go', async () => {
+    dir = tempDir('flock-');
+    const lock = path.join(dir, '.x.lock');
+    let looks = 0;
+    expect(await lockUnlessReady(lock, () => (++looks === 2 ? 'built meanwhile' : undefined), 10)).toBe('built meanwhile');
+    expect(looks).toBe(2);
+    expect(fs.existsSync(lock)).toBe(false);
+  });
+
   it("waits while a live process holds the lock and returns that process's work once it is there", async () => {
     dir = tempDir('flock-');
     const lock = path.join(dir, '.x.lock');
