@@ -155,7 +155,8 @@ export const NODE_RUNTIME_LIBRARIES: Readonly<Record<string, string>> = {
 export function runtimeLibraries(version: string, node = '/usr/local/bin/node'): string[] {
   const cases = Object.entries(NODE_RUNTIME_LIBRARIES).map(([lib, pkg]) => `    ${shellQuote(lib)}) pkgs="$pkgs ${pkg}" ;;`);
   return [
-    // Node 26's build links libatomic.so.1, which the image does not hold: ask ldd, install only what is missing.
+    // Node 26's build links libatomic.so.1: the base image carries it, an image without it gets it from Debian.
+    // Ask ldd, install only what is missing.
     `missing=$(ldd ${shellQuote(node)} 2>/dev/null | awk '/=> not found/ {print $1}' | sort -u | tr '\\n' ' ' || true)`,
     'pkgs=""',
     'for lib in $missing; do',

@@ -1,9 +1,11 @@
 // A user's repository pins Node 26, whose official build links libatomic.so.1
-// (the base image has no libatomic), and pnpm by packageManager with corepack's
+// (the base image carries libatomic1), and pnpm by packageManager with corepack's
 // sha512 of its tarball. Through the whole app with real parts (the base image
-// under QEMU, the proxy, the npm registry and the Debian mirror), setup installs
-// the missing library with apt, checks node starts, installs that very pnpm
-// from the registry with both hashes checked, and the test stage runs them.
+// under QEMU, the proxy, the npm registry), setup finds nothing missing for
+// Node 26 (no Debian step: the npm registry is the only host it reaches), checks
+// node starts, installs that very pnpm from the registry with both hashes
+// checked, and the test stage runs them. An image without the library gets it
+// from Debian: setup-script.test.ts runs that path with ldd and apt stood in.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
@@ -44,7 +46,7 @@ afterAll(async () => {
 });
 
 describe('Node 26 and a pinned pnpm in a real sandbox', () => {
-  it('installs libatomic1 for Node 26, that very pnpm with its hash checked, and the tests run with both', async () => {
+  it('sets up Node 26 with no Debian step, that very pnpm with its hash checked, and the tests run with both', async () => {
     // The hash corepack writes into packageManager: the hex sha512 of the registry tarball.
     const hex = sha512Hex((await new NodeRegistry().packageDist('pnpm', PNPM)).integrity);
     repo = await makeRepo({
@@ -62,7 +64,13 @@ describe('Node 26 and a pinned pnpm in a real sandbox', () => {
 
     expect(t.setup!.lines[0]).toMatch(/^Node 26\.\d+\.\d+: no LTS release satisfies 26: newest release that does/);
     expect(t.setup!.lines).toContain(`pnpm ${PNPM} from packageManager, its sha512 checked`);
-    expect(setupLog).toMatch(/needs libatomic\.so\.1 ?: apt-get install libatomic1/);
+    // Node 26 starts on the image's own libraries: nothing for apt, nothing asked of Debian's mirror.
+    expect(setupLog).toMatch(/node v26\.\d+\.\d+, npm /);
+    expect(setupLog).not.toMatch(/needs lib|apt-get/);
+    const audit = await app.api['audit.list']({ sandboxId: t.id });
+    const reached = audit.filter((e) => !e.rule.startsWith('refused') && e.host !== '(none)').map((e) => e.host);
+    expect(reached.length).toBeGreaterThan(0);
+    for (const host of reached) expect(host).toMatch(/^registry\.npmjs\.org(:443)?$/);
     expect(setupLog).toContain(`pnpm ${PNPM}`);
     const test = t.stages.find((s) => s.name === 'test')!;
     expect(test.status).toBe('passed');
