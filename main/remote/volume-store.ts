@@ -76,7 +76,12 @@ export class VolumeStore {
         const line = sums.split('\n').find((l) => l.endsWith(`/${name}`));
         if (line?.split(/\s+/)[0] !== sha) throw new Error(`the uploaded ${name} on sandbox host ${host.target.name} does not match the image manifest (sha256 ${line?.split(/\s+/)[0] ?? 'missing'}, expected ${sha})`);
       }
-      await host.check(['sh', '-c', 'chmod 0444 "$1"/* && : > "$1"/complete && chmod 0755 "$1" && mv -T "$1" "$2"', 'sh', tmp, dir]);
+      try {
+        await host.check(['sh', '-c', 'chmod 0444 "$1"/* && : > "$1"/complete && chmod 0755 "$1" && mv -T "$1" "$2"', 'sh', tmp, dir]);
+      } catch (err) {
+        // Another app (the user's other machine) put the same image in place first: theirs is as good.
+        if ((await host.run(['test', '-f', `${dir}/complete`])).code !== 0) throw err;
+      }
       return base;
     } finally {
       // After a rename there is nothing left; after a failure the upload's own error is the one to report.

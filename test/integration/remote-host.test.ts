@@ -3,6 +3,7 @@
 // a user's KVM box. The guest boots under libvirt, its SSH is reached through
 // the host, its proxy address comes back across the same SSH connection to a
 // socket on "the user's machine", and nothing is left on the host afterwards.
+import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -11,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyGuestForward } from '../../main/credentials/routes.js';
 import type { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
 import { SshHost } from '../../main/remote/ssh-host.js';
+import { VolumeStore } from '../../main/remote/volume-store.js';
+import type { BaseImage } from '../../main/vm/image-store.js';
 import { TCG_CACHE_MB } from '../../main/vm/qemu-args.js';
 import { testImage } from '../support/image.js';
 import { startRemoteHost, type RemoteHostRig } from '../support/remote-host.js';
@@ -27,7 +30,7 @@ async function onHost(cmd: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  rig = await startRemoteHost();
+  rig = await startRemoteHost({ ownImages: true });
   home = fs.mkdtempSync(path.join(os.tmpdir(), 'remote-home-'));
   // The app's proxy socket on the user's machine (a plain HTTP server on a unix socket here).
   homeServer = http.createServer((req, res) => {
@@ -110,6 +113,31 @@ describe('a sandbox host reached over SSH', () => {
     }
     expect(await onHost('virsh -q -c qemu:///system list --all --name')).not.toContain('fiab-rmtboot1');
     expect(await onHost(`ls -A ${rig.storageDir}/sandboxes`)).toBe('');
+  });
+
+  it('two apps putting the same image on the host at once both get it, in one folder, and leave no upload behind', async () => {
+    // A small image (three files and its manifest): what is tested is two uploads meeting, not their size.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'two-apps-image-'));
+    const file = (name: string, content: string) => {
+      fs.writeFileSync(path.join(dir, name), content);
+      return { name, sha256: createHash('sha256').update(content).digest('hex'), bytes: content.length };
+    };
+    const files = { disk: { ...file('disk.qcow2', 'disk'), format: 'qcow2' as const, virtualBytes: 4 }, kernel: file('vmlinuz', 'kernel'), initrd: file('initrd.img', 'initrd') };
+    fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ files, made: randomUUID() }));
+    const image = { dir, disk: path.join(dir, 'disk.qcow2'), kernel: path.join(dir, 'vmlinuz'), initrd: path.join(dir, 'initrd.img'), manifest: { files } };
+    const storage = path.join(path.dirname(rig.storageDir), 'storage-two-apps');
+    const [a, b] = await Promise.all([SshHost.connect(rig.sshTarget()), SshHost.connect(rig.sshTarget())]);
+    try {
+      // Each app has its own store (its own record of uploads under way) and its own connection.
+      const [x, y] = await Promise.all([new VolumeStore(storage).ensureBase(a, image as BaseImage), new VolumeStore(storage).ensureBase(b, image as BaseImage)]);
+      expect(y).toEqual(x);
+      expect(await onHost(`ls -A ${storage}/images`)).toBe(`${x.hash}\n`);
+      expect(await onHost(`cat ${x.kernel} ${x.dir}/complete`)).toBe('kernel');
+    } finally {
+      a.close();
+      b.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a dropped connection ends the sandbox, and reconnecting removes what was left running', async () => {
