@@ -106,7 +106,18 @@ export default defineConfig({
       // Not one file at a time: the same pool as the unit tests, so it runs beside them.
       { test: { name: 'integration-waiting', include: MOSTLY_WAITING, ...VM_TESTS, fileParallelism: true, ...GROUP0 } },
       { test: { name: 'integration-no-vm', include: NO_VM, ...VM_TESTS, fileParallelism: true, ...GROUP0 } },
-      { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], exclude: [...MOSTLY_WAITING, ...NO_VM, ...TIMED], ...VM_TESTS, fileParallelism: true, sequence: { groupOrder: 1 } } },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          exclude: [...MOSTLY_WAITING, ...NO_VM, ...TIMED],
+          // The stand-in sandbox host's images folder, shared by the remote files of one run.
+          globalSetup: ['test/support/rig-images.global-setup.ts'],
+          ...VM_TESTS,
+          fileParallelism: true,
+          sequence: { groupOrder: 1 },
+        },
+      },
       {
         test: {
           name: 'e2e',

@@ -17,12 +17,13 @@
 // The system's own files are not changed.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync, symlinkSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import ssh2 from 'ssh2';
+import { inject } from 'vitest';
 import { LibvirtSandboxDriver } from '../../main/remote/libvirt-sandbox-driver.js';
 import { SshHost, type SshHostTarget } from '../../main/remote/ssh-host.js';
 import type { SandboxHostSetting } from '../../main/state/settings.js';
@@ -119,16 +120,26 @@ function fingerprintOf(publicLine: string): string {
   return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
 }
 
-export async function startRemoteHost(): Promise<RemoteHostRig> {
+/**
+ * `ownImages`: the storage gets an images folder of its own, so the first upload happens here. Otherwise
+ * it shares the run's (test/support/rig-images.global-setup.ts) where that exists: a second remote
+ * file finds the image there, as a user's second app finds it on their host.
+ */
+export async function startRemoteHost(opts: { ownImages?: boolean } = {}): Promise<RemoteHostRig> {
   await ensureLibvirtd();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'remote-host-'));
   chmodSync(dir, 0o755);
+  const sharedImages = opts.ownImages ? undefined : inject('rigImagesDir');
   const hostKey = path.join(dir, 'ssh_host_ed25519_key');
   const keyFile = path.join(dir, 'client_key');
   await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
   await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', keyFile]);
   writeFileSync(path.join(dir, 'authorized_keys'), readFileSync(`${keyFile}.pub`), { mode: 0o600 });
   const storageDir = path.join(dir, 'storage');
+  if (sharedImages) {
+    mkdirSync(storageDir, { mode: 0o711 });
+    symlinkSync(sharedImages, path.join(storageDir, 'images'));
+  }
   const port = await freePort();
   const config = path.join(dir, 'sshd_config');
   writeFileSync(
