@@ -28,6 +28,11 @@ export function manifestHash(image: Pick<BaseImage, 'dir'>): string {
   return createHash('sha256').update(readFileSync(path.join(image.dir, 'manifest.json'))).digest('hex');
 }
 
+/** An image folder is complete once its upload was checked and renamed into place with its marker. */
+async function isComplete(host: SshHost, dir: string): Promise<boolean> {
+  return (await host.run(['test', '-f', `${dir}/complete`])).code === 0;
+}
+
 export class VolumeStore {
   private readonly uploads = new Map<string, Promise<RemoteBase>>();
 
@@ -59,7 +64,7 @@ export class VolumeStore {
     // 0711: libvirt's QEMU user passes through to the files; nobody lists the folders.
     await host.check(['mkdir', '-p', '-m', '0711', this.storageDir, `${this.storageDir}/images`, `${this.storageDir}/sandboxes`]);
     await host.check(['chmod', '0711', this.storageDir, `${this.storageDir}/images`, `${this.storageDir}/sandboxes`]);
-    if ((await host.run(['test', '-f', `${dir}/complete`])).code === 0) return base;
+    if (await isComplete(host, dir)) return base;
 
     const tmp = `${this.storageDir}/images/.upload-${hash}-${randomBytes(6).toString('hex')}`;
     await host.check(['mkdir', '-m', '0700', tmp]);
@@ -80,7 +85,7 @@ export class VolumeStore {
         await host.check(['sh', '-c', 'chmod 0444 "$1"/* && : > "$1"/complete && chmod 0755 "$1" && mv -T "$1" "$2"', 'sh', tmp, dir]);
       } catch (err) {
         // Another app (the user's other machine) put the same image in place first: theirs is as good.
-        if ((await host.run(['test', '-f', `${dir}/complete`])).code !== 0) throw err;
+        if (!(await isComplete(host, dir))) throw err;
       }
       return base;
     } finally {
