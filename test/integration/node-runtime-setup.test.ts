@@ -12,7 +12,7 @@ import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { NodeRegistry } from '../../main/environment/node-version.js';
 import { sha512Hex } from '../../main/environment/setup-script.js';
 import { appPaths } from '../../main/state/paths.js';
-import { egressRulesForThisNetwork } from '../support/egress-network.js';
+import { egressRulesForThisNetwork, hostsReached } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
@@ -67,8 +67,7 @@ describe('Node 26 and a pinned pnpm in a real sandbox', () => {
     // Node 26 starts on the image's own libraries: nothing for apt, nothing asked of Debian's mirror.
     expect(setupLog).toMatch(/node v26\.\d+\.\d+, npm /);
     expect(setupLog).not.toMatch(/needs lib|apt-get/);
-    const audit = await app.api['audit.list']({ sandboxId: t.id });
-    const reached = audit.filter((e) => !e.rule.startsWith('refused') && e.host !== '(none)').map((e) => e.host);
+    const reached = await hostsReached(app, t.id);
     expect(reached.length).toBeGreaterThan(0);
     for (const host of reached) expect(host).toMatch(/^registry\.npmjs\.org(:443)?$/);
     expect(setupLog).toContain(`pnpm ${PNPM}`);

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFactoryApp, type FactoryApp } from '../../main/app.js';
 import { appPaths } from '../../main/state/paths.js';
-import { egressRulesForThisNetwork } from '../support/egress-network.js';
+import { egressRulesForThisNetwork, hostsReached } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { corpusProject, describeRun, runCorpusProject } from '../support/real-corpus.js';
 import type { Task } from '../../common/domain.js';
@@ -65,8 +65,7 @@ describe('projects shaped like real ones, set up, built and tested in a sandbox'
   it("uthash's shape (metadata-only package.json, tests/Makefile): gcc and make from Debian through the proxy, make -C tests passes by its exit status and says it could not count", async () => {
     let allowedHosts: string[] = [];
     const r = await run('uthash-like', async (task) => {
-      const audit = await app.api['audit.list']({ sandboxId: task.id });
-      allowedHosts = audit.filter((e) => !e.rule.startsWith('refused') && e.host !== '(none)').map((e) => e.host);
+      allowedHosts = await hostsReached(app, task.id);
     });
     expect(r.setup?.status, JSON.stringify(r.task.error)).toBe('passed');
     expect(r.setup?.lines).toContainEqual(expect.stringMatching(/^Debian: .*\bgcc\b/));
