@@ -21,7 +21,7 @@ import type { TaskRecord } from '../state/state-store.js';
 import type { ExitResult } from '../terminal/session.js';
 import type { RegisterSessionOptions, TerminalSource } from '../terminal/types.js';
 import { inspectRepo } from './host-repo.js';
-import { onQuickVmExited, type QuickRuntime } from './quick-sandbox.js';
+import { beginEnding, onQuickVmExited, type QuickRuntime } from './quick-sandbox.js';
 import type { QemuDriverPort, SandboxSshPort } from './sandbox-ports.js';
 import { bootedSandboxInfo, checkAborted, type SandboxProvisioner } from './sandbox-provisioner.js';
 import type { TaskBook } from './task-book.js';
@@ -187,15 +187,7 @@ export async function untilExitOrAbort(exited: Promise<ExitResult>, signal: Abor
  * sandbox stays for inspection, like a failed task's, and the task shows the error.
  */
 async function endSession<Image>(parts: AgentSessionParts<Image>, record: TaskRecord, rt: QuickRuntime, err: unknown): Promise<void> {
-  const step = (what: string, work: () => Promise<void>) =>
-    work().catch((e: unknown) => parts.log.warn(`${what} failed`, { taskId: record.task.id, err: e }));
-  const sb = rt.sandbox;
-  if (sb && !sb.vm && record.task.sandbox.status === 'booting') {
-    await step('tearing down an agent session that never booted', async () => {
-      await parts.provisioner.teardown(sb);
-      await parts.book.sandboxMove(record, 'bootEnded');
-    });
-  }
+  const step = await beginEnding(parts, record, rt, 'an agent session');
   if (rt.abort.signal.aborted) {
     await step('recording the end of an agent session', () => parts.aborted(record));
     return;

@@ -108,21 +108,33 @@ async function bootQuick<Image>(parts: QuickParts<Image>, record: TaskRecord, rt
  * nothing to inspect) and the task shows the error.
  */
 async function endQuick<Image>(parts: QuickParts<Image>, record: TaskRecord, rt: QuickRuntime, err: unknown): Promise<void> {
-  const step = (what: string, work: () => Promise<void>) =>
-    work().catch((e: unknown) => parts.log.warn(`${what} failed`, { taskId: record.task.id, err: e }));
-  const sb = rt.sandbox;
-  if (sb && !sb.vm && record.task.sandbox.status === 'booting') {
-    await step('tearing down a quick sandbox that never booted', async () => {
-      await parts.provisioner.teardown(sb);
-      await parts.book.sandboxMove(record, 'bootEnded');
-    });
-  }
+  const step = await beginEnding(parts, record, rt, 'a quick sandbox');
   if (rt.abort.signal.aborted) {
     await step('closing a quick sandbox', () => parts.book.transition(record, 'close'));
     return;
   }
   if (rt.sandbox?.vm) await step('tearing down a quick sandbox that failed', () => parts.teardown(record, rt));
   await step('recording the failure of a quick sandbox', () => parts.book.fail(record, err));
+}
+
+/** One step of ending a runtime early: its failure is logged, never thrown, so the steps after it still run. */
+export type EndingStep = (what: string, work: () => Promise<void>) => Promise<void>;
+
+/**
+ * The start of ending a quick runtime early (a quick sandbox, an agent session):
+ * a sandbox still booting that has no VM yet is torn down and its boot ended.
+ * Returns the step runner for the rest of the ending.
+ */
+export async function beginEnding<Image>(parts: Pick<QuickParts<Image>, 'log' | 'provisioner' | 'book'>, record: TaskRecord, rt: QuickRuntime, what: string): Promise<EndingStep> {
+  const step: EndingStep = (doing, work) => work().catch((e: unknown) => parts.log.warn(`${doing} failed`, { taskId: record.task.id, err: e }));
+  const sb = rt.sandbox;
+  if (sb && !sb.vm && record.task.sandbox.status === 'booting') {
+    await step(`tearing down ${what} that never booted`, async () => {
+      await parts.provisioner.teardown(sb);
+      await parts.book.sandboxMove(record, 'bootEnded');
+    });
+  }
+  return step;
 }
 
 /** QEMU ended: recorded as a crash unless the sandbox was being torn down (also an agent session's). */
