@@ -6,6 +6,7 @@ import https from 'node:https';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { readBody, sendJson } from './stub-http.js';
 
 export interface StubToolUse {
   name: string;
@@ -80,8 +81,6 @@ interface MessagesBody {
   messages?: Array<{ role?: string; content?: unknown }>;
 }
 
-const MAX_BODY = 32 * 1024 * 1024;
-
 export class AnthropicStub {
   readonly requests: RecordedRequest[] = [];
   private agentTurn = 0;
@@ -139,7 +138,7 @@ export class AnthropicStub {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const rawBody = await readBody(req);
+    const rawBody = await readBody(req, 'stub');
     const url = new URL(req.url ?? '/', 'http://stub');
     let body: unknown = undefined;
     if (rawBody.length > 0) {
@@ -167,11 +166,11 @@ export class AnthropicStub {
     }
     if (rec.method === 'POST' && rec.path === '/v1/messages/count_tokens') {
       const text = JSON.stringify((body as MessagesBody | undefined)?.messages ?? '');
-      sendJson(res, 200, { input_tokens: Math.max(1, Math.ceil(text.length / 4)) });
+      sendJson(res, 200, { input_tokens: Math.max(1, Math.ceil(text.length / 4)) }, 'request-id');
       return;
     }
     if (rec.method === 'GET' && rec.path === '/v1/models') {
-      sendJson(res, 200, { data: [], has_more: false, first_id: null, last_id: null });
+      sendJson(res, 200, { data: [], has_more: false, first_id: null, last_id: null }, 'request-id');
       return;
     }
     if (rec.method === 'POST' && rec.path === '/v1/messages') {
@@ -197,7 +196,7 @@ export class AnthropicStub {
       }
       const message = buildMessage(reply, mb.model ?? 'claude-stub', rec);
       if (mb.stream) await this.sendSse(res, message);
-      else sendJson(res, 200, message);
+      else sendJson(res, 200, message, 'request-id');
       return;
     }
     sendError(res, 404, 'not_found_error', `stub: no route for ${rec.method} ${rec.path}`);
@@ -339,31 +338,8 @@ function brokenStream(req: http.IncomingMessage, res: http.ServerResponse, model
   res.write('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_de', () => resetConnection(req));
 }
 
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
-  const text = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'request-id': `req_${randomBytes(8).toString('hex')}` });
-  res.end(text);
-}
-
 function sendError(res: http.ServerResponse, status: number, type: string, message: string): void {
-  sendJson(res, status, { type: 'error', error: { type, message } });
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        req.destroy(new Error('stub: request body too large'));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
+  sendJson(res, status, { type: 'error', error: { type, message } }, 'request-id');
 }
 
 /**

@@ -23,6 +23,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { startHttpsServer, type TestCa, type TestHttpsServer } from './https.js';
+import { readBody, sendJson } from './stub-http.js';
 
 export type ResponsesStage = 'plan' | 'build' | 'test-repair' | 'review' | 'document' | 'unknown';
 
@@ -94,8 +95,6 @@ interface ResponsesBody {
   input?: Array<{ type?: string; role?: string; content?: unknown }>;
 }
 
-const MAX_BODY = 32 * 1024 * 1024;
-
 export class ResponsesStub {
   readonly requests: RecordedResponsesRequest[] = [];
 
@@ -156,7 +155,7 @@ export class ResponsesStub {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const rawBody = await readBody(req);
+    const rawBody = await readBody(req, 'responses stub');
     let body: unknown = undefined;
     if (rawBody.length > 0) {
       try {
@@ -180,7 +179,7 @@ export class ResponsesStub {
       return;
     }
     if (rec.method === 'GET' && rec.path === '/v1/models') {
-      sendJson(res, 200, { object: 'list', data: [] });
+      sendJson(res, 200, { object: 'list', data: [] }, 'x-request-id');
       return;
     }
     if (rec.method === 'POST' && rec.path === '/v1/responses') {
@@ -336,29 +335,6 @@ function chunk(s: string, n: number): string[] {
   return out;
 }
 
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
-  const text = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': `req_${randomBytes(8).toString('hex')}` });
-  res.end(text);
-}
-
 function sendError(res: http.ServerResponse, status: number, type: string, message: string, code: string | null = null): void {
-  sendJson(res, status, { error: { message, type, param: null, code } });
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        req.destroy(new Error('responses stub: request body too large'));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
+  sendJson(res, status, { error: { message, type, param: null, code } }, 'x-request-id');
 }
