@@ -119,7 +119,8 @@ export async function runClaudeOnHost(opts: {
   return { code, stdout, stderr, ms: Date.now() - started, workDir, homeDir, commandLine };
 }
 
-function canExecute(user: string, file: string): boolean {
+/** Whether `user` may run `file` (a binary under root's cache may not be reachable for the agent user). */
+export function canExecute(user: string, file: string): boolean {
   try {
     execFileSync('runuser', ['-u', user, '--', 'test', '-x', file], { stdio: 'ignore' });
     return true;

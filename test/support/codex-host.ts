@@ -3,11 +3,10 @@
 // code mode through a helper program, codex-code-mode-host, that Codex looks
 // for beside its own executable: the package ships both in one folder, and a
 // copy made for an unprivileged user keeps them together.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { cachedNpmBinary, CODEX_BINARY, fetchNpmBinary } from '../../main/pipeline/agents/npm-binary.js';
-import { agentBinaryCacheDir } from './claude-code-host.js';
+import { agentBinaryCacheDir, canExecute } from './claude-code-host.js';
 
 export const CODE_MODE_HOST = 'codex-code-mode-host';
 
@@ -38,13 +37,4 @@ export function codexFor(user: string | undefined, binary: string, dir: string, 
     fs.chmodSync(path.join(dir, name), 0o755);
   }
   return path.join(dir, 'codex');
-}
-
-function canExecute(user: string, file: string): boolean {
-  try {
-    execFileSync('runuser', ['-u', user, '--', 'test', '-x', file], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -4,7 +4,7 @@
 // PLAN.md, build commits a file, the test stage fails once and one repair
 // round fixes it, review approves, document runs. The "sandbox" here is a
 // local process as an unprivileged user; the VM path is covered elsewhere.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,11 +13,11 @@ import type { StageName, Task } from '../../../common/domain.js';
 import { defaultPipelineConfig } from '../../../main/pipeline/config.js';
 import { AgentStageExecutor } from '../../../main/pipeline/agents/agent-executor.js';
 import { ClaudeCodeAdapter } from '../../../main/pipeline/agents/claude-code.js';
-import { shellWord } from '../../../common/shell-quote.js';
 import type { AgentEvent } from '../../../main/pipeline/agents/types.js';
-import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import type { StageOutcome } from '../../../main/pipeline/stage-executor.js';
 import { AnthropicStub, stageOfRequest as stageOf, type StubReply } from '../../support/anthropic-stub.js';
 import { claudeCodeBinary, ensureHostAgentUser } from '../../support/claude-code-host.js';
+import { hostAsUser, hostRunInSandbox, localSsh } from '../../support/host-stage.js';
 
 const offline = process.env.FACTORY_OFFLINE === '1';
 const isRoot = process.getuid?.() === 0;
@@ -88,30 +88,9 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd: repo, encoding: 'utf8' });
   }
 
-  const asUser = (script: string) =>
-    user
-      ? `runuser -u ${user} -- env -i HOME=${home} PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 bash -c ${shellWord(script)}`
-      : script;
-
-  /** Runs a command locally, like SandboxSsh.run would in the guest. */
-  const localSsh: GuestSsh = {
-    async run(command, opts) {
-      return new Promise((resolve) => {
-        const child = spawn('bash', ['-c', command], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (d: Buffer) => (stdout = (stdout + d.toString()).slice(-(opts?.maxBytes ?? 1 << 20))));
-        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-        child.on('close', (code) => resolve({ code, stdout, stderr }));
-      });
-    },
-    exec: () => Promise.reject(new Error('not used')),
-    putFile: () => Promise.reject(new Error('not used')),
-    getFile: () => Promise.reject(new Error('not used')),
-  };
+  const asUser = (script: string) => hostAsUser(user, home)(script); // user and home are set in beforeAll
 
   async function runStage(executor: AgentStageExecutor, stage: StageName, task: Task): Promise<StageOutcome> {
-    let n = 0;
     return executor.runStage({
       task,
       stage,
@@ -119,21 +98,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
       stageConfig: defaultPipelineConfig().stages[stage],
       signal: new AbortController().signal,
       ssh: localSsh,
-      async runInSandbox(script, opts = {}): Promise<GuestRunResult> {
-        const file = path.join(root, `${stage}-${++n}.sh`);
-        fs.writeFileSync(file, `export FACTORY_BASE_REF=main FACTORY_BASE_COMMIT=${task.baseCommit} FACTORY_BRANCH=${task.branch}\ncd ${repo} || exit 97\n${script}\n`, { mode: 0o644 });
-        const started = Date.now();
-        const child = spawn('bash', ['-c', asUser(`bash ${file}`)], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        const onData = (d: Buffer) => {
-          out += d.toString('utf8');
-          opts.onOutput?.(d);
-        };
-        child.stdout.on('data', onData);
-        child.stderr.on('data', onData);
-        const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-        return { code, sessionId: `s-${stage}-${n}`, timedOut: false, cancelled: false, lost: false, durationMs: Date.now() - started, tail: (b) => out.slice(-b) };
-      },
+      runInSandbox: hostRunInSandbox({ root, repo, task, stage, asUser }),
     });
   }
 

@@ -9,18 +9,17 @@
 // build whose tool calls Codex refuses changes nothing and fails with the
 // reason. The "sandbox" is a local process as an unprivileged user; the VM
 // path is codex-sandbox.test.ts.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageName, Task } from '../../../common/domain.js';
-import { shellWord } from '../../../common/shell-quote.js';
 import { defaultPipelineConfig, type StageConfig } from '../../../main/pipeline/config.js';
 import { AgentStageExecutor } from '../../../main/pipeline/agents/agent-executor.js';
 import { CodexAdapter } from '../../../main/pipeline/agents/codex.js';
 import type { AgentEvent } from '../../../main/pipeline/agents/types.js';
-import type { GuestRunResult, GuestSsh, StageOutcome } from '../../../main/pipeline/stage-executor.js';
+import type { StageOutcome } from '../../../main/pipeline/stage-executor.js';
 import { ensureHostAgentUser } from '../../support/claude-code-host.js';
 import { codexBinary, codexFor } from '../../support/codex-host.js';
 import {
@@ -32,6 +31,7 @@ import {
   type ResponsesReply,
   type ResponsesStage,
 } from '../../support/responses-stub.js';
+import { hostAsUser, hostRunInSandbox, localSsh } from '../../support/host-stage.js';
 
 const offline = process.env.FACTORY_OFFLINE === '1';
 const isRoot = process.getuid?.() === 0;
@@ -79,25 +79,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Codex CLI on the host 
     return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd: repo, encoding: 'utf8' });
   }
 
-  const asUser = (script: string) =>
-    user ? `runuser -u ${user} -- env -i HOME=${home} PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 bash -c ${shellWord(script)}` : script;
-
-  /** Runs a command locally, like SandboxSsh.run would in the guest. */
-  const localSsh: GuestSsh = {
-    async run(command, opts) {
-      return new Promise((resolve) => {
-        const child = spawn('bash', ['-c', command], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (d: Buffer) => (stdout = (stdout + d.toString()).slice(-(opts?.maxBytes ?? 1 << 20))));
-        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-        child.on('close', (code) => resolve({ code, stdout, stderr }));
-      });
-    },
-    exec: () => Promise.reject(new Error('not used')),
-    putFile: () => Promise.reject(new Error('not used')),
-    getFile: () => Promise.reject(new Error('not used')),
-  };
+  const asUser = (script: string) => hostAsUser(user, home)(script); // user and home are set in beforeAll
 
   function executorWith(codex: string): AgentStageExecutor {
     return new AgentStageExecutor(
@@ -122,7 +104,6 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Codex CLI on the host 
   }
 
   async function runStage(executor: AgentStageExecutor, stage: StageName, task: Task): Promise<StageOutcome> {
-    let n = 0;
     const config = defaultPipelineConfig();
     const stageConfig: StageConfig =
       stage === 'test' ? { ...config.stages.test, command: TEST_COMMAND, timeoutSeconds: 60, isDefault: false } : config.stages[stage];
@@ -133,21 +114,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Codex CLI on the host 
       stageConfig,
       signal: new AbortController().signal,
       ssh: localSsh,
-      async runInSandbox(script, opts = {}): Promise<GuestRunResult> {
-        const file = path.join(root, `${task.id}-${stage}-${++n}.sh`);
-        fs.writeFileSync(file, `export FACTORY_BASE_REF=main FACTORY_BASE_COMMIT=${task.baseCommit} FACTORY_BRANCH=${task.branch}\ncd ${repo} || exit 97\n${script}\n`, { mode: 0o644 });
-        const started = Date.now();
-        const child = spawn('bash', ['-c', asUser(`bash ${file}`)], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        const onData = (d: Buffer) => {
-          out += d.toString('utf8');
-          opts.onOutput?.(d);
-        };
-        child.stdout.on('data', onData);
-        child.stderr.on('data', onData);
-        const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-        return { code, sessionId: `s-${stage}-${n}`, timedOut: false, cancelled: false, lost: false, durationMs: Date.now() - started, tail: (b) => out.slice(-b) };
-      },
+      runInSandbox: hostRunInSandbox({ root, repo, task, stage, asUser }),
     });
   }
 
