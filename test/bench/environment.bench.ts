@@ -22,6 +22,7 @@ import { testImage } from '../support/image.js';
 import { makeNodeProject } from '../support/project-fixtures.js';
 import { tempDir } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
+import { collectTerminalOutput, removeLayersOf } from '../support/test-app.js';
 
 const fmt = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].includes(t.phase);
@@ -34,8 +35,7 @@ async function main() {
     paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
     settings: { egressRules: await egressRulesForThisNetwork() },
   });
-  const output = new Map<string, string>();
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  const output = collectTerminalOutput(app);
   const repo = await makeNodeProject();
   try {
     console.log(`image ${image.version}, ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
@@ -83,9 +83,7 @@ async function main() {
     const setupMs = first.task.setup?.durationMs ?? NaN;
     console.log(`    whole setup through the proxy ${fmt(setupMs)} vs host npm ci ${fmt(hostMs)}; ratio ${(setupMs / hostMs).toFixed(2)}`);
   } finally {
-    // Layers live in the shared cache next to the base image: this run's go with its repository.
-    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
-    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
+    await removeLayersOf(app);
     await app.dispose();
     repo.cleanup();
     fs.rmSync(dataDir, { recursive: true, force: true });

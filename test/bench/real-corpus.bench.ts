@@ -14,6 +14,7 @@ import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { CORPUS, corpusEgressRules, describeRun, runCorpusProject } from '../support/real-corpus.js';
 import { tempDir } from '../support/repo.js';
+import { removeLayersOf } from '../support/test-app.js';
 
 async function main() {
   const args = process.argv.slice(2);
@@ -28,20 +29,18 @@ async function main() {
     // The default rules, and those a user adds in Settings for the corpus's projects (the Yarn registry).
     settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork([...defaultEgressRules(), ...corpusEgressRules(projects)]) },
   });
-  const repos = new Set<string>();
   let failed = 0;
   try {
     console.log(`image ${image.version}, ${os.cpus().length} host cores, load ${os.loadavg()[0]!.toFixed(2)}`);
     for (const project of projects) {
       for (const bare of outOfTheBox && project.pipeline ? [true, false] : [false]) {
         const r = await runCorpusProject(app, project, { outOfTheBox: bare });
-        repos.add(r.task.repoPath);
         if (!r.ok && !bare) failed++;
         console.log(describeRun(r));
       }
     }
   } finally {
-    for (const l of await app.api['layers.list']({})) if (repos.has(l.repo)) await app.api['layers.remove']({ id: l.id });
+    await removeLayersOf(app);
     await app.dispose();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }

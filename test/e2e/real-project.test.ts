@@ -18,6 +18,7 @@ import { chromiumMissingReason, openBrowser, type OpenBrowser } from './support/
 import { ensureE2eRendererBuilt } from './support/build.js';
 import { qemuProcessesUnder, which } from './support/processes.js';
 import { startTask, terminalText } from './support/ui-driver.js';
+import { removeLayersOf } from '../support/test-app.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const skipReason = chromiumMissingReason() ?? (which('qemu-system-x86_64') ? undefined : 'qemu-system-x86_64 is not installed');
@@ -42,11 +43,7 @@ describe.skipIf(!!skipReason)('a real Node project in the browser', () => {
   afterAll(async () => {
     await browser?.close();
     await host?.close();
-    // Layers live in the shared cache next to the base image: this run's go with its repository.
-    if (app) {
-      const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
-      for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
-    }
+    if (app) await removeLayersOf(app);
     await app?.dispose();
     const left = dataDir ? qemuProcessesUnder(dataDir) : [];
     for (const p of left) process.kill(p.pid, 'SIGKILL');

@@ -23,6 +23,7 @@ import { requireSecretService } from '../support/keyring.js';
 import { startModelStub, type ModelStub } from '../support/model-stub.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
+import { collectTerminalOutput } from '../support/test-app.js';
 
 const ANTHROPIC_KEY = `sk-ant-app-${randomBytes(20).toString('hex')}`;
 const GIT_TOKEN = `ghp_app${randomBytes(20).toString('hex')}`;
@@ -36,8 +37,8 @@ describe('credential broker in the app', () => {
   let app: FactoryApp | undefined;
   let keychain: KeychainStore;
   const events: CredentialEvent[] = [];
-  const output = new Map<string, string>();
   const stored: string[] = [];
+  let output: Map<string, string>;
 
   beforeAll(async () => {
     requireSecretService();
@@ -85,7 +86,7 @@ describe('credential broker in the app', () => {
       gitRouteFor: async (taskId) => gitRouteForTask(broker, await app!.api['tasks.get']({ taskId })),
     });
     app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-    app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+    output = collectTerminalOutput(app);
     const a = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: ANTHROPIC_KEY, target: { upstream: stub.url } });
     const g = await app.api['credentials.set']({ kind: 'git', label: 'Git (stub)', value: GIT_TOKEN, target: { upstream: gitServer.url } });
     stored.push(a.id, g.id);

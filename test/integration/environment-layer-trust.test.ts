@@ -9,19 +9,18 @@
 // branch's layer: its install folder is carried over, the planted hook never
 // runs (the clone is fresh), and nothing setup started is still running. Nothing
 // here needs the network.
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Task } from '../../common/domain.js';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { appPaths } from '../../main/state/paths.js';
+import type { FactoryApp } from '../../main/app.js';
 import { testImage } from '../support/image.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
-let dataDir: string;
+let env: TestApp | undefined;
 let app: FactoryApp;
 let repo: FixtureRepo | undefined;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 // What a task's test stage sees in its sandbox, one `probe:<name>=<value>` line each.
 const PROBE = [
@@ -47,17 +46,13 @@ const UNTRUSTED_SETUP = [
 
 beforeAll(async () => {
   await testImage();
-  dataDir = tempDir('factory-layer-trust-');
-  app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), settings: { maxParallelTasks: 1 } });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  env = await startTestApp('factory-layer-trust-', { settings: { maxParallelTasks: 1 } });
+  ({ app, output } = env);
 }, 10 * 60_000);
 
 afterAll(async () => {
-  // Layers live in the shared cache next to the base image: this repository's go with it.
-  if (app && repo) for (const l of await app.api['layers.list']({})) if (l.repo === repo.dir) await app.api['layers.remove']({ id: l.id });
-  await app?.dispose();
+  await env?.dispose();
   repo?.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 async function runTask(title: string, baseRef: string): Promise<{ task: Task; probe: Record<string, string> }> {

@@ -25,6 +25,7 @@ import { qemuProcessesUnder } from '../e2e/support/processes.js';
 import { testImage } from '../support/image.js';
 import { makeNodeProject } from '../support/project-fixtures.js';
 import type { FixtureRepo } from '../support/repo.js';
+import { removeLayersOf } from '../support/test-app.js';
 
 // The build stage: ask the model for files to write (JSON: path → content), write them, commit.
 // It keeps a digest of its placeholder (never the value) as an artifact, so the test can tell the ways' placeholders apart.
@@ -83,9 +84,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   console.log(figures.join('\n'));
-  // Layers live in the shared cache next to the base image: this run's go with its repository.
   if (env) {
-    for (const l of await env.app.api['layers.list']({})) if (l.repo === repo?.dir) await env.app.api['layers.remove']({ id: l.id });
+    await removeLayersOf(env.app);
     await env.dispose();
   }
   repo?.cleanup();

@@ -6,43 +6,31 @@
 // node starts, installs that very pnpm from the registry with both hashes
 // checked, and the test stage runs them. An image without the library gets it
 // from Debian: setup-script.test.ts runs that path with ldd and apt stood in.
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import type { FactoryApp } from '../../main/app.js';
 import { NodeRegistry } from '../../main/environment/node-version.js';
 import { sha512Hex } from '../../main/environment/setup-script.js';
-import { appPaths } from '../../main/state/paths.js';
 import { egressRulesForThisNetwork, hostsReached } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
 const PNPM = '10.34.9';
-let dataDir: string;
+let env: TestApp | undefined;
 let app: FactoryApp;
+let output: Map<string, string>;
 let repo: FixtureRepo | undefined;
-const output = new Map<string, string>();
 
 beforeAll(async () => {
   await testImage();
-  dataDir = tempDir('factory-node-runtime-');
-  app = await createFactoryApp({
-    host: 'web',
-    paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
-    settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() },
-  });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  env = await startTestApp('factory-node-runtime-', { settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() } });
+  ({ app, output } = env);
 }, 10 * 60_000);
 
 afterAll(async () => {
-  // Layers live in the shared cache next to the base image: this run's go with its repository.
-  if (app) {
-    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
-    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
-  }
-  await app?.dispose();
+  await env?.dispose();
   repo?.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('Node 26 and a pinned pnpm in a real sandbox', () => {

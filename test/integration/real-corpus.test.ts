@@ -10,45 +10,30 @@
 // hosts only), so real-projects.test.ts keeps to Node;
 // test/bench/real-corpus.bench.ts runs all of them and prints the lines
 // behind test/fixtures/real/MATRIX.md.
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { appPaths } from '../../main/state/paths.js';
+import type { FactoryApp } from '../../main/app.js';
 import { egressRulesForThisNetwork, hostsReached } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { corpusProject, describeRun, runCorpusProject } from '../support/real-corpus.js';
 import type { Task } from '../../common/domain.js';
-import { tempDir } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 
+let env: TestApp | undefined;
 let app: FactoryApp;
-let dataDir: string;
-const repoPaths = new Set<string>();
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 beforeAll(async () => {
   await testImage();
-  dataDir = tempDir('fcorpus-');
-  app = await createFactoryApp({
-    host: 'web',
-    paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }),
-    settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() },
-  });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  env = await startTestApp('fcorpus-', { settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() } });
+  ({ app, output } = env);
 }, 10 * 60_000);
 
 afterAll(async () => {
-  // Layers live in the shared cache next to the base image: this run's go with its repositories.
-  if (app) {
-    for (const t of await app.api['tasks.list']({})) repoPaths.add(t.repoPath);
-    for (const l of await app.api['layers.list']({})) if (repoPaths.has(l.repo)) await app.api['layers.remove']({ id: l.id });
-  }
-  await app?.dispose();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  await env?.dispose();
 });
 
 async function run(name: string, beforeDestroy?: (task: Task) => Promise<void>) {
   const r = await runCorpusProject(app, corpusProject(name), beforeDestroy ? { beforeDestroy } : {});
-  repoPaths.add(r.task.repoPath);
   console.log(describeRun(r));
   return r;
 }

@@ -11,32 +11,31 @@
 // real-corpus.test.ts, and that any changed file, the lockfile included,
 // changes the layer's key by environment-plan.test.ts on real git.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Task } from '../../common/domain.js';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import type { FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
-import { appPaths } from '../../main/state/paths.js';
 import { SandboxShell } from '../support/agent-app.js';
 import { egressRulesForThisNetwork } from '../support/egress-network.js';
 import { testImage } from '../support/image.js';
 import { requireSecretService } from '../support/keyring.js';
 import { NODE_TESTS, makeFailingCommit, makeNodeProject } from '../support/project-fixtures.js';
-import { tempDir, type FixtureRepo } from '../support/repo.js';
+import type { FixtureRepo } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
 const ended = (t: Task) => ['review', 'failed', 'cancelled', 'interrupted'].includes(t.phase);
 // A plan or review stage that tries the npm registry: refused by the default rules (setup and build only).
 const TRY_REGISTRY = 'code=$(curl -sS -o /dev/null -w "%{http_code}" https://registry.npmjs.org/is-number 2>&1); echo "registry: $code"; true';
 
+let env: TestApp | undefined;
 let app: FactoryApp;
-let dataDir: string;
+let output: Map<string, string>;
 let local: http.Server;
 let localPort = 0;
-const output = new Map<string, string>();
 const repos: FixtureRepo[] = [];
 
 async function runTask(repo: FixtureRepo, title: string, baseRef?: string): Promise<Task> {
@@ -51,32 +50,27 @@ function stage(t: Task, name: string) {
 beforeAll(async () => {
   requireSecretService();
   await testImage();
-  dataDir = tempDir('fenv-');
-  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
   // A web server on this machine's loopback that no rule lists: the destination a user allows from a refusal.
   local = http.createServer((_req, res) => res.end('hello from an allowed host\n'));
   await new Promise<void>((r) => local.listen(0, '127.0.0.1', r));
   localPort = (local.address() as AddressInfo).port;
-  const broker = new CredentialBroker({
-    paths,
-    secrets: new KeychainStore({ service: `factory-in-a-box-env-${randomBytes(4).toString('hex')}` }),
-    // TEST ONLY: the loopback server above is reachable by the name "localhost" once a rule allows it.
-    allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
-  });
-  app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { maxParallelTasks: 1, egressRules: await egressRulesForThisNetwork() } });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  const egressRules = await egressRulesForThisNetwork();
+  env = await startTestApp('fenv-', (paths) => ({
+    credentials: new CredentialBroker({
+      paths,
+      secrets: new KeychainStore({ service: `factory-in-a-box-env-${randomBytes(4).toString('hex')}` }),
+      // TEST ONLY: the loopback server above is reachable by the name "localhost" once a rule allows it.
+      allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
+    }),
+    settings: { maxParallelTasks: 1, egressRules },
+  }));
+  ({ app, output } = env);
 }, 10 * 60_000);
 
 afterAll(async () => {
-  // Layers live in the shared cache next to the base image: this run's go with its repositories.
-  if (app) {
-    const mine = new Set((await app.api['tasks.list']({})).map((t) => t.repoPath));
-    for (const l of await app.api['layers.list']({})) if (mine.has(l.repo)) await app.api['layers.remove']({ id: l.id });
-  }
-  await app?.dispose();
+  await env?.dispose();
   await new Promise((r) => local?.close(r));
   for (const r of repos) r.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('a Node project with a real dependency and a node --test suite', () => {

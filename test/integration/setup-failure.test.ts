@@ -6,30 +6,27 @@
 // ones; what came after the failing command never ran, no stage ran, and no
 // layer is made of the broken environment. Retry runs setup again before any
 // stage. Nothing here needs the network.
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { appPaths } from '../../main/state/paths.js';
+import type { FactoryApp } from '../../main/app.js';
 import { testImage } from '../support/image.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
-let dataDir: string;
+let env: TestApp | undefined;
 let app: FactoryApp;
 let repo: FixtureRepo | undefined;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 beforeAll(async () => {
   await testImage();
-  dataDir = tempDir('factory-setup-fail-');
-  app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), settings: { maxParallelTasks: 1 } });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  env = await startTestApp('factory-setup-fail-', { settings: { maxParallelTasks: 1 } });
+  ({ app, output } = env);
 }, 10 * 60_000);
 
 afterAll(async () => {
-  await app?.dispose();
+  await env?.dispose();
   repo?.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('a setup that fails', () => {

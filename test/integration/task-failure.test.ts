@@ -2,29 +2,26 @@
 // stops, the exit status and output are shown, later stages are skipped) and one
 // cancelled in the middle of a long stage (no agent process is left in the guest).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import fs from 'node:fs';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
-import { appPaths } from '../../main/state/paths.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
+import type { FactoryApp } from '../../main/app.js';
+import { makeRepo, type FixtureRepo } from '../support/repo.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 import { testImage } from '../support/image.js';
 import { waitForTask } from '../support/wait-for-task.js';
 
-let dataDir: string;
+let env: TestApp | undefined;
 let app: FactoryApp;
 const repos: FixtureRepo[] = [];
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 beforeAll(async () => {
   await testImage();
-  dataDir = tempDir('factory-data-');
-  app = await createFactoryApp({ host: 'web', paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), settings: { maxParallelTasks: 2, vmMemoryMb: 768 } });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  env = await startTestApp('factory-data-', { settings: { maxParallelTasks: 2, vmMemoryMb: 768 } });
+  ({ app, output } = env);
 });
 
 afterAll(async () => {
-  await app?.dispose();
+  await env?.dispose();
   for (const r of repos) r.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('failing and cancelled pipelines', () => {

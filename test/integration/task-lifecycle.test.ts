@@ -12,6 +12,7 @@ import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { testImage } from '../support/image.js';
 import { waitForTask } from '../support/wait-for-task.js';
 import { processAlive } from '../../main/vm/file-lock.js';
+import { collectTerminalOutput } from '../support/test-app.js';
 
 // A stand-in for the credential proxy: one guest forward and one variable for every guest command.
 const extensionCalls: string[] = [];
@@ -41,7 +42,7 @@ let dataDir: string;
 let paths: AppPaths;
 let repo: FixtureRepo;
 let app: FactoryApp | undefined;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 beforeAll(async () => {
   await testImage(); // built once into the shared image cache
@@ -66,7 +67,7 @@ beforeAll(async () => {
     },
   });
   app = await createFactoryApp({ host: 'web', paths, sandboxExtensions: [brokerExtension] });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  output = collectTerminalOutput(app);
 });
 
 afterAll(async () => {

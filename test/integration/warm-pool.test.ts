@@ -22,6 +22,7 @@ import { testImage } from '../support/image.js';
 import { requireSecretService } from '../support/keyring.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../support/repo.js';
 import { waitForTask } from '../support/wait-for-task.js';
+import { collectTerminalOutput } from '../support/test-app.js';
 
 // What a guest sees when it asks the proxy address: the HTTP status (000 when nothing answered) and curl's exit status.
 const ASK_PROXY = `curl -sS -m 20 -o /dev/null -w 'proxy=%{http_code}' -x http://10.0.2.100:80 http://blocked.example/; echo " rc=$?"`;
@@ -30,7 +31,7 @@ let dataDir: string;
 let paths: AppPaths;
 let repo: FixtureRepo;
 let app: FactoryApp | undefined;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 const refusals: EgressRefusal[] = [];
 
 async function poolStatus(a: FactoryApp): Promise<PoolStatus> {
@@ -93,7 +94,7 @@ beforeAll(async () => {
     },
   });
   app = await createFactoryApp({ host: 'web', paths, settings: { warmPoolSize: 1 }, warmPool: true });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  output = collectTerminalOutput(app);
   app.onEvent((e) => {
     if (e.type === 'egress.refused') refusals.push(e.refusal);
   });

@@ -18,6 +18,7 @@ import { createTestCa, type TestCa } from './https.js';
 import { requireSecretService } from './keyring.js';
 import { tempDir } from './repo.js';
 import { ResponsesStub, type ResponsesStubOptions } from './responses-stub.js';
+import { collectTerminalOutput } from './test-app.js';
 
 export { waitForTask } from './wait-for-task.js';
 
@@ -70,8 +71,7 @@ async function startAppWithStub<Stub extends { url: string; close(): Promise<voi
     allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
   });
   const app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  const output = new Map<string, string>();
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  const output = collectTerminalOutput(app);
   const cred = await app.api['credentials.set']({ kind: opts.kind, label: opts.label, value: opts.apiKey, target: { upstream: stub.url } });
   return {
     app,

@@ -15,6 +15,7 @@ import { requireSecretService } from './keyring.js';
 import { startModelStub, type ModelStub } from './model-stub.js';
 import type { RemoteHostRig } from './remote-host.js';
 import { makeRepo, tempDir, type FixtureRepo } from './repo.js';
+import { collectTerminalOutput } from './test-app.js';
 
 export interface RemoteApp {
   app: FactoryApp;
@@ -45,8 +46,7 @@ export async function startRemoteApp(opts: {
   // The stub listens on the host loopback, which the proxy refuses for anything else.
   const broker = new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' });
   const app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { ...opts.settings, sandboxHosts: [opts.rig.hostSetting(opts.capacity)] } });
-  const output = new Map<string, string>();
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  const output = collectTerminalOutput(app);
   const credential = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: opts.key, target: { upstream: stub.url } });
   return {
     app,

@@ -22,6 +22,7 @@ import { createTestCa, type TestCa } from '../../support/https.js';
 import { testImage } from '../../support/image.js';
 import { requireSecretService } from '../../support/keyring.js';
 import { makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
+import { collectTerminalOutput } from '../../support/test-app.js';
 
 const TOKEN = `sk-ant-oat01-${randomBytes(32).toString('base64url')}`;
 
@@ -32,7 +33,7 @@ let keychain: KeychainStore;
 let credentialId = '';
 let dataDir = '';
 let repo: FixtureRepo;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 let releaseHold: () => void = () => undefined;
 const hold = new Promise<void>((resolve) => (releaseHold = resolve));
 
@@ -56,7 +57,7 @@ beforeAll(async () => {
     allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
   });
   app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  output = collectTerminalOutput(app);
   const cred = await app.api['credentials.set']({ kind: 'claude-code-oauth', label: 'Claude subscription (stub)', value: TOKEN, target: { upstream: stub.url } });
   credentialId = cred.id;
   repo = await makeRepo({

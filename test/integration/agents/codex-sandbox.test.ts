@@ -32,6 +32,7 @@ import {
   type ResponsesReply,
   type ResponsesStage,
 } from '../../support/responses-stub.js';
+import { collectTerminalOutput } from '../../support/test-app.js';
 
 const REPO = '/work/repo';
 const TEST_COMMAND = 'if [ -f greeting.txt ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; exit 1; fi';
@@ -70,7 +71,7 @@ let credentialId = '';
 let dataDir = '';
 let repo: FixtureRepo;
 const apiKey = `sk-proj-${randomBytes(24).toString('hex')}`;
-const output = new Map<string, string>();
+let output: Map<string, string>;
 
 beforeAll(async () => {
   await testImage();
@@ -88,7 +89,7 @@ beforeAll(async () => {
     allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
   });
   app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  app.onTerminalData((e) => output.set(e.sessionId, (output.get(e.sessionId) ?? '') + Buffer.from(e.data).toString('utf8')));
+  output = collectTerminalOutput(app);
   const cred = await app.api['credentials.set']({ kind: 'openai', label: 'OpenAI (stub)', value: apiKey, target: { upstream: stub.url } });
   credentialId = cred.id;
   repo = await makeRepo({
