@@ -7,18 +7,16 @@
 // app's own shell.
 // Used by the sandbox and agent session integration tests and the agent overhead bench.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import type { CredentialKind } from '../../common/credentials.js';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import type { FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
-import { appPaths, type AppPaths } from '../../main/state/paths.js';
+import type { AppPaths } from '../../main/state/paths.js';
 import { AnthropicStub, type AnthropicStubOptions } from './anthropic-stub.js';
 import { createTestCa, type TestCa } from './https.js';
 import { requireSecretService } from './keyring.js';
-import { tempDir } from './repo.js';
 import { ResponsesStub, type ResponsesStubOptions } from './responses-stub.js';
-import { collectTerminalOutput } from './test-app.js';
+import { startTestApp } from './test-app.js';
 
 export { waitForTask } from './wait-for-task.js';
 
@@ -58,20 +56,14 @@ async function startAppWithStub<Stub extends { url: string; close(): Promise<voi
   startStub: (ca: TestCa) => Promise<Stub>;
 }): Promise<AgentApp<Stub>> {
   requireSecretService();
-  const dataDir = tempDir('fag-');
   const ca = createTestCa();
   const stub = await opts.startStub(ca);
-  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
   const keychain = new KeychainStore({ service: `factory-in-a-box-agents-${randomBytes(4).toString('hex')}` });
-  const broker = new CredentialBroker({
-    paths,
-    secrets: keychain,
-    upstreamCa: ca.cert,
+  const env = await startTestApp('fag-', (paths) => ({
     // The stub listens on the host loopback, which the proxy refuses for anything else.
-    allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
-  });
-  const app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  const output = collectTerminalOutput(app);
+    credentials: new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' }),
+  }));
+  const { app, paths, output } = env;
   const cred = await app.api['credentials.set']({ kind: opts.kind, label: opts.label, value: opts.apiKey, target: { upstream: stub.url } });
   return {
     app,
@@ -82,11 +74,10 @@ async function startAppWithStub<Stub extends { url: string; close(): Promise<voi
     credentialId: cred.id,
     output,
     async dispose() {
-      await app.dispose();
+      await env.dispose();
       await keychain.remove(cred.id).catch(() => undefined); // teardown: a throwaway service's entry, nothing to report
       await stub.close();
       ca.dispose();
-      fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

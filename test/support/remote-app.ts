@@ -4,18 +4,16 @@
 // over HTTPS by the test CA, and a fixture repository. Used by the tests of
 // tasks on a remote host; the rig itself stays the test's (it starts and stops it).
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import { createFactoryApp, type FactoryApp } from '../../main/app.js';
+import type { FactoryApp } from '../../main/app.js';
 import { CredentialBroker } from '../../main/credentials/broker.js';
 import { KeychainStore } from '../../main/credentials/keychain.js';
-import { appPaths } from '../../main/state/paths.js';
 import type { Settings } from '../../main/state/settings.js';
 import { createTestCa } from './https.js';
 import { requireSecretService } from './keyring.js';
 import { startModelStub, type ModelStub } from './model-stub.js';
 import type { RemoteHostRig } from './remote-host.js';
-import { makeRepo, tempDir, type FixtureRepo } from './repo.js';
-import { collectTerminalOutput } from './test-app.js';
+import { makeRepo, type FixtureRepo } from './repo.js';
+import { startTestApp } from './test-app.js';
 
 export interface RemoteApp {
   app: FactoryApp;
@@ -37,16 +35,16 @@ export async function startRemoteApp(opts: {
   settings?: Partial<Settings>;
 }): Promise<RemoteApp> {
   requireSecretService();
-  const dataDir = tempDir('fra-');
   const ca = createTestCa();
   const stub = await startModelStub(ca, { anthropicKey: opts.key, sseDelayMs: opts.sseDelayMs });
   const repo = await makeRepo({ files: opts.files });
-  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
   const keychain = new KeychainStore({ service: `factory-in-a-box-remote-${randomBytes(4).toString('hex')}` });
-  // The stub listens on the host loopback, which the proxy refuses for anything else.
-  const broker = new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' });
-  const app = await createFactoryApp({ host: 'web', paths, credentials: broker, settings: { ...opts.settings, sandboxHosts: [opts.rig.hostSetting(opts.capacity)] } });
-  const output = collectTerminalOutput(app);
+  const env = await startTestApp('fra-', (paths) => ({
+    // The stub listens on the host loopback, which the proxy refuses for anything else.
+    credentials: new CredentialBroker({ paths, secrets: keychain, upstreamCa: ca.cert, allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1' }),
+    settings: { ...opts.settings, sandboxHosts: [opts.rig.hostSetting(opts.capacity)] },
+  }));
+  const { app, output } = env;
   const credential = await app.api['credentials.set']({ kind: 'anthropic', label: 'Anthropic (stub)', value: opts.key, target: { upstream: stub.url } });
   return {
     app,
@@ -54,12 +52,11 @@ export async function startRemoteApp(opts: {
     repo,
     output,
     async dispose() {
-      await app.dispose();
+      await env.dispose();
       await keychain.remove(credential.id).catch(() => undefined); // teardown: the test may have ended before storing it
       await stub.close();
       ca.dispose();
       repo.cleanup();
-      fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

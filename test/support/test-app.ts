@@ -36,9 +36,12 @@ export async function startTestApp(prefix: string, options: TestAppOptions | ((p
     paths,
     output: collectTerminalOutput(app),
     async dispose() {
-      await removeLayersOf(app);
-      await app.dispose();
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      try {
+        await removeLayersOf(app);
+      } finally {
+        await app.dispose();
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
     },
   };
 }
