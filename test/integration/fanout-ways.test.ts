@@ -25,7 +25,6 @@ import { qemuProcessesUnder } from '../e2e/support/processes.js';
 import { testImage } from '../support/image.js';
 import { makeNodeProject } from '../support/project-fixtures.js';
 import type { FixtureRepo } from '../support/repo.js';
-import { removeLayersOf } from '../support/test-app.js';
 
 // The build stage: ask the model for files to write (JSON: path → content), write them, commit.
 // It keeps a digest of its placeholder (never the value) as an artifact, so the test can tell the ways' placeholders apart.
@@ -84,10 +83,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   console.log(figures.join('\n'));
-  if (env) {
-    await removeLayersOf(env.app);
-    await env.dispose();
-  }
+  await env?.dispose(); // the app's layers go with it (startTestApp)
   repo?.cleanup();
 });
 

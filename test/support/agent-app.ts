@@ -30,6 +30,7 @@ export interface AgentApp<Stub = AnthropicStub> {
   credentialId: string;
   /** Terminal output by session id, as the UI would receive it. */
   output: Map<string, string>;
+  /** Removes the layers of its tasks, ends the app, deletes its data folder, the credential and the stub. */
   dispose(): Promise<void>;
 }
 
