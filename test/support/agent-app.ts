@@ -34,12 +34,15 @@ export interface AgentApp<Stub = AnthropicStub> {
   dispose(): Promise<void>;
 }
 
-/** The app with an Anthropic key whose upstream is the Messages API stub (Claude Code). */
-export function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tls'> }): Promise<AgentApp> {
+/**
+ * The app with an Anthropic key whose upstream is the Messages API stub (Claude Code);
+ * with `subscriptionToken`, that Claude Code subscription token in its place (no key).
+ */
+export function startAgentApp(opts: { stub: Omit<AnthropicStubOptions, 'tls'>; subscriptionToken?: string }): Promise<AgentApp> {
   return startAppWithStub({
-    kind: 'anthropic',
-    label: 'Anthropic (stub)',
-    apiKey: `sk-ant-api03-${randomBytes(24).toString('hex')}`,
+    ...(opts.subscriptionToken
+      ? { kind: 'claude-code-oauth', label: 'Claude subscription (stub)', apiKey: opts.subscriptionToken }
+      : { kind: 'anthropic', label: 'Anthropic (stub)', apiKey: `sk-ant-api03-${randomBytes(24).toString('hex')}` }),
     startStub: (ca) => AnthropicStub.start({ ...opts.stub, tls: ca.issue(['localhost', '127.0.0.1']) }),
   });
 }

@@ -10,28 +10,18 @@
 //     Messages API, and an x-api-key the guest adds is not passed on;
 //  3. after cancel and destroy, the leak check finds no trace of the token.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
-import { CredentialBroker } from '../../../main/credentials/broker.js';
-import { KeychainStore } from '../../../main/credentials/keychain.js';
-import { appPaths } from '../../../main/state/paths.js';
-import { AnthropicStub, stageOfRequest } from '../../support/anthropic-stub.js';
-import { SandboxShell, type AgentApp } from '../../support/agent-app.js';
-import { createTestCa, type TestCa } from '../../support/https.js';
+import type { FactoryApp } from '../../../main/app.js';
+import { stageOfRequest, type AnthropicStub } from '../../support/anthropic-stub.js';
+import { SandboxShell, startAgentApp, type AgentApp } from '../../support/agent-app.js';
 import { testImage } from '../../support/image.js';
-import { requireSecretService } from '../../support/keyring.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
-import { collectTerminalOutput } from '../../support/test-app.js';
+import { makeRepo, type FixtureRepo } from '../../support/repo.js';
 
 const TOKEN = `sk-ant-oat01-${randomBytes(32).toString('base64url')}`;
 
+let env: AgentApp | undefined;
 let app: FactoryApp;
 let stub: AnthropicStub;
-let ca: TestCa;
-let keychain: KeychainStore;
-let credentialId = '';
-let dataDir = '';
 let repo: FixtureRepo;
 let output: Map<string, string>;
 let releaseHold: () => void = () => undefined;
@@ -39,27 +29,12 @@ const hold = new Promise<void>((resolve) => (releaseHold = resolve));
 
 beforeAll(async () => {
   await testImage();
-  requireSecretService();
-  dataDir = tempDir('fao-');
-  ca = createTestCa();
-  stub = await AnthropicStub.start({
-    tls: ca.issue(['localhost', '127.0.0.1']),
+  env = await startAgentApp({
+    subscriptionToken: TOKEN,
     // Every agent request waits: the test looks at the sandbox while the CLI is mid-request.
-    script: (req) => (stageOfRequest(req) === 'plan' ? { hold, text: 'too late' } : { text: 'Done.' }),
+    stub: { script: (req) => (stageOfRequest(req) === 'plan' ? { hold, text: 'too late' } : { text: 'Done.' }) },
   });
-  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
-  keychain = new KeychainStore({ service: `factory-in-a-box-oauth-${randomBytes(4).toString('hex')}` });
-  const broker = new CredentialBroker({
-    paths,
-    secrets: keychain,
-    upstreamCa: ca.cert,
-    // The stub listens on the host loopback, which the proxy refuses for anything else.
-    allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
-  });
-  app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  output = collectTerminalOutput(app);
-  const cred = await app.api['credentials.set']({ kind: 'claude-code-oauth', label: 'Claude subscription (stub)', value: TOKEN, target: { upstream: stub.url } });
-  credentialId = cred.id;
+  ({ app, stub, output } = env);
   repo = await makeRepo({
     files: { 'README.md': '# Fixture\n', '.factory/pipeline.json': JSON.stringify({ agent: 'claude-code' }) },
   });
@@ -67,18 +42,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   releaseHold();
-  await app?.dispose();
-  if (credentialId) await keychain.remove(credentialId).catch(() => undefined); // teardown: the test may have ended before storing it
-  await stub?.close();
-  ca?.dispose();
+  await env?.dispose();
   repo?.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
-
-/** The shared shell helper reads the app and its terminal output from an AgentApp. */
-function agentApp(): AgentApp {
-  return { app, stub, ca, paths: appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir }), apiKey: TOKEN, credentialId, output, dispose: async () => undefined };
-}
 
 describe('Claude Code with a subscription token in a real sandbox', () => {
   let taskId = '';
@@ -99,7 +65,7 @@ describe('Claude Code with a subscription token in a real sandbox', () => {
       expect(JSON.stringify(r.headers)).not.toContain('fiab-placeholder-');
     }
 
-    shell = await SandboxShell.open(agentApp(), taskId);
+    shell = await SandboxShell.open(env!, taskId);
     const pid = Number((await shell.run('pgrep -u agent -f /usr/local/bin/claude | head -1')).trim());
     expect(pid, 'no Claude Code process in the guest').toBeGreaterThan(1);
     const agentEnv = await shell.run(`tr '\\0' '\\n' < /proc/${pid}/environ | grep -E '^(ANTHROPIC_|CLAUDE_CODE_OAUTH)'`);
@@ -141,7 +107,7 @@ describe('Claude Code with a subscription token in a real sandbox', () => {
     const t = await app.api['tasks.destroy']({ taskId });
     expect(t.sandbox.status).toBe('destroyed');
     const report = await app.api['leakcheck.get']({ taskId });
-    expect(report?.credentialIds).toEqual([credentialId]);
+    expect(report?.credentialIds).toEqual([env!.credentialId]);
     expect(report?.scanned.map((s) => s.source)).toEqual(expect.arrayContaining(['disk overlay', 'guest memory']));
     expect(report?.hits).toEqual([]);
     expect(report?.verdict).toBe('clean');

@@ -9,20 +9,13 @@
 // task goes through every stage, the commit lands on the approved branch, the
 // stub saw only the real key, and the task's egress list holds no refusal:
 // Codex's update check, analytics and plugins are off in its command line.
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageResult, Task } from '../../../common/domain.js';
-import { createFactoryApp, type FactoryApp } from '../../../main/app.js';
-import { CredentialBroker } from '../../../main/credentials/broker.js';
-import { KeychainStore } from '../../../main/credentials/keychain.js';
+import type { FactoryApp } from '../../../main/app.js';
 import { GUEST_ARTIFACTS_DIR } from '../../../main/pipeline/artifacts.js';
-import { appPaths } from '../../../main/state/paths.js';
-import { SandboxShell, waitForTask } from '../../support/agent-app.js';
-import { createTestCa, type TestCa } from '../../support/https.js';
+import { SandboxShell, startCodexAgentApp, waitForTask, type AgentApp } from '../../support/agent-app.js';
 import { testImage } from '../../support/image.js';
-import { requireSecretService } from '../../support/keyring.js';
-import { makeRepo, tempDir, type FixtureRepo } from '../../support/repo.js';
+import { makeRepo, type FixtureRepo } from '../../support/repo.js';
 import {
   addFilePatch,
   codeModeJs,
@@ -32,7 +25,6 @@ import {
   type ResponsesReply,
   type ResponsesStage,
 } from '../../support/responses-stub.js';
-import { collectTerminalOutput } from '../../support/test-app.js';
 
 const REPO = '/work/repo';
 const TEST_COMMAND = 'if [ -f greeting.txt ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; exit 1; fi';
@@ -63,35 +55,17 @@ const scripts: Partial<Record<ResponsesStage, ResponsesReply[]>> = {
   document: [{ text: 'Nothing to document.' }],
 };
 
+let env: AgentApp<ResponsesStub> | undefined;
 let app: FactoryApp;
 let stub: ResponsesStub;
-let ca: TestCa;
-let keychain: KeychainStore;
-let credentialId = '';
-let dataDir = '';
-let repo: FixtureRepo;
-const apiKey = `sk-proj-${randomBytes(24).toString('hex')}`;
+let apiKey: string;
 let output: Map<string, string>;
+let repo: FixtureRepo;
 
 beforeAll(async () => {
   await testImage();
-  requireSecretService();
-  dataDir = tempDir('fcx-');
-  ca = createTestCa();
-  stub = await ResponsesStub.start({ apiKey, ca, script: (_req, { stage, toolResults }) => scripts[stage]?.[toolResults] ?? { text: 'Done.' } });
-  const paths = appPaths({ ...process.env, FACTORY_DATA_DIR: dataDir });
-  keychain = new KeychainStore({ service: `factory-in-a-box-codex-${randomBytes(4).toString('hex')}` });
-  const broker = new CredentialBroker({
-    paths,
-    secrets: keychain,
-    upstreamCa: ca.cert,
-    // The stub listens on the host loopback, which the proxy refuses for anything else.
-    allowAddress: (ip, host) => host === 'localhost' && ip === '127.0.0.1',
-  });
-  app = await createFactoryApp({ host: 'web', paths, credentials: broker });
-  output = collectTerminalOutput(app);
-  const cred = await app.api['credentials.set']({ kind: 'openai', label: 'OpenAI (stub)', value: apiKey, target: { upstream: stub.url } });
-  credentialId = cred.id;
+  env = await startCodexAgentApp({ stub: { script: (_req, { stage, toolResults }) => scripts[stage]?.[toolResults] ?? { text: 'Done.' } } });
+  ({ app, stub, apiKey, output } = env);
   repo = await makeRepo({
     files: {
       'README.md': '# Fixture\n',
@@ -101,12 +75,8 @@ beforeAll(async () => {
 }, 15 * 60_000);
 
 afterAll(async () => {
-  await app?.dispose();
-  if (credentialId) await keychain.remove(credentialId).catch(() => undefined); // teardown: the test may have ended before storing it
-  await stub?.close();
-  ca?.dispose();
+  await env?.dispose();
   repo?.cleanup();
-  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('Codex in a real sandbox through the credential proxy', () => {
