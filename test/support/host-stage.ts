@@ -2,8 +2,9 @@
 // VM) need in place of a sandbox: the agent user's command line, a GuestSsh that
 // runs locally, and runInSandbox running a stage's script as that user in the
 // repository, with output streamed as the guest's would be.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { StageName, Task } from '../../common/domain.js';
 import { shellWord } from '../../common/shell-quote.js';
@@ -50,4 +51,33 @@ export function hostRunInSandbox(opts: { root: string; repo: string; task: Task;
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     return { code, sessionId: `s-${stage}-${n}`, timedOut: false, cancelled: false, lost: false, durationMs: Date.now() - started, tail: (b) => out.slice(-b) };
   };
+}
+
+export interface HostStageFolders {
+  root: string;
+  repo: string;
+  home: string;
+  artifacts: string;
+}
+
+/**
+ * A new temp folder holding the repository, the agent user's home, and the
+ * scratch files' folder outside the repository, writable by the agent user (as
+ * the runner makes it in the guest).
+ */
+export function hostStageFolders(prefix: string): HostStageFolders {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  fs.chmodSync(root, 0o755);
+  const folders = { root, repo: path.join(root, 'repo'), home: path.join(root, 'home'), artifacts: path.join(root, 'artifacts') };
+  fs.mkdirSync(folders.repo);
+  fs.mkdirSync(folders.home);
+  fs.mkdirSync(folders.artifacts);
+  fs.chmodSync(folders.artifacts, 0o777);
+  return folders;
+}
+
+/** Gives the agent user a git identity in its home and, when there is such a user, the repository and home. */
+export function handToAgentUser(folders: HostStageFolders, user: string | undefined): void {
+  fs.writeFileSync(path.join(folders.home, '.gitconfig'), '[user]\n\tname = agent\n\temail = agent@sandbox\n[safe]\n\tdirectory = *\n');
+  if (user) execFileSync('chown', ['-R', user, folders.repo, folders.home]);
 }

@@ -6,7 +6,6 @@
 // local process as an unprivileged user; the VM path is covered elsewhere.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageName, Task } from '../../../common/domain.js';
@@ -17,7 +16,7 @@ import type { AgentEvent } from '../../../main/pipeline/agents/types.js';
 import type { StageOutcome } from '../../../main/pipeline/stage-executor.js';
 import { AnthropicStub, stageOfRequest as stageOf, type StubReply } from '../../support/anthropic-stub.js';
 import { claudeCodeBinary, ensureHostAgentUser } from '../../support/claude-code-host.js';
-import { hostAsUser, hostRunInSandbox, localSsh } from '../../support/host-stage.js';
+import { handToAgentUser, hostAsUser, hostRunInSandbox, hostStageFolders, localSsh } from '../../support/host-stage.js';
 
 const offline = process.env.FACTORY_OFFLINE === '1';
 const isRoot = process.getuid?.() === 0;
@@ -35,16 +34,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
 
   beforeAll(async () => {
     binary = await claudeCodeBinary({ allowFetch: !offline });
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-exec-'));
-    fs.chmodSync(root, 0o755);
-    repo = path.join(root, 'repo');
-    home = path.join(root, 'home');
-    artifacts = path.join(root, 'artifacts');
-    fs.mkdirSync(repo);
-    fs.mkdirSync(home);
-    // The scratch files' folder, outside the repository, writable by the agent user (as the runner makes it in the guest).
-    fs.mkdirSync(artifacts);
-    fs.chmodSync(artifacts, 0o777);
+    ({ root, repo, home, artifacts } = hostStageFolders('agent-exec-'));
     const scripts: Record<string, StubReply[]> = {
       plan: [
         { text: 'Planning.', toolUses: [{ name: 'Write', input: { file_path: `${artifacts}/PLAN.md`, content: '# Add greeting.txt with a hello line\n\n1. write it\n' } }] },
@@ -75,8 +65,7 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Claude Code CLI on the
     fs.writeFileSync(path.join(repo, '.factory', 'prompts', 'document.md'), 'Document task {{taskId}} the house way (OVERRIDE-MARKER).\n');
     git(['add', '.']);
     git(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'base']);
-    fs.writeFileSync(path.join(home, '.gitconfig'), '[user]\n\tname = agent\n\temail = agent@sandbox\n[safe]\n\tdirectory = *\n');
-    if (user) execFileSync('chown', ['-R', user, repo, home]);
+    handToAgentUser({ root, repo, home, artifacts }, user);
   }, 600_000);
 
   afterAll(async () => {

@@ -11,7 +11,6 @@
 // path is codex-sandbox.test.ts.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageName, Task } from '../../../common/domain.js';
@@ -31,7 +30,7 @@ import {
   type ResponsesReply,
   type ResponsesStage,
 } from '../../support/responses-stub.js';
-import { hostAsUser, hostRunInSandbox, localSsh } from '../../support/host-stage.js';
+import { handToAgentUser, hostAsUser, hostRunInSandbox, hostStageFolders, localSsh } from '../../support/host-stage.js';
 
 const offline = process.env.FACTORY_OFFLINE === '1';
 const isRoot = process.getuid?.() === 0;
@@ -51,23 +50,14 @@ describe.skipIf(!isRoot && process.platform !== 'linux')('Codex CLI on the host 
 
   beforeAll(async () => {
     binary = await codexBinary({ allowFetch: !offline });
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'codex-exec-'));
-    fs.chmodSync(root, 0o755);
-    repo = path.join(root, 'repo');
-    home = path.join(root, 'home');
-    artifacts = path.join(root, 'artifacts');
-    fs.mkdirSync(repo);
-    fs.mkdirSync(home);
-    fs.mkdirSync(artifacts);
-    fs.chmodSync(artifacts, 0o777);
+    ({ root, repo, home, artifacts } = hostStageFolders('codex-exec-'));
     stub = await ResponsesStub.start({ apiKey, script: (_req, { stage, toolResults }) => scripts[stage]?.[toolResults] ?? { text: 'Done.' } });
     user = ensureHostAgentUser();
     git(['init', '-q', '-b', 'factory/t1']);
     fs.writeFileSync(path.join(repo, 'README.md'), '# Fixture\n');
     git(['add', '.']);
     git(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'base']);
-    fs.writeFileSync(path.join(home, '.gitconfig'), '[user]\n\tname = agent\n\temail = agent@sandbox\n[safe]\n\tdirectory = *\n');
-    if (user) execFileSync('chown', ['-R', user, repo, home]);
+    handToAgentUser({ root, repo, home, artifacts }, user);
   }, 600_000);
 
   afterAll(async () => {
