@@ -44,7 +44,7 @@ describe('patch model', () => {
       }
       const model = buildPatchModel(patch);
       expect([...model.fileRows.keys()].sort()).toEqual([...changed].sort());
-      for (const [p, row] of model.fileRows) expect(patchRow(model, row).text.startsWith('diff --git ')).toBe(true);
+      for (const [, row] of model.fileRows) expect(patchRow(model, row).text.startsWith('diff --git ')).toBe(true);
       expect(changed).toEqual(expect.arrayContaining([...names, 'new name.txt', 'run.sh', 'gone.txt', 'link', 'bin.dat', 'bad\udcffname']));
     } finally {
       rmSync(repo, { recursive: true, force: true });

@@ -16,7 +16,6 @@ import { createTestCa, type TestCa } from '../../support/https.js';
 import { allowLoopback, guestRequest } from './proxy-harness.js';
 
 const REAL_TOKEN = 'sk-ant-oat01-real-subscription-token-0123456789';
-const REAL_KEY = 'sk-ant-api03-real-api-key-0123456789';
 const now = '2026-01-01T00:00:00.000Z';
 const ref = (id: string, kind: CredentialRef['kind'], extra: Partial<CredentialRef> = {}): CredentialRef => ({
   id, kind, label: id, target: { upstream: 'https://api.anthropic.com' }, createdAt: now, updatedAt: now, ...extra,

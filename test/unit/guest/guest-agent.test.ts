@@ -9,7 +9,7 @@ import path from 'node:path';
 import ssh2, { type ServerChannel } from 'ssh2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GUEST_SSH_PATHS, loginAfterRekey, rekeyGuest, rekeyInput, rekeyScript, waitForSsh, type GuestProcess } from '../../../main/guest/guest-agent.js';
-import { generateSandboxKeys, type SandboxKeys } from '../../../main/ssh/sandbox-keys.js';
+import { generateSandboxKeys } from '../../../main/ssh/sandbox-keys.js';
 import { HostKeyMismatchError } from '../../../main/ssh/sandbox-ssh.js';
 
 const cleanups: Array<() => void> = [];
