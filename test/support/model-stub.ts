@@ -4,6 +4,7 @@
 // request carries the expected real key, and records every request it saw.
 import type http from 'node:http';
 import { startHttpsServer, type TestCa, type TestHttpsServer } from './https.js';
+import { readBody } from './stub-http.js';
 
 export interface RecordedRequest {
   method: string;
@@ -34,11 +35,9 @@ export async function startModelStub(ca: TestCa, opts: ModelStubOptions): Promis
   const delay = opts.sseDelayMs ?? 20;
   const deltas = opts.deltas ?? 5;
   const server = await startHttpsServer(ca, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
     // The handler awaits between SSE events; errors end the response (not a floating promise).
-    req.on('end', () => void (async () => {
-      const body = Buffer.concat(chunks).toString('utf8');
+    void (async () => {
+      const body = await readBody(req, 'model stub');
       const url = req.url ?? '/';
       requests.push({ method: req.method ?? '', path: url, headers: req.headers, body });
       const json = (status: number, value: unknown) => {
@@ -97,7 +96,7 @@ export async function startModelStub(ca: TestCa, opts: ModelStubOptions): Promis
         });
       }
       json(404, { type: 'error', error: { type: 'not_found_error', message: `no route ${pathOnly}` } });
-    })().catch(() => res.destroy()));
+    })().catch(() => res.destroy());
   });
   return Object.assign(server, { requests });
 }
